@@ -1,0 +1,44 @@
+"""Command-line entry points. Thin: parse flags, call the pure core or an adapter, print."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from reconciler.errors import ReconcilerError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="reconciler",
+        description="Slurm on Kubernetes, driven by git (SUNK-compatible).",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _register_optional(sub, "reconciler.local.commands")
+    return parser
+
+
+def _register_optional(sub: argparse._SubParsersAction, module: str) -> None:
+    """Let a package area add its own subcommands through `register(subparsers)`."""
+    import importlib
+
+    try:
+        mod = importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name != module:
+            raise
+        return
+    mod.register(sub)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except ReconcilerError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
