@@ -15,6 +15,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Slurm on Kubernetes, driven by git (SUNK-compatible).",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    from reconciler import commands_compile
+
+    commands_compile.register(sub)
     _register_optional(sub, "reconciler.local.commands")
     return parser
 

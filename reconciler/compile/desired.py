@@ -1,0 +1,142 @@
+"""values + layers -> DesiredState: everything apply will make true, as plain data (no I/O)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from reconciler.compile import manifests
+from reconciler.compile.nodesets import NodeSet, compose_all
+from reconciler.compile.profile import Profile
+from reconciler.compile.slurm_conf import (
+    Partition,
+    check_partition_nodes,
+    parse_partitions,
+    render_gres_conf,
+    render_slurm_conf,
+)
+from reconciler.compile.slurm_nodes import SlurmNodeSpec, slurm_node_spec
+from reconciler.config.layering import plain
+from reconciler.config.repo import Config
+from reconciler.config.schema import Warning_
+
+# Apply order: what a StatefulSet mounts must exist before it.
+KIND_ORDER = {"ConfigMap": 0, "Service": 1, "StatefulSet": 2}
+
+
+@dataclass(frozen=True)
+class SlurmNode:
+    name: str
+    nodeset: str
+    cpus: int
+    real_memory_mb: int
+    gres: str | None
+    features: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class DesiredState:
+    release: str
+    namespace: str
+    profile: str
+    nodesets: tuple[NodeSet, ...]
+    kube_objects: tuple[dict[str, Any], ...]
+    slurm_nodes: tuple[SlurmNode, ...]
+    partitions: tuple[Partition, ...]
+    slurm_conf: str
+    gres_conf: str
+    warnings: tuple[Warning_, ...] = field(default=())
+
+
+def compile_desired_state(config: Config, profile: Profile | None = None) -> DesiredState:
+    profile = profile or Profile()
+    release, namespace = config.settings.release, config.settings.namespace
+    values = plain(config.values)
+    nodesets = compose_all(config)
+    enabled = [(n, plain(n.definition)) for n in nodesets if n.enabled]
+    specs = [slurm_node_spec(release, n, d) for n, d in enabled]
+    where = config.partitions_where
+    partitions = parse_partitions(values.get("compute", {}).get("partitions"), where)
+    check_partition_nodes(partitions, specs, (n.name for n in nodesets if not n.enabled), where)
+    slurm_conf = render_slurm_conf(release, values, specs, partitions, profile)
+    gres_conf = render_gres_conf(specs, profile)
+    objects = _kube_objects(release, namespace, values, enabled, specs, slurm_conf, gres_conf)
+    return DesiredState(
+        release=release,
+        namespace=namespace,
+        profile=profile.name,
+        nodesets=tuple(nodesets),
+        kube_objects=tuple(objects),
+        slurm_nodes=tuple(_slurm_nodes(specs)),
+        partitions=tuple(partitions),
+        slurm_conf=slurm_conf,
+        gres_conf=gres_conf,
+        warnings=config.warnings,
+    )
+
+
+def _kube_objects(
+    release: str,
+    namespace: str,
+    values: dict[str, Any],
+    enabled: list[tuple[NodeSet, dict[str, Any]]],
+    specs: list[SlurmNodeSpec],
+    slurm_conf: str,
+    gres_conf: str,
+) -> list[dict[str, Any]]:
+    objects = [
+        manifests.config_map(
+            manifests.slurm_conf_map_name(release),
+            namespace,
+            release,
+            {"slurm.conf": slurm_conf, "gres.conf": gres_conf},
+        ),
+        *_script_maps(release, namespace, values),
+        manifests.compute_service(release, namespace),
+        *(
+            manifests.statefulset(release, namespace, spec, definition, values)
+            for spec, (_, definition) in zip(specs, enabled, strict=True)
+        ),
+    ]
+    return sorted(objects, key=object_sort_key)
+
+
+def _script_maps(release: str, namespace: str, values: dict[str, Any]) -> list[dict[str, Any]]:
+    maps = []
+    slurmd = (values.get("slurmConfig") or {}).get("slurmd") or {}
+    for kind in ("prolog", "epilog"):
+        if slurmd.get(kind):
+            data = manifests.script_files(slurmd[kind], kind)
+            maps.append(
+                manifests.config_map(
+                    manifests.script_map_name(release, kind), namespace, release, data
+                )
+            )
+    s6 = (values.get("compute") or {}).get("s6") or {}
+    if s6:
+        data = {}
+        for name, script in s6.items():
+            data[str(name)] = script["script"]
+            data[f"{name}.type"] = script["type"]
+        maps.append(manifests.config_map(manifests.s6_map_name(release), namespace, release, data))
+    return maps
+
+
+def object_sort_key(obj: dict[str, Any]) -> tuple[int, str, str]:
+    meta = obj["metadata"]
+    return (KIND_ORDER.get(obj["kind"], 99), meta.get("namespace", ""), meta["name"])
+
+
+def _slurm_nodes(specs: list[SlurmNodeSpec]) -> list[SlurmNode]:
+    return [
+        SlurmNode(
+            name=name,
+            nodeset=spec.nodeset,
+            cpus=spec.cpus,
+            real_memory_mb=spec.real_memory_mb,
+            gres=str(spec.gres) if spec.gres else None,
+            features=spec.features,
+        )
+        for spec in specs
+        for name in spec.node_names()
+    ]

@@ -1,0 +1,251 @@
+"""Kubernetes objects for the compute side: ConfigMaps, the compute Service, one StatefulSet per
+enabled node set. Plain dicts, keys in the order `kubectl get -o yaml` shows them.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from reconciler import wellknown as wk
+from reconciler.compile.slurm_nodes import SlurmNodeSpec
+
+SLURMD_CONTAINER = "slurmd"
+SLURMD_PORT = 6818
+CONF_MOUNT = "/etc/slurm"
+
+
+def owned_labels(release: str, component: str) -> dict[str, str]:
+    """Labels on every object we render; LABEL_MANAGED_BY + LABEL_RELEASE select live state."""
+    return {
+        wk.LABEL_MANAGED_BY: wk.MANAGED_BY_VALUE,
+        wk.LABEL_PART_OF: "slurm",
+        wk.LABEL_COMPONENT: component,
+        wk.LABEL_RELEASE: release,
+    }
+
+
+def config_map(name: str, namespace: str, release: str, data: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": owned_labels(release, "config"),
+        },
+        "data": dict(sorted(data.items())),
+    }
+
+
+def slurm_conf_map_name(release: str) -> str:
+    return f"{release}-slurm-conf"
+
+
+def s6_map_name(release: str) -> str:
+    return f"{release}-s6"
+
+
+def script_map_name(release: str, kind: str) -> str:
+    return f"{release}-{kind}"
+
+
+def compute_service(release: str, namespace: str) -> dict[str, Any]:
+    """Headless Service that gives slurmd Pods stable DNS names (<pod>.<release>-compute)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": f"{release}-compute",
+            "namespace": namespace,
+            "labels": owned_labels(release, "compute"),
+        },
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": {wk.LABEL_NAME: "slurmd", wk.LABEL_RELEASE: release},
+            "ports": [{"name": "slurmd", "port": SLURMD_PORT, "targetPort": SLURMD_PORT}],
+        },
+    }
+
+
+def statefulset(
+    release: str,
+    namespace: str,
+    spec: SlurmNodeSpec,
+    definition: dict[str, Any],
+    values: dict[str, Any],
+) -> dict[str, Any]:
+    selector = {wk.LABEL_NAME: "slurmd", wk.LABEL_INSTANCE: spec.statefulset}
+    labels = {**owned_labels(release, "compute"), wk.LABEL_NODESET: spec.nodeset}
+    pod_labels = {**selector, **labels, **_strings(definition.get("labels"))}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": spec.statefulset, "namespace": namespace, "labels": labels},
+        "spec": {
+            "replicas": spec.replicas,
+            "serviceName": f"{release}-compute",
+            "podManagementPolicy": "Parallel",
+            # OnDelete: a template change must never restart slurmd under running jobs; the
+            # reconciler rolls nodes itself, draining each first.
+            "updateStrategy": {"type": "OnDelete"},
+            "selector": {"matchLabels": selector},
+            "template": {
+                "metadata": {
+                    "labels": pod_labels,
+                    "annotations": {
+                        wk.ANNOTATION_DEFAULT_CONTAINER: SLURMD_CONTAINER,
+                        **_strings(definition.get("annotations")),
+                    },
+                },
+                "spec": _pod_spec(release, definition, values),
+            },
+        },
+    }
+
+
+def _pod_spec(release: str, definition: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    compute = values.get("compute") or {}
+    spec: dict[str, Any] = {
+        "terminationGracePeriodSeconds": definition.get("terminationGracePeriodSeconds", 30),
+        "enableServiceLinks": False,
+        "automountServiceAccountToken": False,
+    }
+    if compute.get("pyxis", {}).get("enabled"):
+        spec["securityContext"] = {
+            "seccompProfile": {"type": "Localhost", "localhostProfile": "profiles/enroot"}
+        }
+    for key in ("dnsPolicy", "dnsConfig", "priorityClassName", "hostNetwork"):
+        if definition.get(key) is not None:
+            spec[key] = definition[key]
+    spec["containers"] = [
+        _slurmd_container(definition, values),
+        *(definition.get("containers") or []),
+    ]
+    if definition.get("initContainers"):
+        spec["initContainers"] = definition["initContainers"]
+    spec["volumes"] = _volumes(release, definition, values)
+    for key in ("nodeSelector", "affinity", "tolerations"):
+        if definition.get(key):
+            spec[key] = definition[key]
+    if values.get("imagePullSecrets"):
+        spec["imagePullSecrets"] = values["imagePullSecrets"]
+    return spec
+
+
+def _slurmd_container(definition: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    compute = values.get("compute") or {}
+    ports = [{"name": "slurmd", "containerPort": SLURMD_PORT, "protocol": "TCP"}]
+    if compute.get("ssh", {}).get("enabled"):
+        ports.append({"name": "sshd", "containerPort": 22, "protocol": "TCP"})
+    container: dict[str, Any] = {
+        "name": SLURMD_CONTAINER,
+        "image": _image(definition.get("image") or {}),
+        # The Pod name is the Slurm node name (<release>-<nodeset>-<ordinal>).
+        "args": ["slurmd", "-D", "-N", "$(POD_NAME)"],
+        "env": [
+            _field_env("POD_NAME", "metadata.name"),
+            _field_env("NODE_NAME", "spec.nodeName"),
+            _field_env("POD_IP", "status.podIP"),
+            *(definition.get("env") or []),
+        ],
+        "ports": ports,
+        "resources": definition.get("resources") or {},
+        "volumeMounts": _volume_mounts(definition, values),
+    }
+    if pull := (definition.get("image") or {}).get("pullPolicy"):
+        container["imagePullPolicy"] = pull
+    security = {
+        **(compute.get("securityContext") or {}),
+        **(definition.get("securityContext") or {}),
+    }
+    if security:
+        container["securityContext"] = security
+    return container
+
+
+def _image(image: dict[str, Any]) -> str:
+    repository = image.get("repository") or "registry.gitlab.com/coreweave/sunk/slurmd"
+    return f"{repository}:{image['tag']}" if image.get("tag") else repository
+
+
+def _field_env(name: str, path: str) -> dict[str, Any]:
+    return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
+
+
+def _volume_mounts(definition: dict[str, Any], values: dict[str, Any]) -> list[dict[str, Any]]:
+    compute = values.get("compute") or {}
+    slurmd = (values.get("slurmConfig") or {}).get("slurmd") or {}
+    mounts = [{"name": "slurm-conf", "mountPath": CONF_MOUNT, "readOnly": True}]
+    for kind in ("prolog", "epilog"):
+        if _script_config_map(slurmd, kind):
+            mounts.append(
+                {"name": f"slurm-{kind}", "mountPath": f"{CONF_MOUNT}/{kind}.d", "readOnly": True}
+            )
+    if compute.get("s6"):
+        mounts.append(
+            {"name": "s6-scripts", "mountPath": "/etc/s6-overlay/scripts", "readOnly": True}
+        )
+    mounts.append({"name": "dshm", "mountPath": "/dev/shm"})
+    for mount in compute.get("mounts") or []:
+        mounts.append({"name": pvc_volume_name(mount["pvc"]), "mountPath": mount["name"]})
+    return [*mounts, *(definition.get("volumeMounts") or [])]
+
+
+def _volumes(
+    release: str, definition: dict[str, Any], values: dict[str, Any]
+) -> list[dict[str, Any]]:
+    compute = values.get("compute") or {}
+    slurmd = (values.get("slurmConfig") or {}).get("slurmd") or {}
+    volumes: list[dict[str, Any]] = [
+        {"name": "slurm-conf", "configMap": {"name": slurm_conf_map_name(release)}}
+    ]
+    for kind in ("prolog", "epilog"):
+        name = _script_config_map(slurmd, kind, release)
+        if name:
+            volumes.append(
+                {"name": f"slurm-{kind}", "configMap": {"name": name, "defaultMode": 0o755}}
+            )
+    if compute.get("s6"):
+        volumes.append(
+            {
+                "name": "s6-scripts",
+                "configMap": {"name": s6_map_name(release), "defaultMode": 0o755},
+            }
+        )
+    volumes.append({"name": "dshm", "emptyDir": {"medium": "Memory"}})
+    for mount in compute.get("mounts") or []:
+        volumes.append(
+            {
+                "name": pvc_volume_name(mount["pvc"]),
+                "persistentVolumeClaim": {"claimName": mount["pvc"]},
+            }
+        )
+    return [*volumes, *(definition.get("volumes") or [])]
+
+
+def _script_config_map(slurmd: dict[str, Any], kind: str, release: str = "") -> str | None:
+    """An inline script (slurmd.prolog) is rendered into our ConfigMap; a named ConfigMap
+    (slurmd.prologConfigMap, seed 001) is mounted as the user deployed it."""
+    if slurmd.get(kind):
+        return script_map_name(release, kind)
+    return slurmd.get(f"{kind}ConfigMap") or (
+        slurmd.get("prologConfigmap") if kind == "prolog" else None
+    )
+
+
+def script_files(source: str | dict[str, str], kind: str) -> dict[str, str]:
+    """slurmd.prolog may be one script or a mapping of file name -> script."""
+    if isinstance(source, str):
+        return {f"00-{kind}.sh": source}
+    return {str(k): str(v) for k, v in source.items()}
+
+
+def pvc_volume_name(pvc: str) -> str:
+    """SUNK's rule: underscores become dashes, lowercased."""
+    return re.sub(r"_", "-", pvc).lower()
+
+
+def _strings(mapping: Any) -> dict[str, str]:
+    return {str(k): str(v) for k, v in (mapping or {}).items()}

@@ -1,0 +1,46 @@
+"""Kubernetes resource quantities ("16Gi", "500m", "1.5") as exact Decimals.
+
+The kubernetes package has `parse_quantity`, but importing it loads the whole API client
+(~0.3 s, and the compiler must not depend on the client); tests check that both agree.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal, InvalidOperation
+
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "": Decimal(1),
+    "k": Decimal("1e3"),
+    "M": Decimal("1e6"),
+    "G": Decimal("1e9"),
+    "T": Decimal("1e12"),
+    "P": Decimal("1e15"),
+    "E": Decimal("1e18"),
+}
+_QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]?)$")
+
+
+class QuantityError(ValueError):
+    """Not a Kubernetes quantity."""
+
+
+def parse_quantity(value: str | int | float) -> Decimal:
+    if isinstance(value, bool):
+        raise QuantityError(f"{value!r} is not a quantity")
+    if isinstance(value, int | float):
+        return Decimal(str(value))
+    match = _QUANTITY.match(value.strip())
+    if not match:
+        raise QuantityError(f"{value!r} is not a quantity (examples: 8, 500m, 16Gi, 1.5G)")
+    number, suffix = match.groups()
+    try:
+        amount = Decimal(number)
+    except InvalidOperation:
+        raise QuantityError(f"{value!r} is not a quantity") from None
+    factor = _BINARY.get(suffix) or _DECIMAL[suffix]
+    return amount * factor

@@ -1,0 +1,242 @@
+"""Render slurm.conf and gres.conf from values, node specs and a site profile (pure text)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import hostlist
+
+from reconciler.compile.profile import Profile
+from reconciler.compile.slurm_nodes import SlurmNodeSpec
+from reconciler.errors import CompileError, Location
+
+HEADER = "# Rendered by reconciler from the config repo; edit the repo, not this file."
+DEFAULT_PARTITIONS = "PartitionName=all Nodes=ALL Default=YES MaxTime=INFINITE State=UP"
+# Lines that declare objects rather than set one key; extraConfig keeps them as written.
+_OBJECT_KEYS = {"nodename", "partitionname", "nodeset", "downnodes", "frontendname", "switchname"}
+_SETTING = re.compile(r"^([A-Za-z][A-Za-z0-9]*)=(\S.*)$")
+_TOKEN = re.compile(r"^([A-Za-z][A-Za-z0-9]*)=(.*)$")
+
+
+@dataclass(frozen=True)
+class Partition:
+    name: str
+    options: tuple[tuple[str, str], ...]
+
+    def line(self) -> str:
+        return " ".join([f"PartitionName={self.name}", *(f"{k}={v}" for k, v in self.options)])
+
+    def option(self, key: str) -> str | None:
+        return next((v for k, v in self.options if k.lower() == key.lower()), None)
+
+
+def parse_partitions(text: str | None, where: Location | None = None) -> list[Partition]:
+    """`compute.partitions` is slurm.conf text, as in SUNK; comments and blank lines skipped."""
+    partitions: list[Partition] = []
+    for number, raw in enumerate((text or DEFAULT_PARTITIONS).splitlines(), start=1):
+        line = raw.split("#", 1)[0].strip()
+        if line:
+            partitions.append(_parse_partition_line(line, number, where))
+    _reject_duplicates(partitions, where)
+    return partitions
+
+
+def _parse_partition_line(line: str, number: int, where: Location | None) -> Partition:
+    pairs = []
+    for token in line.split():
+        match = _TOKEN.match(token)
+        if not match:
+            raise CompileError(
+                f"compute.partitions line {number}: {token!r} is not KEY=VALUE",
+                where=where,
+                hint="write partitions as slurm.conf lines: PartitionName=gpu Nodes=h100 State=UP",
+            )
+        pairs.append((match.group(1), match.group(2)))
+    if not pairs or pairs[0][0].lower() != "partitionname" or not pairs[0][1]:
+        raise CompileError(
+            f"compute.partitions line {number} must start with PartitionName=NAME: {line!r}",
+            where=where,
+        )
+    return Partition(pairs[0][1], tuple(pairs[1:]))
+
+
+def _reject_duplicates(partitions: list[Partition], where: Location | None) -> None:
+    seen: set[str] = set()
+    for partition in partitions:
+        if partition.name in seen:
+            raise CompileError(f"partition {partition.name!r} is defined twice", where=where)
+        seen.add(partition.name)
+
+
+def check_partition_nodes(
+    partitions: list[Partition],
+    specs: list[SlurmNodeSpec],
+    disabled: Iterable[str],
+    where: Location | None,
+) -> None:
+    """Every name in Nodes= must be ALL, an enabled node set, or a compiled Slurm node."""
+    nodesets = {s.nodeset for s in specs}
+    nodes = {n for s in specs for n in s.node_names()}
+    disabled = set(disabled)
+    for partition in partitions:
+        value = partition.option("Nodes")
+        if not value or value.upper() == "ALL":
+            continue
+        for name in hostlist.expand_hostlist(value):
+            if name in nodesets or name in nodes:
+                continue
+            raise CompileError(
+                f"partition {partition.name!r} lists {name!r} in Nodes=, which is "
+                + (
+                    "a disabled node definition"
+                    if name in disabled
+                    else "not a node definition or Slurm node of this config"
+                ),
+                where=where,
+                hint=(
+                    "enable it, or remove it from the partition"
+                    if name in disabled
+                    else "use a compute.nodes name (" + ", ".join(sorted(nodesets)) + ") or ALL"
+                ),
+            )
+
+
+def render_slurm_conf(
+    release: str,
+    values: dict[str, Any],
+    specs: list[SlurmNodeSpec],
+    partitions: list[Partition],
+    profile: Profile,
+) -> str:
+    settings = _settings(release, values, profile, has_gpus=any(s.gres for s in specs))
+    extra_objects = _apply_extra_config(settings, values.get("slurmConfig", {}).get("extraConfig"))
+    lines = [HEADER, *(f"{k}={v}" for k, v in settings.items())]
+    if extra_objects:
+        lines += ["", "# slurmConfig.extraConfig", *extra_objects]
+    lines += ["", "# Nodes: one line per node definition (compute.nodes)"]
+    lines += _node_lines(specs, profile)
+    lines += [f"NodeSet={s.nodeset} Feature={s.nodeset}" for s in specs]
+    lines += ["", "# Partitions (compute.partitions)", *(p.line() for p in partitions)]
+    return "\n".join(lines) + "\n"
+
+
+def _settings(
+    release: str, values: dict[str, Any], profile: Profile, *, has_gpus: bool
+) -> dict[str, str]:
+    slurm = values.get("slurmConfig") or {}
+    ctld = slurm.get("slurmCtld") or {}
+    slurmd = slurm.get("slurmd") or {}
+    settings: dict[str, str] = {
+        "ClusterName": release,
+        "SlurmctldHost": profile.controller_host or f"{release}-controller",
+        "SlurmctldPort": str(profile.slurmctld_port),
+        "SlurmdPort": str(profile.slurmd_port),
+    }
+    settings.update(profile.site)
+    settings.update(
+        {
+            "SlurmctldTimeout": str(ctld.get("timeout", 60)),
+            "SlurmdTimeout": str(slurmd.get("timeout", 30)),
+            "ProctrackType": ctld.get("procTrackType")
+            or ctld.get("prockTrackType")
+            or "proctrack/linuxproc",
+            "TaskPlugin": ctld.get("taskPlugin") or "task/none",
+            "SchedulerType": "sched/backfill",
+            "SelectType": "select/cons_tres",
+            "SelectTypeParameters": slurm.get("selectTypeParameters") or "CR_Core",
+            "DefMemPerCPU": str(slurm.get("defMemPerCPU", 4096)),
+            "KillWait": str(slurm.get("killWait", 30)),
+            "WaitTime": str(slurm.get("waitTime", 0)),
+            "InactiveLimit": str(slurm.get("inactiveLimit", 0)),
+            "SuspendTime": str(slurmd.get("suspendTime", "INFINITE")),
+            "ReturnToService": "2",
+            "MpiDefault": "none",
+        }
+    )
+    if has_gpus:
+        settings["GresTypes"] = "gpu"
+    if _script_source(slurmd, "prolog"):
+        settings["Prolog"] = "/etc/slurm/prolog.d/*"
+    if _script_source(slurmd, "epilog"):
+        settings["Epilog"] = "/etc/slurm/epilog.d/*"
+    if profile.is_local:
+        settings["SlurmdParameters"] = "config_overrides"  # nodes claim more CPUs than the host has
+    return settings
+
+
+def _script_source(slurmd: dict[str, Any], kind: str) -> bool:
+    return bool(
+        slurmd.get(kind)
+        or slurmd.get(f"{kind}ConfigMap")
+        or (kind == "prolog" and slurmd.get("prologConfigmap"))
+    )
+
+
+def _apply_extra_config(settings: dict[str, str], extra: str | None) -> list[str]:
+    """extraConfig wins: a KEY=VALUE line replaces our setting of the same key in place;
+    object lines (NodeName=, PartitionName=...) and anything else are kept as written."""
+    kept: list[str] = []
+    lower = {k.lower(): k for k in settings}
+    for raw in (extra or "").splitlines():
+        line = raw.strip()
+        match = _SETTING.match(line)
+        if match and match.group(1).lower() not in _OBJECT_KEYS and " " not in match.group(2):
+            key = lower.get(match.group(1).lower(), match.group(1))
+            settings[key] = match.group(2)
+        elif line:
+            kept.append(line)
+    return kept
+
+
+def _node_lines(specs: list[SlurmNodeSpec], profile: Profile) -> list[str]:
+    lines: list[str] = []
+    index = 0
+    for spec in specs:
+        shape = _node_shape(spec)
+        names = spec.node_names()
+        if not names:
+            lines.append(f"# {spec.nodeset}: 0 replicas")
+            continue
+        if profile.is_local:
+            for name in names:
+                port = profile.port_for(name, index)
+                index += 1
+                lines.append(
+                    f"NodeName={name} NodeHostname={profile.node_hostname} "
+                    f"NodeAddr={profile.node_addr} Port={port} {shape}"
+                )
+        else:
+            lines.append(f"NodeName={hostlist.collect_hostlist(names)} {shape}")
+    return lines
+
+
+def _node_shape(spec: SlurmNodeSpec) -> str:
+    parts = [f"CPUs={spec.cpus}", f"RealMemory={spec.real_memory_mb}"]
+    if spec.gres:
+        parts.append(f"Gres={spec.gres}")
+    parts.append("Feature=" + ",".join(spec.features))
+    return " ".join(parts)
+
+
+def render_gres_conf(specs: list[SlurmNodeSpec], profile: Profile) -> str:
+    """Real clusters autodetect GPUs through NVML; the local profile points at fake devices."""
+    gpu_specs = [s for s in specs if s.gres and s.replicas]
+    lines = ["# Rendered by reconciler from the config repo; edit the repo, not this file."]
+    if not profile.is_local:
+        lines.append("AutoDetect=nvml" if gpu_specs else "# no GPU node definitions")
+        return "\n".join(lines) + "\n"
+    lines.append("AutoDetect=off")
+    for spec in gpu_specs:
+        assert spec.gres is not None
+        devices = f"{profile.gres_device_dir}/gpu[0-{spec.gres.count - 1}]"
+        if spec.gres.count == 1:
+            devices = f"{profile.gres_device_dir}/gpu0"
+        type_part = f" Type={spec.gres.type}" if spec.gres.type else ""
+        lines.append(
+            f"NodeName={hostlist.collect_hostlist(spec.node_names())} Name=gpu{type_part} "
+            f"File={devices}"
+        )
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,182 @@
+"""Composed node sets -> the Slurm nodes they run, with names Kubernetes and Slurm both accept."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from reconciler.compile.nodesets import NodeSet
+from reconciler.compile.quantity import QuantityError, parse_quantity
+from reconciler.errors import CompileError
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_FEATURE = re.compile(r"^[A-Za-z0-9_.\-]+$")
+_GRES_TYPE = re.compile(r"^[A-Za-z0-9_.\-]+$")
+# A StatefulSet's pods carry a controller-revision-hash label of "<name>-<hash>" (<= 63
+# chars), so the StatefulSet name itself must stay within 52.
+MAX_STATEFULSET_NAME = 52
+_MIB = Decimal(2**20)
+
+
+@dataclass(frozen=True)
+class Gres:
+    type: str | None
+    count: int
+
+    def __str__(self) -> str:
+        return f"gpu:{self.type}:{self.count}" if self.type else f"gpu:{self.count}"
+
+
+@dataclass(frozen=True)
+class SlurmNodeSpec:
+    """What every Slurm node of one node set looks like."""
+
+    nodeset: str
+    statefulset: str
+    replicas: int
+    cpus: int
+    real_memory_mb: int
+    gres: Gres | None
+    features: tuple[str, ...]
+
+    def node_names(self) -> list[str]:
+        return [f"{self.statefulset}-{ordinal}" for ordinal in range(self.replicas)]
+
+
+def statefulset_name(release: str, nodeset: str) -> str:
+    return f"{release}-{nodeset}"
+
+
+def slurm_node_spec(release: str, nodeset: NodeSet, definition: dict[str, Any]) -> SlurmNodeSpec:
+    """`definition` is the composed, plain definition of an enabled node set."""
+    name = _checked_names(release, nodeset)
+    replicas = int(definition.get("replicas", 1))
+    return SlurmNodeSpec(
+        nodeset=nodeset.name,
+        statefulset=name,
+        replicas=replicas,
+        cpus=_cpus(nodeset, definition),
+        real_memory_mb=_memory_mb(nodeset, definition),
+        gres=_gres(nodeset, definition.get("gresGpu")),
+        features=_features(nodeset, definition.get("features") or []),
+    )
+
+
+def _checked_names(release: str, nodeset: NodeSet) -> str:
+    if not _DNS_LABEL.match(nodeset.name):
+        raise CompileError(
+            f"node definition name {nodeset.name!r} cannot name Slurm nodes or Pods",
+            where=nodeset.where,
+            hint="use lowercase letters, digits and '-' only, starting and ending with a "
+            f"letter or digit (e.g. {_suggest(nodeset.name)!r})",
+        )
+    name = statefulset_name(release, nodeset.name)
+    if len(name) > MAX_STATEFULSET_NAME:
+        raise CompileError(
+            f"StatefulSet name {name!r} is {len(name)} characters; Kubernetes allows "
+            f"{MAX_STATEFULSET_NAME}",
+            where=nodeset.where,
+            hint="shorten the node definition name (or the release name)",
+        )
+    return name
+
+
+def _suggest(name: str) -> str:
+    return re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-") or "nodes"
+
+
+def _resource(definition: dict[str, Any], key: str) -> tuple[Any, str] | None:
+    """Slurm sizes a node from the slurmd container's limit, else its request (seed 002:
+    "lower the requests ... keep the limits high so slurm jobs can still use the full node")."""
+    resources = definition.get("resources") or {}
+    for side in ("limits", "requests"):
+        value = (resources.get(side) or {}).get(key)
+        if value is not None:
+            return value, f"resources.{side}.{key}"
+    return None
+
+
+def _cpus(nodeset: NodeSet, definition: dict[str, Any]) -> int:
+    found = _resource(definition, "cpu")
+    if found is None:
+        raise CompileError(
+            f"node definition {nodeset.name!r} has zero CPUs: no resources.limits.cpu or "
+            "resources.requests.cpu",
+            where=nodeset.where,
+            hint="set resources.requests.cpu (or add a node type layer such as h100 or cpu-epyc)",
+        )
+    cpus = math.floor(_quantity(nodeset, *found))
+    if cpus < 1:
+        raise CompileError(
+            f"node definition {nodeset.name!r} has zero CPUs ({found[1]}={found[0]!r}); a Slurm "
+            "node needs at least 1",
+            where=nodeset.where,
+            hint=f"set {found[1]} to 1 or more",
+        )
+    return cpus
+
+
+def _memory_mb(nodeset: NodeSet, definition: dict[str, Any]) -> int:
+    found = _resource(definition, "memory")
+    if found is None:
+        raise CompileError(
+            f"node definition {nodeset.name!r} has no memory: no resources.limits.memory or "
+            "resources.requests.memory",
+            where=nodeset.where,
+            hint="set resources.requests.memory (e.g. 16Gi); Slurm needs RealMemory to place jobs",
+        )
+    megabytes = math.floor(_quantity(nodeset, *found) / _MIB)
+    if megabytes < 1:
+        raise CompileError(
+            f"node definition {nodeset.name!r}: {found[1]}={found[0]!r} is under 1Mi",
+            where=nodeset.where,
+        )
+    return megabytes
+
+
+def _quantity(nodeset: NodeSet, value: Any, key: str) -> Decimal:
+    try:
+        return parse_quantity(value)
+    except QuantityError as exc:
+        raise CompileError(
+            f"node definition {nodeset.name!r}: {key}: {exc}", where=nodeset.where
+        ) from None
+
+
+def _gres(nodeset: NodeSet, value: Any) -> Gres | None:
+    if value in (None, ""):
+        return None
+    parts = str(value).split(":")
+    gres_type, count = (None, parts[0]) if len(parts) == 1 else (parts[0], parts[-1])
+    if (
+        len(parts) > 2
+        or not count.isdigit()
+        or int(count) < 1
+        or (gres_type is not None and not _GRES_TYPE.match(gres_type))
+    ):
+        raise CompileError(
+            f"node definition {nodeset.name!r}: gresGpu {value!r} is not TYPE:COUNT",
+            where=nodeset.where,
+            hint="write it as in seed 001, e.g. gresGpu: h100:8 (or just a count: 8)",
+        )
+    return Gres(gres_type, int(count))
+
+
+def _features(nodeset: NodeSet, features: list[Any]) -> tuple[str, ...]:
+    # SUNK advertises the node definition's own name as a feature too.
+    out = [nodeset.name]
+    for feature in features:
+        text = str(feature)
+        if not _FEATURE.match(text):
+            raise CompileError(
+                f"node definition {nodeset.name!r}: feature {text!r} is not a valid Slurm "
+                "feature name",
+                where=nodeset.where,
+                hint="use letters, digits, '_', '.' and '-' only (no spaces, commas or '|&')",
+            )
+        if text not in out:
+            out.append(text)
+    return tuple(out)

@@ -1,0 +1,176 @@
+"""SUNK's "deep update" of node-definition layers (seed 001, "Layering"), as a pure function.
+
+`deep_update(dest, src)` returns a new value; neither argument is changed. The rules:
+
+- dict + dict: recurse key by key; keys only in `src` are added.
+- list of scalars + list of scalars: union, first-seen order, no duplicates.
+- list of dicts + list of dicts: items matched by `name` (recurse on a match, append
+  otherwise); items without a `name` are appended unless an equal item is already there.
+- nodeAffinity `nodeSelectorTerms`: SUNK assumes one term per definition, so terms are merged
+  by position; inside a term, `matchExpressions` are matched by `key` and the later
+  expression's `values` replace the earlier ones (that is how a region layer moves a
+  definition from LAS1 to LGA1).
+- anything else (scalars, or a type change): `src` wins. An explicit `null` removes the key,
+  as it does in Helm values.
+
+Leaves may be wrapped in `Sourced` to remember which layer set them (`compile --explain`);
+every comparison looks through the wrapper, so the same code serves both uses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+_NODE_SELECTOR_TERMS = "nodeSelectorTerms"
+_MATCH_LISTS = {"matchExpressions": "key", "matchFields": "key"}
+
+
+@dataclass(frozen=True, slots=True)
+class Sourced:
+    """A leaf value and where it came from (a layer name and file:line)."""
+
+    value: Any
+    origin: str
+
+
+def plain(value: Any) -> Any:
+    """The value with every `Sourced` wrapper removed."""
+    if isinstance(value, Sourced):
+        return value.value
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return value
+
+
+def deep_update(dest: Any, src: Any, *, key: str | None = None) -> Any:
+    """Apply layer `src` on top of `dest` and return the result (inputs are not modified)."""
+    if isinstance(dest, dict) and isinstance(src, dict):
+        return _update_dict(dest, src)
+    if isinstance(dest, list) and isinstance(src, list):
+        return _update_list(dest, src, key)
+    return _copy(src)
+
+
+def _update_dict(dest: dict[str, Any], src: dict[str, Any]) -> dict[str, Any]:
+    out = dict(dest)
+    for k, v in src.items():
+        if plain(v) is None:
+            out.pop(k, None)
+        elif k in out:
+            out[k] = deep_update(out[k], v, key=k)
+        else:
+            out[k] = _copy(v)
+    return out
+
+
+def _update_list(dest: list[Any], src: list[Any], key: str | None) -> list[Any]:
+    if key == _NODE_SELECTOR_TERMS:
+        return _merge_by_position(dest, src)
+    if key in _MATCH_LISTS:
+        return _merge_by_key(dest, src, _MATCH_LISTS[key], replace_lists=True)
+    if _all_scalars(dest) and _all_scalars(src):
+        return _union(dest, src)
+    if _all_dicts(dest) and _all_dicts(src):
+        return _merge_by_key(dest, src, "name", replace_lists=False)
+    return _copy(src)
+
+
+def _union(dest: list[Any], src: list[Any]) -> list[Any]:
+    seen: set[Any] = set()
+    out = []
+    for item in (*dest, *src):
+        marker = _hashable(plain(item))
+        if marker not in seen:
+            seen.add(marker)
+            out.append(item)
+    return out
+
+
+def _merge_by_key(
+    dest: list[dict[str, Any]], src: list[dict[str, Any]], ident: str, *, replace_lists: bool
+) -> list[dict[str, Any]]:
+    out = list(dest)
+    for item in src:
+        ident_value = plain(item.get(ident))
+        index = _find(out, ident, ident_value) if ident_value is not None else None
+        if index is None:
+            if ident_value is not None or _hashable(plain(item)) not in _markers(out):
+                out.append(_copy(item))
+        elif replace_lists:
+            out[index] = _replace_lists(out[index], item)
+        else:
+            out[index] = deep_update(out[index], item)
+    return out
+
+
+def _replace_lists(dest: dict[str, Any], src: dict[str, Any]) -> dict[str, Any]:
+    """A match expression: `values` (and every other key) from the later layer win."""
+    out = dict(dest)
+    for k, v in src.items():
+        if plain(v) is None:
+            out.pop(k, None)
+        else:
+            out[k] = _copy(v)
+    return out
+
+
+def _merge_by_position(dest: list[Any], src: list[Any]) -> list[Any]:
+    out = list(dest)
+    for index, item in enumerate(src):
+        if index < len(out):
+            out[index] = deep_update(out[index], item)
+        else:
+            out.append(_copy(item))
+    return out
+
+
+def _find(items: list[dict[str, Any]], ident: str, value: Any) -> int | None:
+    for index, item in enumerate(items):
+        if isinstance(item, dict) and plain(item.get(ident)) == value:
+            return index
+    return None
+
+
+def _markers(items: list[Any]) -> set[Any]:
+    return {_hashable(plain(item)) for item in items}
+
+
+def _all_scalars(items: list[Any]) -> bool:
+    return all(not isinstance(plain(i), dict | list) for i in items)
+
+
+def _all_dicts(items: list[Any]) -> bool:
+    return all(isinstance(i, dict) for i in items)
+
+
+def _hashable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return tuple(sorted((k, _hashable(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return tuple(_hashable(v) for v in value)
+    return (type(value).__name__, value)
+
+
+def _copy(value: Any) -> Any:
+    """Copy containers so results never share mutable structure with the layers."""
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items() if plain(v) is not None}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value
+
+
+def tag(value: Any, origin_of: Any) -> Any:
+    """Wrap every leaf of `value` in `Sourced`; `origin_of(path)` names its origin."""
+    return _tag(value, (), origin_of)
+
+
+def _tag(value: Any, path: tuple[Any, ...], origin_of: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _tag(v, (*path, k), origin_of) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_tag(v, (*path, i), origin_of) for i, v in enumerate(value)]
+    return Sourced(value, origin_of(path))

@@ -1,0 +1,184 @@
+"""A config repo's files -> merged values and the layers node definitions may use (pure).
+
+Files arrive as a mapping of repo-relative path -> text; `reconciler.config.files` reads them
+from disk. Layout (documented in the README):
+
+    reconciler.yaml        optional: release, namespace
+    values.yaml            required: SUNK chart values
+    values.d/*.yaml        optional: merged after values.yaml in lexical order (layering rules)
+    compute-defs/**.yaml   optional: extra layers, same format as the shipped library
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from reconciler.config.layering import deep_update, tag
+from reconciler.config.schema import Warning_, check_layer_file, check_values_file
+from reconciler.config.yamlfile import KeyPath, YamlFile, parse_yaml
+from reconciler.errors import ConfigTypeError, Location, ReconcilerError
+
+VALUES_FILE = "values.yaml"
+SETTINGS_FILE = "reconciler.yaml"
+LIBRARY_PREFIX = "library/"
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+@dataclass(frozen=True)
+class Layer:
+    """A named layer: shipped in the library, in the repo's compute-defs, or under compute.nodes."""
+
+    name: str
+    data: dict[str, Any]
+    where: Location
+
+
+@dataclass(frozen=True)
+class RepoSettings:
+    release: str = "slurm"
+    namespace: str = "slurm"
+
+
+@dataclass(frozen=True)
+class Config:
+    values: dict[str, Any]
+    file_layers: dict[str, Layer]
+    node_locations: dict[str, Location]
+    settings: RepoSettings
+    partitions_where: Location | None = None
+    warnings: tuple[Warning_, ...] = field(default=())
+
+    def layer(self, name: str) -> Layer | None:
+        """compute.nodes entries win over files of the same name, as in SUNK's chart."""
+        nodes = self.values.get("compute", {}).get("nodes") or {}
+        if name in nodes:
+            return Layer(name, nodes[name] or {}, self.node_locations[name])
+        return self.file_layers.get(name)
+
+    def layer_names(self) -> list[str]:
+        nodes = self.values.get("compute", {}).get("nodes") or {}
+        return sorted({*nodes, *self.file_layers})
+
+
+def is_repo_file(path: str) -> bool:
+    """Which repo-relative paths the loader reads (the I/O side uses this to pick files)."""
+    return (
+        path in (VALUES_FILE, SETTINGS_FILE)
+        or (path.startswith("values.d/") and path.count("/") == 1 and _is_yaml(path))
+        or (path.startswith("compute-defs/") and _is_yaml(path))
+    )
+
+
+def _is_yaml(path: str) -> bool:
+    return path.endswith((".yaml", ".yml"))
+
+
+def load_config(
+    files: Mapping[str, str],
+    library: Mapping[str, str],
+    *,
+    track_origins: bool = False,
+    overrides: RepoSettings | None = None,
+) -> Config:
+    """Parse, type-check and merge a repo. `library` maps file name -> text of shipped layers."""
+    if VALUES_FILE not in files:
+        raise ReconcilerError(
+            f"no {VALUES_FILE} at the root of the config repo",
+            hint="create values.yaml with at least `compute: {nodes: {}}` "
+            "(see fixtures/config-repo)",
+        )
+    warnings: list[Warning_] = []
+    values, node_locations, partitions_where = _merge_values(files, warnings, track_origins)
+    layers = _load_layers(library, LIBRARY_PREFIX, warnings, track_origins)
+    repo_layers = _load_layers(
+        {p: t for p, t in files.items() if p.startswith("compute-defs/") and _is_yaml(p)},
+        "",
+        warnings,
+        track_origins,
+    )
+    layers.update(repo_layers)  # the repo may redefine a shipped layer
+    settings = overrides or _settings(files)
+    return Config(values, layers, node_locations, settings, partitions_where, tuple(warnings))
+
+
+def _merge_values(
+    files: Mapping[str, str], warnings: list[Warning_], track_origins: bool
+) -> tuple[dict[str, Any], dict[str, Location], Location | None]:
+    names = [
+        VALUES_FILE,
+        *sorted(
+            p for p in files if p.startswith("values.d/") and p.count("/") == 1 and _is_yaml(p)
+        ),
+    ]
+    merged: dict[str, Any] = {}
+    node_locations: dict[str, Location] = {}
+    partitions_where = None
+    for name in names:
+        doc = parse_yaml(files[name], name)
+        check_values_file(doc, warnings)
+        for node_name in (doc.data.get("compute") or {}).get("nodes") or {}:
+            node_locations.setdefault(node_name, doc.location(("compute", "nodes", node_name)))
+        if "partitions" in (doc.data.get("compute") or {}):
+            partitions_where = doc.location(("compute", "partitions"))
+        data = tag(doc.data, _origin(doc, _values_label)) if track_origins else doc.data
+        merged = deep_update(merged, data)
+    return merged, node_locations, partitions_where
+
+
+def _load_layers(
+    texts: Mapping[str, str], prefix: str, warnings: list[Warning_], track_origins: bool
+) -> dict[str, Layer]:
+    layers: dict[str, Layer] = {}
+    for name in sorted(texts):
+        doc = parse_yaml(texts[name], prefix + name)
+        check_layer_file(doc, warnings)
+        for layer_name, data in doc.data.items():
+            where = doc.location((layer_name,))
+            if layer_name in layers:
+                raise ReconcilerError(
+                    f"layer {layer_name!r} is defined twice (first at {layers[layer_name].where})",
+                    where=where,
+                    hint="rename one of them; layer names are global across compute-defs files",
+                )
+            data = data or {}
+            if track_origins:
+                data = tag(data, _origin(doc, lambda _p, n=layer_name: n, (layer_name,)))
+            layers[layer_name] = Layer(str(layer_name), data, where)
+    return layers
+
+
+def _values_label(path: KeyPath) -> str:
+    if len(path) >= 3 and path[:2] == ("compute", "nodes"):
+        return str(path[2])
+    return "values"
+
+
+def _origin(
+    doc: YamlFile, label: Callable[[KeyPath], str], base: KeyPath = ()
+) -> Callable[[KeyPath], str]:
+    def origin_of(path: KeyPath) -> str:
+        full = (*base, *path)
+        where = doc.location(full)
+        return f"{label(full)} ({where.file}:{where.line})"
+
+    return origin_of
+
+
+def _settings(files: Mapping[str, str]) -> RepoSettings:
+    if SETTINGS_FILE not in files:
+        return RepoSettings()
+    doc = parse_yaml(files[SETTINGS_FILE], SETTINGS_FILE)
+    data = doc.data if isinstance(doc.data, dict) else {}
+    values = {}
+    for key in ("release", "namespace"):
+        value = data.get(key, getattr(RepoSettings, key))
+        if not isinstance(value, str) or not _DNS_LABEL.match(value) or len(value) > 63:
+            raise ConfigTypeError(
+                f"{key} must be a DNS label (lowercase letters, digits, '-'), got {value!r}",
+                where=doc.location((key,)),
+            )
+        values[key] = value
+    return RepoSettings(**values)

@@ -1,0 +1,107 @@
+"""YAML files as plain data plus the line each key came from.
+
+Errors name the file and line; `--explain` names the line that set each value. Both need
+positions, which PyYAML only has on its node tree, so we compose the tree, construct plain
+data from it, and walk it once to record where every key path starts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from reconciler.errors import ConfigSyntaxError, Location
+
+try:  # libyaml is several times faster; fall back to pure Python where it is missing
+    from yaml import CSafeLoader as _Loader
+except ImportError:  # pragma: no cover - depends on the PyYAML build
+    from yaml import SafeLoader as _Loader  # type: ignore[assignment]
+
+KeyPath = tuple[str | int, ...]
+
+
+@dataclass(frozen=True)
+class YamlFile:
+    """One parsed document: its data and the 1-based line of every key path."""
+
+    name: str
+    data: Any
+    lines: dict[KeyPath, int] = field(default_factory=dict)
+
+    def location(self, path: KeyPath) -> Location:
+        """The closest recorded line for `path` (falls back to its parents)."""
+        probe = path
+        while probe and probe not in self.lines:
+            probe = probe[:-1]
+        return Location(self.name, self.lines.get(probe), format_path(path) or None)
+
+
+def format_path(path: KeyPath) -> str:
+    """`('compute', 'nodes', 'a', 'env', 0)` -> `compute.nodes.a.env[0]`."""
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def parse_yaml(text: str, name: str) -> YamlFile:
+    """Parse one YAML document (an empty file is an empty mapping)."""
+    loader = _Loader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return YamlFile(name, {}, {})
+        data = loader.construct_document(node)
+    except yaml.MarkedYAMLError as exc:
+        raise _syntax_error(exc, name) from None
+    except yaml.YAMLError as exc:
+        raise ConfigSyntaxError(f"invalid YAML: {exc}", where=Location(name)) from None
+    finally:
+        loader.dispose()
+    lines: dict[KeyPath, int] = {}
+    _record_lines(node, (), lines, name)
+    return YamlFile(name, data, lines)
+
+
+def _syntax_error(exc: yaml.MarkedYAMLError, name: str) -> ConfigSyntaxError:
+    mark = exc.problem_mark or exc.context_mark
+    line = mark.line + 1 if mark is not None else None
+    problem = exc.problem or str(exc)
+    if exc.context:
+        problem = f"{exc.context}, {problem}"
+    return ConfigSyntaxError(
+        f"invalid YAML: {problem}",
+        where=Location(name, line),
+        hint="check indentation and quoting on that line (tabs are not allowed in YAML)",
+    )
+
+
+def _record_lines(node: yaml.Node, path: KeyPath, lines: dict[KeyPath, int], name: str) -> None:
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[Any, int] = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # merged pairs were already spliced into node.value by the constructor
+            key = key_node.value
+            line = key_node.start_mark.line + 1
+            if key in seen and _inside(key_node, node):
+                raise ConfigSyntaxError(
+                    f"duplicate key {key!r} (first at line {seen[key]})",
+                    where=Location(name, line, format_path((*path, key))),
+                    hint="YAML keeps only the last one; remove or merge the duplicate",
+                )
+            if _inside(key_node, node):
+                seen[key] = line
+            lines[(*path, key)] = line
+            _record_lines(value_node, (*path, key), lines, name)
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            lines[(*path, index)] = item.start_mark.line + 1
+            _record_lines(item, (*path, index), lines, name)
+
+
+def _inside(key_node: yaml.Node, mapping: yaml.Node) -> bool:
+    """True for a key written in this mapping, false for one spliced in by a `<<` merge."""
+    return mapping.start_mark.index <= key_node.start_mark.index <= mapping.end_mark.index

@@ -1,0 +1,102 @@
+"""What a plan is: per object, create / update / delete, with the field-level changes (pure)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+KUBERNETES = "kubernetes"
+SLURM = "slurm"
+
+# Slurm object kinds as they appear in plans.
+SLURM_CONFIG = "SlurmConfig"
+SLURM_NODE = "Node"
+SLURM_PARTITION = "Partition"
+
+
+class Action(StrEnum):
+    CREATE = "create"
+    UPDATE = "update"
+    DELETE = "delete"
+
+
+@dataclass(frozen=True, order=True)
+class ObjectRef:
+    scope: str
+    kind: str
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        if self.scope == KUBERNETES:
+            return (
+                f"{self.kind} {self.namespace}/{self.name}"
+                if self.namespace
+                else f"{self.kind} {self.name}"
+            )
+        return f"{self.kind} {self.name}"
+
+
+@dataclass(frozen=True)
+class FieldChange:
+    path: str
+    before: Any
+    after: Any
+
+
+@dataclass(frozen=True)
+class Change:
+    ref: ObjectRef
+    action: Action
+    before: Any
+    after: Any
+    fields: tuple[FieldChange, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Summary:
+    add: int
+    change: int
+    destroy: int
+    unchanged: int
+    drain: int
+    reconfigure: int
+
+    def line(self) -> str:
+        text = f"Plan: {self.add} to add, {self.change} to change, {self.destroy} to destroy."
+        return text + f" Slurm: {self.drain} to drain, {self.reconfigure} reconfigure."
+
+
+@dataclass(frozen=True)
+class Plan:
+    release: str
+    namespace: str
+    profile: str
+    changes: tuple[Change, ...]
+    unchanged: int = 0
+    revision: str | None = None
+    offline: bool = False
+    warnings: tuple[str, ...] = field(default=())
+
+    @property
+    def has_changes(self) -> bool:
+        return bool(self.changes)
+
+    def summary(self) -> Summary:
+        count = {a: sum(1 for c in self.changes if c.action is a) for a in Action}
+        drains = sum(
+            1
+            for c in self.changes
+            if c.ref.scope == SLURM and c.ref.kind == SLURM_NODE and c.action is Action.DELETE
+        )
+        reconfigure = int(any(c.ref.kind == SLURM_CONFIG for c in self.changes))
+        return Summary(
+            add=count[Action.CREATE],
+            change=count[Action.UPDATE],
+            destroy=count[Action.DELETE],
+            unchanged=self.unchanged,
+            drain=drains,
+            reconfigure=reconfigure,
+        )

@@ -1,0 +1,61 @@
+"""A plan as text: a unified diff per object, grouped Kubernetes / Slurm, and a summary line."""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+from reconciler.compile.yamlout import dump
+from reconciler.plan.model import KUBERNETES, SLURM, Action, Change, Plan
+
+_SIGN = {Action.CREATE: "+", Action.UPDATE: "~", Action.DELETE: "-"}
+_COLOR = {"+": "\033[32m", "-": "\033[31m", "~": "\033[33m", "@": "\033[36m", "bold": "\033[1m"}
+_RESET = "\033[0m"
+_GROUPS = ((KUBERNETES, "Kubernetes"), (SLURM, "Slurm"))
+
+
+def render_text(plan: Plan, *, color: bool = False) -> str:
+    paint = _painter(color)
+    lines: list[str] = []
+    if plan.offline:
+        lines.append("Offline plan: compared with an empty cluster, so every object is created.")
+    for scope, title in _GROUPS:
+        changes = [c for c in plan.changes if c.ref.scope == scope]
+        if changes:
+            lines += ["", paint("bold", f"{title}:")]
+            for change in changes:
+                lines += _change_lines(change, paint)
+    if not plan.has_changes:
+        lines += ["", "No changes. The cluster matches the config repo."]
+    lines += ["", paint("bold", plan.summary().line())]
+    return "\n".join(lines).lstrip("\n") + "\n"
+
+
+def _change_lines(change: Change, paint: Any) -> list[str]:
+    sign = _SIGN[change.action]
+    lines = ["", paint(sign, f"  {sign} {change.ref} ({change.action.value})")]
+    lines += [f"      note: {note}" for note in change.notes]
+    before = _text(change.before).splitlines(keepends=False)
+    after = _text(change.after).splitlines(keepends=False)
+    old = "/dev/null" if change.before is None else f"live {change.ref}"
+    new = "/dev/null" if change.after is None else f"desired {change.ref}"
+    for line in difflib.unified_diff(before, after, old, new, n=3, lineterm=""):
+        lines.append("      " + paint(line[:1] if line[:1] in "+-@" else "", line))
+    return lines
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return dump(value)
+
+
+def _painter(color: bool) -> Any:
+    def paint(kind: str, text: str) -> str:
+        if not color or kind not in _COLOR:
+            return text
+        return f"{_COLOR[kind]}{text}{_RESET}"
+
+    return paint
