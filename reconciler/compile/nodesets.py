@@ -120,7 +120,17 @@ def _without_definitions(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def _did_you_mean(name: str, known: list[str]) -> str:
-    close = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
+    close = closest_names(name, known)
     if close:
-        return "did you mean " + " or ".join(repr(c) for c in close) + "?"
+        return "did you mean " + ", ".join(repr(c) for c in close) + "?"
     return "known layers: " + ", ".join(known)
+
+
+def closest_names(name: str, known: list[str], limit: int = 4) -> list[str]:
+    """Best matches first; ties in alphabetical order (difflib alone breaks them backwards)."""
+    scored = []
+    for candidate in known:
+        score = difflib.SequenceMatcher(None, name.lower(), candidate.lower()).ratio()
+        if score >= 0.6:
+            scored.append((-score, candidate))
+    return [candidate for _, candidate in sorted(scored)[:limit]]

@@ -3,7 +3,8 @@
 `deep_update(dest, src)` returns a new value; neither argument is changed. The rules:
 
 - dict + dict: recurse key by key; keys only in `src` are added.
-- list of scalars + list of scalars: union, first-seen order, no duplicates.
+- list of scalars + list of scalars: union, first-seen order, no duplicates. Except a
+  container's `args` and `command`, where order and repeats matter: the later list replaces.
 - list of dicts + list of dicts: items matched by `name` (recurse on a match, append
   otherwise); items without a `name` are appended unless an equal item is already there.
 - nodeAffinity `nodeSelectorTerms`: SUNK assumes one term per definition, so terms are merged
@@ -24,6 +25,7 @@ from typing import Any
 
 _NODE_SELECTOR_TERMS = "nodeSelectorTerms"
 _MATCH_LISTS = {"matchExpressions": "key", "matchFields": "key"}
+_ORDERED_LISTS = frozenset({"args", "command"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,18 +53,18 @@ def deep_update(dest: Any, src: Any, *, key: str | None = None) -> Any:
         return _update_dict(dest, src)
     if isinstance(dest, list) and isinstance(src, list):
         return _update_list(dest, src, key)
-    return _copy(src)
+    return _copy(src, key)
 
 
 def _update_dict(dest: dict[str, Any], src: dict[str, Any]) -> dict[str, Any]:
-    out = dict(dest)
+    out = {k: v if k in src else _copy(v, k) for k, v in dest.items()}
     for k, v in src.items():
         if plain(v) is None:
             out.pop(k, None)
         elif k in out:
             out[k] = deep_update(out[k], v, key=k)
         else:
-            out[k] = _copy(v)
+            out[k] = _copy(v, k)
     return out
 
 
@@ -71,11 +73,13 @@ def _update_list(dest: list[Any], src: list[Any], key: str | None) -> list[Any]:
         return _merge_by_position(dest, src)
     if key in _MATCH_LISTS:
         return _merge_by_key(dest, src, _MATCH_LISTS[key], replace_lists=True)
+    if key in _ORDERED_LISTS:
+        return _copy(src, key)
     if _all_scalars(dest) and _all_scalars(src):
         return _union(dest, src)
     if _all_dicts(dest) and _all_dicts(src):
         return _merge_by_key(dest, src, "name", replace_lists=False)
-    return _copy(src)
+    return _copy(src, key)
 
 
 def _union(dest: list[Any], src: list[Any]) -> list[Any]:
@@ -92,7 +96,7 @@ def _union(dest: list[Any], src: list[Any]) -> list[Any]:
 def _merge_by_key(
     dest: list[dict[str, Any]], src: list[dict[str, Any]], ident: str, *, replace_lists: bool
 ) -> list[dict[str, Any]]:
-    out = list(dest)
+    out = [_copy(item) for item in dest]
     for item in src:
         ident_value = plain(item.get(ident))
         index = _find(out, ident, ident_value) if ident_value is not None else None
@@ -108,17 +112,17 @@ def _merge_by_key(
 
 def _replace_lists(dest: dict[str, Any], src: dict[str, Any]) -> dict[str, Any]:
     """A match expression: `values` (and every other key) from the later layer win."""
-    out = dict(dest)
+    out = {k: _copy(v, k) for k, v in dest.items() if k not in src}
     for k, v in src.items():
         if plain(v) is None:
             out.pop(k, None)
         else:
-            out[k] = _copy(v)
+            out[k] = _copy(v, k)
     return out
 
 
 def _merge_by_position(dest: list[Any], src: list[Any]) -> list[Any]:
-    out = list(dest)
+    out = [_copy(item) for item in dest]
     for index, item in enumerate(src):
         if index < len(out):
             out[index] = deep_update(out[index], item)
@@ -154,11 +158,23 @@ def _hashable(value: Any) -> Any:
     return (type(value).__name__, value)
 
 
-def _copy(value: Any) -> Any:
-    """Copy containers so results never share mutable structure with the layers."""
+def _copy(value: Any, key: str | None = None) -> Any:
+    """Copy containers so results never share mutable structure with the layers.
+
+    A list is copied by merging it into an empty list under the same rules, so duplicates
+    within one layer (two env entries named A, a repeated feature) collapse exactly as they
+    would against an earlier layer, and applying a layer twice gives the same result.
+    """
     if isinstance(value, dict):
-        return {k: _copy(v) for k, v in value.items() if plain(v) is not None}
+        return {k: _copy(v, k) for k, v in value.items() if plain(v) is not None}
     if isinstance(value, list):
+        if key not in _ORDERED_LISTS and (
+            key in _MATCH_LISTS
+            or key == _NODE_SELECTOR_TERMS
+            or _all_scalars(value)
+            or _all_dicts(value)
+        ):
+            return _update_list([], value, key)
         return [_copy(v) for v in value]
     return value
 
