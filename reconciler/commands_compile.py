@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Iterable
 from typing import Any
 
 from reconciler.compile.desired import DesiredState, compile_desired_state
@@ -68,17 +69,17 @@ def load(args: argparse.Namespace, *, track_origins: bool = False) -> Config:
         config = load_config(
             read_repo(args.repo), read_library(), track_origins=track_origins, overrides=settings
         )
-    _print_warnings(config)
     return config
 
 
-def _print_warnings(config: Config) -> None:
-    for warning in config.warnings:
+def _print_warnings(warnings: Iterable[object]) -> None:
+    for warning in warnings:
         print(warning, file=sys.stderr)
 
 
 def run_compile(args: argparse.Namespace) -> int:
     config = load(args, track_origins=args.explain)
+    _print_warnings(config.warnings)
     nodesets = compose_all(config, only=args.nodeset)
     if args.explain:
         sys.stdout.write(explain(nodesets))
@@ -89,7 +90,9 @@ def run_compile(args: argparse.Namespace) -> int:
 
 
 def compile_repo(args: argparse.Namespace) -> DesiredState:
-    return compile_desired_state(load(args))
+    state = compile_desired_state(load(args))
+    _print_warnings(state.warnings)
+    return state
 
 
 def run_render(args: argparse.Namespace) -> int:

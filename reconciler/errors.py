@@ -67,3 +67,114 @@ class LayerCycleError(ReconcilerError):
 
 class CompileError(ReconcilerError):
     """The composed configuration cannot become a valid Slurm or Kubernetes object."""
+
+
+class LocalStackError(ReconcilerError):
+    """A daemon of the local stack (etcd, kube-apiserver, munged, slurmctld, ...) failed."""
+
+
+# --- I/O adapters (reconciler/adapters/). No message here ever carries a token or key. ---
+
+
+class SlurmApiError(ReconcilerError):
+    """slurmrestd refused a request: a non-2xx answer, or an `errors` array inside a 200.
+
+    `error_number`/`error_text` are Slurm's own (e.g. 2017 "Invalid job id specified") for the
+    first error that has a number; `endpoint` is "METHOD /path".
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        endpoint: str = "",
+        status: int | None = None,
+        error_number: int | None = None,
+        error_text: str = "",
+        hint: str | None = None,
+    ):
+        super().__init__(f"{endpoint}: {message}" if endpoint else message, hint=hint)
+        self.endpoint = endpoint
+        self.status = status
+        self.error_number = error_number
+        self.error_text = error_text
+
+
+class SlurmAuthError(SlurmApiError):
+    """No usable JWT: missing, unreadable, expired, or refused by slurmrestd."""
+
+
+class SlurmUnavailableError(SlurmApiError):
+    """slurmrestd could not be reached, or answered with something that is not its JSON."""
+
+
+class SlurmArgumentError(ReconcilerError):
+    """A value the adapters refuse to send to Slurm: malformed, or able to inject options."""
+
+    def __init__(self, argument: str, value: object, reason: str):
+        shown = repr(value)
+        if len(shown) > 80:
+            shown = shown[:77] + "..."
+        super().__init__(f"invalid {argument} {shown}: {reason}")
+        self.argument = argument
+        self.value = value
+        self.reason = reason
+
+
+class ScontrolError(ReconcilerError):
+    """`scontrol` failed; `output` holds what it said (stderr first), `exit_code` its status."""
+
+    def __init__(
+        self,
+        command: list[str] | tuple[str, ...],
+        *,
+        exit_code: int | None,
+        message: str,
+        hint: str | None = None,
+    ):
+        shown = " ".join(command) if command else ""
+        status = f" (exit {exit_code})" if exit_code is not None else ""
+        super().__init__(f"scontrol {shown}: {message}{status}".replace("  ", " "), hint=hint)
+        self.command = tuple(command)
+        self.exit_code = exit_code
+        self.output = message
+
+
+class ScontrolTimeoutError(ScontrolError):
+    """`scontrol` did not finish in time and was killed."""
+
+
+class KubeApiError(ReconcilerError):
+    """The Kubernetes API server refused a request (`status` is the HTTP code, `reason` the
+    Status reason such as NotFound, Conflict, Invalid, Expired)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        reason: str = "",
+        target: str = "",
+        hint: str | None = None,
+    ):
+        super().__init__(f"{target}: {message}" if target else message, hint=hint)
+        self.status = status
+        self.reason = reason
+        self.target = target
+
+
+class KubeConflictError(KubeApiError):
+    """Server-side apply hit fields owned by other field managers (HTTP 409)."""
+
+    def __init__(self, message: str, *, target: str, conflicts: list[tuple[str, str]]):
+        managers = sorted({manager for manager, _ in conflicts})
+        super().__init__(
+            message,
+            status=409,
+            reason="Conflict",
+            target=target,
+            hint=f"fields owned by {', '.join(managers) or 'another manager'}: "
+            "apply with force to take them over, or stop setting them",
+        )
+        self.conflicts = tuple(conflicts)
+        self.managers = tuple(managers)

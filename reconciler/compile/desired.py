@@ -57,8 +57,19 @@ def compile_desired_state(config: Config, profile: Profile | None = None) -> Des
     specs = [slurm_node_spec(release, n, d) for n, d in enabled]
     where = config.partitions_where
     partitions = parse_partitions(values.get("compute", {}).get("partitions"), where)
-    check_partition_nodes(partitions, specs, (n.name for n in nodesets if not n.enabled), where)
-    slurm_conf = render_slurm_conf(release, values, specs, partitions, profile)
+    disabled = (n.name for n in nodesets if not n.enabled)
+    empty = check_partition_nodes(partitions, specs, disabled, where)
+    warnings = [
+        Warning_(
+            str(where),
+            f"partition {p!r} names disabled node definition {d!r}: "
+            "it contributes no nodes until enabled",
+        )
+        for p, d in empty
+    ]
+    slurm_conf = render_slurm_conf(
+        release, values, specs, partitions, profile, (d for _, d in empty)
+    )
     gres_conf = render_gres_conf(specs, profile)
     objects = _kube_objects(release, namespace, values, enabled, specs, slurm_conf, gres_conf)
     return DesiredState(
@@ -71,7 +82,7 @@ def compile_desired_state(config: Config, profile: Profile | None = None) -> Des
         partitions=tuple(partitions),
         slurm_conf=slurm_conf,
         gres_conf=gres_conf,
-        warnings=config.warnings,
+        warnings=(*config.warnings, *warnings),
     )
 
 

@@ -76,32 +76,33 @@ def check_partition_nodes(
     specs: list[SlurmNodeSpec],
     disabled: Iterable[str],
     where: Location | None,
-) -> None:
-    """Every name in Nodes= must be ALL, an enabled node set, or a compiled Slurm node."""
+) -> list[tuple[str, str]]:
+    """Every name in Nodes= must be ALL, a node definition, or a compiled Slurm node.
+
+    Returns (partition, definition) for each disabled definition a partition names: its
+    NodeSet is still rendered, empty, so switching a definition off never breaks slurm.conf.
+    """
     nodesets = {s.nodeset for s in specs}
     nodes = {n for s in specs for n in s.node_names()}
     disabled = set(disabled)
+    empty: list[tuple[str, str]] = []
     for partition in partitions:
         value = partition.option("Nodes")
         if not value or value.upper() == "ALL":
             continue
         for name in hostlist.expand_hostlist(value):
-            if name in nodesets or name in nodes:
-                continue
-            raise CompileError(
-                f"partition {partition.name!r} lists {name!r} in Nodes=, which is "
-                + (
-                    "a disabled node definition"
-                    if name in disabled
-                    else "not a node definition or Slurm node of this config"
-                ),
-                where=where,
-                hint=(
-                    "enable it, or remove it from the partition"
-                    if name in disabled
-                    else "use a compute.nodes name (" + ", ".join(sorted(nodesets)) + ") or ALL"
-                ),
-            )
+            if name in disabled:
+                empty.append((partition.name, name))
+            elif name not in nodesets and name not in nodes:
+                raise CompileError(
+                    f"partition {partition.name!r} lists {name!r} in Nodes=, which is not a "
+                    "node definition or Slurm node of this config",
+                    where=where,
+                    hint="use a compute.nodes name ("
+                    + ", ".join(sorted(nodesets | disabled))
+                    + ") or ALL",
+                )
+    return empty
 
 
 def render_slurm_conf(
@@ -110,6 +111,7 @@ def render_slurm_conf(
     specs: list[SlurmNodeSpec],
     partitions: list[Partition],
     profile: Profile,
+    empty_nodesets: Iterable[str] = (),
 ) -> str:
     settings = _settings(release, values, profile, has_gpus=any(s.gres for s in specs))
     extra_objects = _apply_extra_config(settings, values.get("slurmConfig", {}).get("extraConfig"))
@@ -118,7 +120,8 @@ def render_slurm_conf(
         lines += ["", "# slurmConfig.extraConfig", *extra_objects]
     lines += ["", "# Nodes: one line per node definition (compute.nodes)"]
     lines += _node_lines(specs, profile)
-    lines += [f"NodeSet={s.nodeset} Feature={s.nodeset}" for s in specs]
+    nodesets = sorted({*(s.nodeset for s in specs), *empty_nodesets})
+    lines += [f"NodeSet={name} Feature={name}" for name in nodesets]
     lines += ["", "# Partitions (compute.partitions)", *(p.line() for p in partitions)]
     return "\n".join(lines) + "\n"
 

@@ -164,16 +164,31 @@ def test_disabled_definitions_are_not_checked_for_nodes() -> None:
     assert state.slurm_nodes == () and [n.name for n in state.nodesets] == ["later"]
 
 
-def test_partition_naming_a_disabled_definition() -> None:
+def test_partition_naming_a_disabled_definition_keeps_an_empty_node_set() -> None:
     values = """
     compute:
       partitions: PartitionName=gpu Nodes=big State=UP
       nodes:
         big: {enabled: false, definitions: [h100]}
     """
-    with pytest.raises(CompileError, match="disabled node definition") as err:
+    state = compile_desired_state(config_from(values))
+    assert "NodeSet=big Feature=big" in state.slurm_conf.splitlines()
+    assert [str(w) for w in state.warnings] == [
+        "values.yaml:3 (compute.partitions): warning: partition 'gpu' names disabled node "
+        "definition 'big': it contributes no nodes until enabled"
+    ]
+
+
+def test_partition_naming_an_unknown_definition() -> None:
+    values = """
+    compute:
+      partitions: PartitionName=gpu Nodes=bgi State=UP
+      nodes:
+        big: {definitions: [h100]}
+    """
+    with pytest.raises(CompileError, match="not a node definition") as err:
         compile_desired_state(config_from(values))
-    assert str(err.value).startswith("values.yaml:3")
+    assert str(err.value).startswith("values.yaml:3") and "(big)" in str(err.value)
 
 
 def test_bad_gres() -> None:
