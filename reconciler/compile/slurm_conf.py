@@ -212,7 +212,7 @@ def _node_lines(specs: list[SlurmNodeSpec], profile: Profile) -> list[str]:
                     f"NodeAddr={profile.node_addr} Port={port} {shape}"
                 )
         else:
-            lines.append(f"NodeName={hostlist.collect_hostlist(names)} {shape}")
+            lines.append(f"NodeName={ordinal_range(spec)} {shape}")
     return lines
 
 
@@ -222,6 +222,13 @@ def _node_shape(spec: SlurmNodeSpec) -> str:
         parts.append(f"Gres={spec.gres}")
     parts.append("Feature=" + ",".join(spec.features))
     return " ".join(parts)
+
+
+def ordinal_range(spec: SlurmNodeSpec) -> str:
+    """A StatefulSet's nodes are always <name>-0..N-1: write the hostlist without computing it."""
+    if spec.replicas == 1:
+        return f"{spec.statefulset}-0"
+    return f"{spec.statefulset}-[0-{spec.replicas - 1}]"
 
 
 def render_gres_conf(specs: list[SlurmNodeSpec], profile: Profile) -> str:
@@ -238,8 +245,5 @@ def render_gres_conf(specs: list[SlurmNodeSpec], profile: Profile) -> str:
         if spec.gres.count == 1:
             devices = f"{profile.gres_device_dir}/gpu0"
         type_part = f" Type={spec.gres.type}" if spec.gres.type else ""
-        lines.append(
-            f"NodeName={hostlist.collect_hostlist(spec.node_names())} Name=gpu{type_part} "
-            f"File={devices}"
-        )
+        lines.append(f"NodeName={ordinal_range(spec)} Name=gpu{type_part} File={devices}")
     return "\n".join(lines) + "\n"

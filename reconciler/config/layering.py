@@ -47,6 +47,11 @@ def plain(value: Any) -> Any:
     return value
 
 
+def _leaf(value: Any) -> Any:
+    """One level of unwrapping: enough for a leaf, and free for containers (never wrapped)."""
+    return value.value if isinstance(value, Sourced) else value
+
+
 def deep_update(dest: Any, src: Any, *, key: str | None = None) -> Any:
     """Apply layer `src` on top of `dest` and return the result (inputs are not modified)."""
     if isinstance(dest, dict) and isinstance(src, dict):
@@ -59,7 +64,7 @@ def deep_update(dest: Any, src: Any, *, key: str | None = None) -> Any:
 def _update_dict(dest: dict[str, Any], src: dict[str, Any]) -> dict[str, Any]:
     out = {k: v if k in src else _copy(v, k) for k, v in dest.items()}
     for k, v in src.items():
-        if plain(v) is None:
+        if _leaf(v) is None:
             out.pop(k, None)
         elif k in out:
             out[k] = deep_update(out[k], v, key=k)
@@ -86,7 +91,7 @@ def _union(dest: list[Any], src: list[Any]) -> list[Any]:
     seen: set[Any] = set()
     out = []
     for item in (*dest, *src):
-        marker = _hashable(plain(item))
+        marker = _hashable(_leaf(item))
         if marker not in seen:
             seen.add(marker)
             out.append(item)
@@ -98,7 +103,7 @@ def _merge_by_key(
 ) -> list[dict[str, Any]]:
     out = [_copy(item) for item in dest]
     for item in src:
-        ident_value = plain(item.get(ident))
+        ident_value = _leaf(item.get(ident))
         index = _find(out, ident, ident_value) if ident_value is not None else None
         if index is None:
             if ident_value is not None or _hashable(plain(item)) not in _markers(out):
@@ -114,7 +119,7 @@ def _replace_lists(dest: dict[str, Any], src: dict[str, Any]) -> dict[str, Any]:
     """A match expression: `values` (and every other key) from the later layer win."""
     out = {k: _copy(v, k) for k, v in dest.items() if k not in src}
     for k, v in src.items():
-        if plain(v) is None:
+        if _leaf(v) is None:
             out.pop(k, None)
         else:
             out[k] = _copy(v, k)
@@ -133,7 +138,7 @@ def _merge_by_position(dest: list[Any], src: list[Any]) -> list[Any]:
 
 def _find(items: list[dict[str, Any]], ident: str, value: Any) -> int | None:
     for index, item in enumerate(items):
-        if isinstance(item, dict) and plain(item.get(ident)) == value:
+        if isinstance(item, dict) and _leaf(item.get(ident)) == value:
             return index
     return None
 
@@ -143,7 +148,7 @@ def _markers(items: list[Any]) -> set[Any]:
 
 
 def _all_scalars(items: list[Any]) -> bool:
-    return all(not isinstance(plain(i), dict | list) for i in items)
+    return all(not isinstance(i, dict | list) for i in items)
 
 
 def _all_dicts(items: list[Any]) -> bool:
@@ -166,7 +171,7 @@ def _copy(value: Any, key: str | None = None) -> Any:
     would against an earlier layer, and applying a layer twice gives the same result.
     """
     if isinstance(value, dict):
-        return {k: _copy(v, k) for k, v in value.items() if plain(v) is not None}
+        return {k: _copy(v, k) for k, v in value.items() if _leaf(v) is not None}
     if isinstance(value, list):
         if key not in _ORDERED_LISTS and (
             key in _MATCH_LISTS

@@ -1,0 +1,1 @@
+"""Benchmarks (not tests): run them by hand, see bench/README.md."""
