@@ -132,9 +132,9 @@ class ScontrolError(ReconcilerError):
         message: str,
         hint: str | None = None,
     ):
-        shown = " ".join(command) if command else ""
+        shown = " ".join(["scontrol", *command])
         status = f" (exit {exit_code})" if exit_code is not None else ""
-        super().__init__(f"scontrol {shown}: {message}{status}".replace("  ", " "), hint=hint)
+        super().__init__(f"{shown}: {message}{status}", hint=hint)
         self.command = tuple(command)
         self.exit_code = exit_code
         self.output = message

@@ -1,0 +1,463 @@
+"""Kubernetes through the official client's ApiClient: plain dicts in, plain dicts out.
+
+Every call is a raw request (`param_serialize` + `call_api`) so the client's typed models never
+reach the caller and never get in the way: server-side apply needs the
+`application/apply-patch+yaml` content type, a pod binding answers a Status that the typed
+`create_namespaced_binding` cannot parse, and MicroTime fields must always carry six fractional
+digits (1.20 rejects "...:05Z" in `eventTime`, which is what a datetime with zero microseconds
+serializes to). Checked against kube-apiserver 1.20.2 and kubernetes-client 37.
+
+Objects are named by (apiVersion, kind); the resource path comes from API discovery, cached per
+apiVersion and refreshed once when a kind is missing (a CRD created a moment ago).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import urllib3
+from kubernetes import config as kube_config
+from kubernetes.client import ApiClient
+
+from reconciler.adapters.kube_watch import KubeWatch
+from reconciler.errors import KubeApiError, KubeConflictError
+from reconciler.wellknown import FIELD_MANAGER
+
+DEFAULT_TIMEOUT_SECONDS = 30.0
+APPLY_CONTENT_TYPE = "application/apply-patch+yaml"
+_LIST_PAGE = 500
+
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ObjectList:
+    """All objects of one kind (items are full dicts) and the list's resourceVersion."""
+
+    items: tuple[Obj, ...]
+    resource_version: str
+
+
+@dataclass(frozen=True)
+class Resource:
+    """Where a kind lives: `/api/v1` or `/apis/<group>/<version>`, its plural, its scope."""
+
+    base: str
+    plural: str
+    namespaced: bool
+    kind: str
+
+    def path(self, namespace: str | None = None, name: str | None = None) -> str:
+        path = self.base
+        if self.namespaced and namespace:
+            path += f"/namespaces/{_segment(namespace)}"
+        path += f"/{self.plural}"
+        return path + f"/{_segment(name)}" if name else path
+
+
+def micro_time(moment: datetime) -> str:
+    """A MicroTime: UTC, always six fractional digits, "Z"."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def whole_seconds_time(moment: datetime) -> str:
+    """A metav1.Time: UTC, seconds precision, "Z"."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+_CONFLICT_MANAGER = re.compile(r'conflict with "([^"]*)"')
+
+
+def conflicts_of(status: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(manager, field) pairs of a 409 apply Status, e.g. ("mgr-a", ".data.k")."""
+    found = []
+    for cause in (status.get("details") or {}).get("causes") or []:
+        if cause.get("reason") != "FieldManagerConflict":
+            continue
+        match = _CONFLICT_MANAGER.search(str(cause.get("message", "")))
+        found.append((match.group(1) if match else "?", str(cause.get("field", ""))))
+    return found
+
+
+def api_error(status: int, payload: bytes, target: str) -> KubeApiError:
+    """A typed error from a non-2xx answer (a Status object, or whatever came instead)."""
+    try:
+        body = json.loads(payload) if payload else {}
+    except ValueError:
+        body = {}
+    body = body if isinstance(body, dict) else {}
+    message = str(body.get("message") or payload[:200].decode(errors="replace") or f"HTTP {status}")
+    conflicts = conflicts_of(body) if status == 409 else []
+    if conflicts:
+        return KubeConflictError(message, target=target, conflicts=conflicts)
+    return KubeApiError(message, status=status, reason=str(body.get("reason", "")), target=target)
+
+
+def object_target(obj: Mapping[str, Any]) -> str:
+    """Kind and namespace/name, for error messages."""
+    meta = obj.get("metadata") or {}
+    name = f"{meta['namespace']}/{meta.get('name')}" if meta.get("namespace") else meta.get("name")
+    return f"{obj.get('kind')} {name}"
+
+
+class Kube:
+    """A thin, dict-only client for one cluster."""
+
+    def __init__(
+        self,
+        api_client: ApiClient,
+        *,
+        field_manager: str = FIELD_MANAGER,
+        timeout: float = DEFAULT_TIMEOUT_SECONDS,
+    ) -> None:
+        self._api = api_client
+        self.field_manager = field_manager
+        self.timeout = timeout
+        self._discovered: dict[str, dict[str, Resource]] = {}
+
+    @classmethod
+    def from_kubeconfig(
+        cls, path: Path, *, context: str | None = None, field_manager: str = FIELD_MANAGER
+    ) -> Kube:
+        client = kube_config.new_client_from_config(config_file=str(path), context=context)
+        return cls(client, field_manager=field_manager)
+
+    def close(self) -> None:
+        self._api.close()
+
+    def version(self) -> Obj:
+        return self.request_json("GET", "/version", target="version")
+
+    def resource(self, api_version: str, kind: str) -> Resource:
+        found = self._discover(api_version, refresh=False).get(kind)
+        if found is None:  # maybe a CRD established since the last discovery
+            found = self._discover(api_version, refresh=True).get(kind)
+        if found is None:
+            raise KubeApiError(
+                f"kind {kind} is not served by {api_version}", status=404, reason="NotFound"
+            )
+        return found
+
+    def get(
+        self, api_version: str, kind: str, name: str, namespace: str | None = None
+    ) -> Obj | None:
+        path = self._path(api_version, kind, namespace, name)
+        response = self._call("GET", path)
+        payload = response.read()
+        if response.status == 404:
+            return None
+        return self._decoded(response.status, payload, f"{kind} {name}")
+
+    def list(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> ObjectList:
+        """All matching objects, each with its apiVersion and kind filled in."""
+        path = self.resource(api_version, kind).path(namespace)
+        return self.list_path(path, _selectors(label_selector, field_selector))
+
+    def list_path(self, path: str, selectors: list[tuple[str, str]]) -> ObjectList:
+        """List a resource path page by page; restarts when a continue token expires (410)."""
+        while True:
+            try:
+                return self._list_pages(path, selectors)
+            except KubeApiError as error:
+                if error.status != 410:
+                    raise
+
+    def apply(
+        self,
+        obj: Mapping[str, Any],
+        *,
+        force: bool = False,
+        dry_run: bool = False,
+        field_manager: str | None = None,
+        subresource: str | None = None,
+    ) -> Obj:
+        """Server-side apply; returns the object as stored (or as it would be, with dry_run).
+
+        A field another manager owns raises KubeConflictError unless force takes it over.
+        """
+        meta = obj.get("metadata") or {}
+        name = meta.get("name")
+        if not name or not obj.get("apiVersion") or not obj.get("kind"):
+            raise KubeApiError("apply needs apiVersion, kind and metadata.name", status=400)
+        path = self._path(obj["apiVersion"], obj["kind"], meta.get("namespace"), name)
+        query = [("fieldManager", field_manager or self.field_manager)]
+        if force:
+            query.append(("force", "true"))
+        if dry_run:
+            query.append(("dryRun", "All"))
+        if subresource:
+            path += f"/{_segment(subresource)}"
+        return self.request_json(
+            "PATCH",
+            path,
+            query=query,
+            body=dict(obj),
+            content_type=APPLY_CONTENT_TYPE,
+            target=object_target(obj),
+        )
+
+    def delete(
+        self,
+        api_version: str,
+        kind: str,
+        name: str,
+        namespace: str | None = None,
+        *,
+        propagation: str = "Background",
+        grace_period_seconds: int | None = None,
+        dry_run: bool = False,
+    ) -> bool:
+        """True when a delete was accepted (the object may linger on finalizers); False when it
+        was already gone."""
+        path = self._path(api_version, kind, namespace, name)
+        options: Obj = {
+            "apiVersion": "v1",
+            "kind": "DeleteOptions",
+            "propagationPolicy": propagation,
+        }
+        if grace_period_seconds is not None:
+            options["gracePeriodSeconds"] = grace_period_seconds
+        query = [("dryRun", "All")] if dry_run else []
+        response = self._call("DELETE", path, query=query, body=options)
+        payload = response.read()
+        if response.status == 404:
+            return False
+        self._decoded(response.status, payload, f"{kind} {name}")
+        return True
+
+    def watch(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        resource_version: str | None = None,
+        timeout_seconds: float | None = None,
+    ) -> KubeWatch:
+        """(event_type, object) pairs that survive 410 Gone by relisting; see KubeWatch."""
+        resource = self.resource(api_version, kind)
+        return KubeWatch(
+            self,
+            resource.path(namespace),
+            selectors=_selectors(label_selector, field_selector),
+            resource_version=resource_version,
+            timeout_seconds=timeout_seconds,
+        )
+
+    def bind_pod(self, namespace: str, pod: str, node: str, *, pod_uid: str | None = None) -> None:
+        """Schedule a pod onto a node (what a scheduler does); 409 if it is already bound.
+
+        pod_uid goes into the Binding's metadata: API servers that check it (1.20 does not) then
+        refuse to bind a newer pod of the same name.
+        """
+        binding: Obj = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": pod, "namespace": namespace},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        if pod_uid:
+            binding["metadata"]["uid"] = pod_uid
+        path = f"/api/v1/namespaces/{_segment(namespace)}/pods/{_segment(pod)}/binding"
+        self.request_json("POST", path, body=binding, target=f"Pod {namespace}/{pod}")
+
+    def create_event(
+        self,
+        regarding: Mapping[str, Any],
+        *,
+        reason: str,
+        message: str,
+        action: str,
+        type: str = "Normal",
+        reporting_controller: str = FIELD_MANAGER,
+        reporting_instance: str = FIELD_MANAGER,
+        now: datetime | None = None,
+    ) -> Obj:
+        """A core/v1 Event about `regarding` (any object dict); returns the stored Event."""
+        event = event_for(
+            regarding,
+            reason=reason,
+            message=message,
+            action=action,
+            type=type,
+            controller=reporting_controller,
+            instance=reporting_instance,
+            now=now or datetime.now(UTC),
+        )
+        namespace = event["metadata"]["namespace"]
+        path = f"/api/v1/namespaces/{_segment(namespace)}/events"
+        return self.request_json("POST", path, body=event, target=object_target(regarding))
+
+    # -- raw requests ------------------------------------------------------------------------
+
+    def request_json(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Iterable[tuple[str, str]] = (),
+        body: Any = None,
+        content_type: str = "application/json",
+        target: str = "",
+    ) -> Obj:
+        response = self._call(method, path, query=query, body=body, content_type=content_type)
+        return self._decoded(response.status, response.read(), target or path)
+
+    def open_stream(self, path: str, query: Iterable[tuple[str, str]], read_timeout: float) -> Any:
+        """A streaming GET (a watch); returns the urllib3 response to read lines from."""
+        response = self._call("GET", path, query=query, timeout=(self.timeout, read_timeout))
+        if not 200 <= response.status < 300:
+            raise api_error(response.status, response.read(), path)
+        return response.response
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Iterable[tuple[str, str]] = (),
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: float | tuple[float, float] | None = None,
+    ) -> Any:
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        request = self._api.param_serialize(
+            method,
+            path,
+            query_params=list(query),
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        try:
+            return self._api.call_api(*request, _request_timeout=timeout or self.timeout)
+        except urllib3.exceptions.HTTPError as error:
+            host = self._api.configuration.host
+            raise KubeApiError(
+                f"API server {host} unreachable: {type(error).__name__}", target=f"{method} {path}"
+            ) from None
+
+    @staticmethod
+    def _decoded(status: int, payload: bytes, target: str) -> Obj:
+        if not 200 <= status < 300:
+            raise api_error(status, payload, target)
+        decoded = json.loads(payload) if payload else {}
+        return decoded if isinstance(decoded, dict) else {"items": decoded}
+
+    def _list_pages(self, path: str, selectors: list[tuple[str, str]]) -> ObjectList:
+        items: list[Obj] = []
+        token = ""
+        while True:
+            query = [*selectors, ("limit", str(_LIST_PAGE))]
+            if token:
+                query.append(("continue", token))
+            page = self.request_json("GET", path, query=query, target=path)
+            items.extend(typed_items(page))
+            meta = page.get("metadata") or {}
+            token = meta.get("continue") or ""
+            if not token:
+                return ObjectList(tuple(items), str(meta.get("resourceVersion", "")))
+
+    def _path(self, api_version: str, kind: str, namespace: str | None, name: str) -> str:
+        resource = self.resource(api_version, kind)
+        if resource.namespaced and not namespace:
+            raise KubeApiError(f"{kind} {name}: a namespace is required", status=400)
+        return resource.path(namespace, name)
+
+    def _discover(self, api_version: str, *, refresh: bool) -> dict[str, Resource]:
+        if refresh or api_version not in self._discovered:
+            base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+            listing = self.request_json("GET", base, target=f"discovery {api_version}")
+            self._discovered[api_version] = resources_of(base, listing)
+        return self._discovered[api_version]
+
+
+def typed_items(page: Mapping[str, Any]) -> list[Obj]:
+    """A list's items with apiVersion/kind set: the server leaves them out of list items."""
+    kind = str(page.get("kind", "")).removesuffix("List")
+    api_version = page.get("apiVersion")
+    return [{"apiVersion": api_version, "kind": kind, **item} for item in page.get("items") or []]
+
+
+def resources_of(base: str, listing: Mapping[str, Any]) -> dict[str, Resource]:
+    """kind -> Resource from an APIResourceList, skipping subresources like pods/status."""
+    found = {}
+    for entry in listing.get("resources") or []:
+        if "/" in entry.get("name", ""):
+            continue
+        found[entry["kind"]] = Resource(
+            base, entry["name"], bool(entry.get("namespaced")), entry["kind"]
+        )
+    return found
+
+
+def event_for(
+    regarding: Mapping[str, Any],
+    *,
+    reason: str,
+    message: str,
+    action: str,
+    type: str,
+    controller: str,
+    instance: str,
+    now: datetime,
+) -> Obj:
+    """A core/v1 Event body; cluster-scoped objects get their events in "default"."""
+    meta = regarding.get("metadata") or {}
+    namespace = meta.get("namespace") or "default"
+    involved = {
+        "apiVersion": regarding.get("apiVersion"),
+        "kind": regarding.get("kind"),
+        "name": meta.get("name"),
+        "namespace": meta.get("namespace"),
+        "uid": meta.get("uid"),
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": f"{meta.get('name')}.", "namespace": namespace},
+        "involvedObject": {k: v for k, v in involved.items() if v},
+        "reason": reason,
+        "message": message,
+        "type": type,
+        "action": action,
+        "count": 1,
+        "firstTimestamp": whole_seconds_time(now),
+        "lastTimestamp": whole_seconds_time(now),
+        "eventTime": micro_time(now),
+        "source": {"component": controller},
+        "reportingComponent": controller,
+        "reportingInstance": instance,
+    }
+
+
+def _selectors(label_selector: str | None, field_selector: str | None) -> list[tuple[str, str]]:
+    query = []
+    if label_selector:
+        query.append(("labelSelector", label_selector))
+    if field_selector:
+        query.append(("fieldSelector", field_selector))
+    return query
+
+
+def _segment(value: str) -> str:
+    if not value or "/" in value or value in (".", ".."):
+        raise KubeApiError(f"invalid name {value!r}", status=400, reason="Invalid")
+    return quote(value, safe="")

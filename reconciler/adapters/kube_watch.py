@@ -1,0 +1,179 @@
+"""A watch that survives 410 Gone: list, watch from the list's resourceVersion, relist on expiry.
+
+Iterating a KubeWatch yields (event_type, object_dict) with event_type ADDED, MODIFIED or
+DELETED; bookmarks only move the resourceVersion. When the server says the resourceVersion is
+too old (410, as an HTTP status or as an ERROR event), the watch relists and reports the
+difference against what it has yielded so far: objects that appeared or changed come as ADDED or
+MODIFIED, objects that vanished in the gap come as DELETED (with a stub: apiVersion, kind and
+metadata name/namespace/uid/resourceVersion). A caller that starts from its own
+resource_version and gets a 410 sees every live object as ADDED: treat ADDED as an upsert.
+Only keys and resourceVersions are remembered, never whole objects.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable, Generator, Iterator
+from typing import Any, Protocol
+
+import urllib3
+
+from reconciler.errors import KubeApiError
+
+Obj = dict[str, Any]
+Event = tuple[str, Obj]
+MAX_CONNECTION_SECONDS = 300
+_READ_SLACK_SECONDS = 15.0
+
+
+class WatchSource(Protocol):
+    """What a watch needs from the client (kube.Kube provides it)."""
+
+    def list_path(self, path: str, selectors: list[tuple[str, str]]) -> Any: ...
+
+    def open_stream(self, path: str, query: list[tuple[str, str]], read_timeout: float) -> Any: ...
+
+
+class _Gone(Exception):
+    """The resourceVersion we watch from was compacted away."""
+
+
+def object_key(obj: Obj) -> str:
+    meta = obj.get("metadata") or {}
+    return meta.get("uid") or f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+def stub_of(obj: Obj) -> Obj:
+    meta = obj.get("metadata") or {}
+    keep = ("name", "namespace", "uid", "resourceVersion")
+    return {
+        "apiVersion": obj.get("apiVersion"),
+        "kind": obj.get("kind"),
+        "metadata": {k: meta[k] for k in keep if k in meta},
+    }
+
+
+def relist_events(known: dict[str, Obj], items: tuple[Obj, ...]) -> list[Event]:
+    """What changed between the stubs we know and a fresh list (pure; updates `known`)."""
+    live = {object_key(item): item for item in items}
+    events: list[Event] = [("DELETED", known.pop(key)) for key in list(known) if key not in live]
+    for key, item in live.items():
+        before = known.get(key)
+        now = stub_of(item)
+        known[key] = now
+        if before is None:
+            events.append(("ADDED", item))
+        elif before["metadata"].get("resourceVersion") != now["metadata"].get("resourceVersion"):
+            events.append(("MODIFIED", item))
+    return events
+
+
+class KubeWatch:
+    """Iterable of (event_type, object); see the module docstring. `relists` counts 410s."""
+
+    def __init__(
+        self,
+        source: WatchSource,
+        path: str,
+        *,
+        selectors: list[tuple[str, str]],
+        resource_version: str | None,
+        timeout_seconds: float | None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._source = source
+        self._path = path
+        self._selectors = selectors
+        self._clock = clock
+        self._deadline = None if timeout_seconds is None else clock() + timeout_seconds
+        self._known: dict[str, Obj] = {}
+        self._stopped = False
+        self.resource_version = resource_version
+        self.relists = 0
+
+    def __iter__(self) -> Generator[Event, None, None]:
+        return self._events()
+
+    def stop(self) -> None:
+        """End the iteration at the next event or connection timeout."""
+        self._stopped = True
+
+    def _events(self) -> Generator[Event, None, None]:
+        if self.resource_version is None:
+            yield from self._relist()
+        while not self._finished():
+            try:
+                yield from self._one_connection()
+            except _Gone:
+                self.relists += 1
+                yield from self._relist()
+
+    def _finished(self) -> bool:
+        return self._stopped or (self._deadline is not None and self._clock() >= self._deadline)
+
+    def _relist(self) -> Iterator[Event]:
+        listing = self._source.list_path(self._path, self._selectors)
+        self.resource_version = listing.resource_version
+        yield from relist_events(self._known, listing.items)
+
+    def _one_connection(self) -> Iterator[Event]:
+        seconds = self._connection_seconds()
+        query = [
+            *self._selectors,
+            ("watch", "true"),
+            ("allowWatchBookmarks", "true"),
+            ("resourceVersion", self.resource_version or "0"),
+            ("timeoutSeconds", str(seconds)),
+        ]
+        try:
+            stream = self._source.open_stream(self._path, query, seconds + _READ_SLACK_SECONDS)
+        except KubeApiError as error:
+            if error.status == 410:
+                raise _Gone from None
+            raise
+        try:
+            for line in iter(stream.readline, b""):
+                event = self._accept(line)
+                if event is not None:
+                    yield event
+                if self._finished():
+                    return
+        except (urllib3.exceptions.ProtocolError, urllib3.exceptions.ReadTimeoutError):
+            return  # the connection broke: the caller's loop reconnects from resource_version
+        finally:
+            stream.close()
+            stream.release_conn()
+
+    def _connection_seconds(self) -> int:
+        if self._deadline is None:
+            return MAX_CONNECTION_SECONDS
+        remaining = self._deadline - self._clock()
+        return max(1, min(MAX_CONNECTION_SECONDS, math.ceil(remaining)))
+
+    def _accept(self, line: bytes) -> Event | None:
+        """Track one raw event line; the event to yield, or None (blank line, bookmark)."""
+        if not line.strip():
+            return None
+        event = json.loads(line)
+        kind, obj = event.get("type"), event.get("object") or {}
+        if kind == "ERROR":
+            if obj.get("code") == 410:
+                raise _Gone
+            raise KubeApiError(
+                str(obj.get("message", "watch error")),
+                status=obj.get("code"),
+                reason=str(obj.get("reason", "")),
+                target=self._path,
+            )
+        version = (obj.get("metadata") or {}).get("resourceVersion")
+        if version:
+            self.resource_version = version
+        if kind == "BOOKMARK":
+            return None
+        if kind == "DELETED":
+            self._known.pop(object_key(obj), None)
+        else:
+            self._known[object_key(obj)] = stub_of(obj)
+        return kind, obj

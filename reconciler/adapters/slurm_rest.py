@@ -1,0 +1,419 @@
+"""Slurm through slurmrestd: a version-neutral interface, plain data, and the HTTP transport.
+
+Callers see only the dataclasses and the `SlurmRestApi` protocol below. Each OpenAPI version
+(`openapi/v0.0.38` today, v0.0.40+ later) is one module that maps its wire format onto them
+(`slurm_v0038.py`), so a newer slurmrestd means a new mapping module, not new callers.
+
+`update_time` honestly: slurmrestd answers `?update_time=T` with 304 when nothing changed since
+T and with *everything* otherwise, never a per-object delta. So `jobs(since=T)` returns None
+("unchanged") or a full snapshot, and each snapshot says which `since` to pass next.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, Literal, Protocol, TypeVar, overload
+
+import requests
+
+from reconciler.adapters.slurm_jwt import TokenSource
+from reconciler.errors import (
+    SlurmApiError,
+    SlurmArgumentError,
+    SlurmAuthError,
+    SlurmUnavailableError,
+)
+
+DEFAULT_TIMEOUT_SECONDS = 30.0
+# The signal names the v0.0.38 cancel endpoint accepts (its `signal` enum).
+SIGNALS = frozenset(
+    {
+        "HUP",
+        "INT",
+        "QUIT",
+        "ABRT",
+        "KILL",
+        "ALRM",
+        "TERM",
+        "USR1",
+        "USR2",
+        "URG",
+        "CONT",
+        "STOP",
+        "TSTP",
+        "TTIN",
+        "TTOU",
+    }
+)
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class SlurmNode:
+    name: str
+    state: str  # base state, upper case: IDLE, ALLOCATED, MIXED, DOWN, FUTURE, UNKNOWN, ...
+    flags: frozenset[str]  # upper case: DRAIN, NOT_RESPONDING, RESERVED, COMPLETING, ...
+    reason: str
+    reason_set_by: str | None
+    reason_changed_at: int | None
+    cpus: int
+    alloc_cpus: int
+    real_memory: int  # MB
+    alloc_memory: int  # MB
+    gres: str  # as configured, e.g. "gpu:4"
+    gres_used: str
+    features: tuple[str, ...]
+    active_features: tuple[str, ...]
+    partitions: tuple[str, ...]
+    address: str
+    hostname: str
+    weight: int
+
+    @property
+    def drain_requested(self) -> bool:
+        """DRAIN flag set: DRAINING while jobs run, DRAINED once idle."""
+        return "DRAIN" in self.flags
+
+
+@dataclass(frozen=True)
+class SlurmPartition:
+    name: str
+    state: str  # UP, DOWN, DRAIN, INACTIVE
+    nodes: str  # hostlist expression, e.g. "node[1-4]"
+    is_default: bool
+    priority_tier: int
+    max_time_minutes: int | None  # None: unlimited
+    default_time_minutes: int | None
+    max_nodes_per_job: int | None  # None: unlimited
+    min_nodes_per_job: int
+    preempt_mode: tuple[str, ...]  # upper case: REQUEUE, CANCEL, OFF, ...
+    flags: frozenset[str]  # upper case: DEFAULT, HIDDEN, EXCLUSIVE_USER, ...
+    allowed_accounts: tuple[str, ...]
+    allowed_qos: tuple[str, ...]
+    allowed_groups: tuple[str, ...]
+    qos: str
+    total_nodes: int
+    total_cpus: int
+
+
+@dataclass(frozen=True)
+class SlurmReservation:
+    name: str
+    node_list: str
+    node_count: int
+    start_time: int
+    end_time: int
+    flags: frozenset[str]  # upper case: MAINT, IGNORE_JOBS, SPEC_NODES, ...
+    users: tuple[str, ...]
+    accounts: tuple[str, ...]
+    partition: str
+    features: str
+    core_count: int
+
+
+@dataclass(frozen=True)
+class SlurmJob:
+    job_id: int
+    name: str
+    state: str  # PENDING, RUNNING, COMPLETED, CANCELLED, FAILED, ...
+    state_reason: str  # "None" when there is none, as Slurm says it
+    state_description: str
+    partition: str
+    nodes: str  # allocated nodes (hostlist); "" while pending
+    required_nodes: str
+    excluded_nodes: str
+    reservation: str
+    constraints: str
+    gres: str  # per node, e.g. "gpu:2"
+    user_name: str
+    user_id: int | None
+    comment: str
+    time_limit_minutes: int | None  # None: unlimited
+    priority: int
+    node_count: int
+    cpus: int
+    submit_time: int
+    start_time: int
+    end_time: int
+    exit_code: int | None
+    batch_host: str
+    flags: frozenset[str]
+
+    @property
+    def is_held(self) -> bool:
+        return self.state == "PENDING" and self.state_reason in ("JobHeldUser", "JobHeldAdmin")
+
+
+Exclusive = Literal["exclusive", "user", "mcs"]
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A batch job to submit. It runs as the token's user; `environment` must not be empty."""
+
+    script: str
+    environment: Mapping[str, str]
+    name: str | None = None
+    partition: str | None = None
+    account: str | None = None
+    comment: str | None = None
+    qos: str | None = None
+    reservation: str | None = None
+    constraints: str | None = None
+    priority: int | None = None  # only operators (root) may set it
+    time_limit_minutes: int | None = None
+    nodes: str | int | None = None  # 2 or "2-3"
+    required_nodes: str | None = None  # hostlist
+    excluded_nodes: str | None = None
+    gres: str | None = None  # per node, e.g. "gpu:2"
+    cpus_per_task: int | None = None
+    memory_per_node: int | None = None  # MB
+    tasks: int | None = None
+    hold: bool = False
+    nice: int | None = None
+    current_working_directory: str | None = None
+    standard_output: str | None = None
+    oversubscribe: bool | None = None
+    exclusive: Exclusive | None = None
+
+
+@dataclass(frozen=True)
+class JobUpdate:
+    """Fields to change on a job; None leaves a field alone, "" clears a string field."""
+
+    comment: str | None = None
+    time_limit_minutes: int | None = None
+    hold: bool | None = None
+    priority: int | None = None
+    nice: int | None = None
+    partition: str | None = None
+    reservation: str | None = None
+    constraints: str | None = None
+    qos: str | None = None
+    nodes: str | int | None = None
+    required_nodes: str | None = None
+    excluded_nodes: str | None = None
+    gres: str | None = None
+
+
+@dataclass(frozen=True)
+class SubmittedJob:
+    """A job Slurm accepted. `warnings` are errors Slurm reported *with* a job id (e.g. 2042
+    "held"): the job exists, so they are information, not failure."""
+
+    job_id: int
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Snapshot(Generic[T]):
+    """All objects of one kind. Pass `as_of` as the next `since`: it is one second before the
+    request left (by this host's clock; v0.0.38 does not say the server's), so a change in that
+    same second is reported again rather than missed."""
+
+    items: tuple[T, ...]
+    as_of: int
+
+
+JobsSnapshot = Snapshot[SlurmJob]
+
+
+class SlurmRestApi(Protocol):
+    """What the reconciler needs from slurmrestd, independent of the OpenAPI version."""
+
+    api_version: str
+
+    def ping(self) -> None: ...
+    @overload
+    def nodes(self, since: None = None) -> Snapshot[SlurmNode]: ...
+    @overload
+    def nodes(self, since: int) -> Snapshot[SlurmNode] | None: ...
+    def node(self, name: str) -> SlurmNode | None: ...
+    @overload
+    def partitions(self, since: None = None) -> Snapshot[SlurmPartition]: ...
+    @overload
+    def partitions(self, since: int) -> Snapshot[SlurmPartition] | None: ...
+    @overload
+    def reservations(self, since: None = None) -> Snapshot[SlurmReservation]: ...
+    @overload
+    def reservations(self, since: int) -> Snapshot[SlurmReservation] | None: ...
+    @overload
+    def jobs(self, since: None = None) -> JobsSnapshot: ...
+    @overload
+    def jobs(self, since: int) -> JobsSnapshot | None: ...
+    def job(self, job_id: int) -> SlurmJob | None: ...
+    def submit(self, spec: JobSpec) -> SubmittedJob: ...
+    def update_job(self, job_id: int, update: JobUpdate) -> None: ...
+    def cancel(self, job_id: int, signal: str | None = None) -> None: ...
+    def close(self) -> None: ...
+
+
+def connect(
+    url: str,
+    tokens: TokenSource,
+    *,
+    api_version: str = "v0.0.38",
+    timeout: float = DEFAULT_TIMEOUT_SECONDS,
+) -> SlurmRestApi:
+    """A client for slurmrestd at `url` ("http://host:port", no version path)."""
+    if api_version != "v0.0.38":
+        raise SlurmArgumentError("api_version", api_version, "only v0.0.38 is implemented")
+    from reconciler.adapters.slurm_v0038 import SlurmRestV0038  # the one version-specific module
+
+    return SlurmRestV0038(Transport(url, tokens, timeout=timeout))
+
+
+def check_signal(signal: str | None) -> str | None:
+    if signal is None:
+        return None
+    name = signal.upper().removeprefix("SIG")
+    if name not in SIGNALS:
+        raise SlurmArgumentError("signal", signal, f"expected one of {', '.join(sorted(SIGNALS))}")
+    return name
+
+
+@dataclass(frozen=True)
+class WireError:
+    """One entry of a response's `errors` array, whichever key spelling the endpoint used."""
+
+    number: int | None
+    text: str
+    description: str = ""
+    source: str = ""
+
+    def __str__(self) -> str:
+        text = self.text
+        if self.description and self.description != self.text:
+            text = f"{self.description} ({self.text})" if self.text else self.description
+        return f"{text} [{self.number}]" if self.number is not None else text
+
+
+def wire_errors(body: Mapping[str, Any]) -> list[WireError]:
+    """The `errors` array: v0.0.38 spells the number error_number, error_code or errno."""
+    found = []
+    for entry in body.get("errors") or []:
+        if not isinstance(entry, Mapping):
+            continue
+        number = next(
+            (
+                entry[k]
+                for k in ("error_number", "error_code", "errno")
+                if isinstance(entry.get(k), int)
+            ),
+            None,
+        )
+        found.append(
+            WireError(
+                number=number,
+                text=str(entry.get("error") or ""),
+                description=str(entry.get("description") or ""),
+                source=str(entry.get("source") or ""),
+            )
+        )
+    return found
+
+
+# slurmctld rejects a bad token with these instead of an auth error (see slurm_jwt.py).
+_MAYBE_AUTH_NUMBERS = frozenset({-1, 5005})
+
+
+def api_error(endpoint: str, status: int | None, errors: list[WireError]) -> SlurmApiError:
+    first = next((e for e in errors if e.number is not None), errors[0] if errors else None)
+    text = "; ".join(str(e) for e in errors) or "no error details"
+    hint = None
+    if first is not None and first.number in _MAYBE_AUTH_NUMBERS:
+        hint = (
+            "slurmctld answers a token that is expired or signed with another key this way: "
+            "check the JWT key and user"
+        )
+    prefix = f"HTTP {status}: " if status is not None and status >= 300 else ""
+    return SlurmApiError(
+        prefix + text,
+        endpoint=endpoint,
+        status=status,
+        error_number=first.number if first else None,
+        error_text=first.text if first else "",
+        hint=hint,
+    )
+
+
+@dataclass
+class Response:
+    status: int
+    body: dict[str, Any]
+    errors: list[WireError] = field(default_factory=list)
+
+
+class Transport:
+    """HTTP to slurmrestd with a fresh token per request; JSON in, JSON out, typed errors."""
+
+    def __init__(self, url: str, tokens: TokenSource, *, timeout: float) -> None:
+        self.url = url.rstrip("/")
+        self._tokens = tokens
+        self._timeout = timeout
+        self._session = requests.Session()
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        json: Any = None,
+        allow: frozenset[int] = frozenset(),
+    ) -> Response:
+        """Send; raise for transport failures and for any status not 2xx/304 unless allowed."""
+        endpoint = f"{method} {path}"
+        headers = {
+            "X-SLURM-USER-NAME": self._tokens.user,
+            "X-SLURM-USER-TOKEN": self._tokens.token(),
+        }
+        try:
+            raw = self._session.request(
+                method,
+                self.url + path,
+                params=params,
+                json=json,
+                headers=headers,
+                timeout=self._timeout,
+            )
+        except requests.RequestException as error:
+            raise SlurmUnavailableError(
+                f"slurmrestd at {self.url} unreachable: {type(error).__name__}", endpoint=endpoint
+            ) from None
+        return self._parse(endpoint, raw, allow)
+
+    def _parse(self, endpoint: str, raw: requests.Response, allow: frozenset[int]) -> Response:
+        if raw.status_code == 304:
+            return Response(304, {})
+        if raw.status_code == 401:
+            raise SlurmAuthError(
+                f"slurmrestd refused authentication: {raw.text.strip()[:200]}",
+                endpoint=endpoint,
+                status=401,
+                hint="slurmrestd needs -a rest_auth/jwt and both X-SLURM-USER-* headers",
+            )
+        try:
+            body = raw.json()
+        except ValueError:
+            raise SlurmUnavailableError(
+                f"HTTP {raw.status_code}, not JSON: {raw.text.strip()[:200]!r}",
+                endpoint=endpoint,
+                status=raw.status_code,
+            ) from None
+        body = body if isinstance(body, dict) else {}
+        errors = wire_errors(body)
+        if not 200 <= raw.status_code < 300 and raw.status_code not in allow:
+            raise api_error(endpoint, raw.status_code, errors)
+        return Response(raw.status_code, body, errors)
+
+    def close(self) -> None:
+        self._session.close()
+
+
+def as_of_now() -> int:
+    """The `since` to remember for a request that is about to leave (see Snapshot)."""
+    return int(time.time()) - 1

@@ -1,0 +1,187 @@
+"""scontrol argument validation: every value is checked, nothing can smuggle in an option."""
+
+from __future__ import annotations
+
+import pytest
+
+from reconciler.adapters.scontrol import (
+    NodeState,
+    check_hostlist,
+    check_name,
+    check_text,
+    error_summary,
+    node_state_args,
+    partition_args,
+    reservation_args,
+    scontrol_env,
+)
+from reconciler.errors import ScontrolError, SlurmArgumentError
+
+INJECTIONS = [
+    "x state=resume",  # a second key=value inside one value
+    "x\nstate=resume",  # newline: scontrol keeps it, humans reading sinfo don't
+    "x\tweight=5",
+    '"quoted" more',  # scontrol strips a leading quote and keeps the rest
+    "'single'",
+    "a=b",
+    "back\\slash",
+    "semi`tick`",
+    "$(reboot)",
+    "",
+    " leading",
+    "trailing ",
+    "x" * 256,
+    "caf\u00e9",  # non-ASCII
+]
+
+
+def test_drain_builds_one_argv_element_per_option() -> None:
+    assert node_state_args("node[1-2]", NodeState.DRAIN, "reconciler: shrink gpu-a (rev 1f2e)") == [
+        "update", "NodeName=node[1-2]", "State=DRAIN", "Reason=reconciler: shrink gpu-a (rev 1f2e)",
+    ]  # fmt: skip
+
+
+def test_resume_needs_no_reason() -> None:
+    assert node_state_args("node1", NodeState.RESUME) == [
+        "update",
+        "NodeName=node1",
+        "State=RESUME",
+    ]
+
+
+@pytest.mark.parametrize("state", [NodeState.DRAIN, NodeState.DOWN, NodeState.FAIL])
+def test_states_scontrol_refuses_without_reason_are_refused_here(state: NodeState) -> None:
+    with pytest.raises(SlurmArgumentError, match="reason"):
+        node_state_args("node1", state)
+
+
+def test_state_must_be_a_known_state() -> None:
+    with pytest.raises(SlurmArgumentError):
+        node_state_args("node1", "IDLE weight=1")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("reason", INJECTIONS)
+def test_reason_injections_are_refused(reason: str) -> None:
+    with pytest.raises(SlurmArgumentError):
+        node_state_args("node1", NodeState.DRAIN, reason)
+
+
+@pytest.mark.parametrize(
+    "nodes",
+    ["node1 State=RESUME", "node1\n", "-v", "node[1-2", "node]1[", "node1,,node2", "a=b", ""],
+)
+def test_bad_hostlists_are_refused(nodes: str) -> None:
+    with pytest.raises(SlurmArgumentError):
+        check_hostlist("node", nodes)
+
+
+@pytest.mark.parametrize("nodes", ["node1", "node[1-4]", "node[1-2,7],gpu01", "n.example-1"])
+def test_good_hostlists_pass(nodes: str) -> None:
+    assert check_hostlist("node", nodes) == nodes
+
+
+@pytest.mark.parametrize("name", ["-p", "a b", "a=b", "a,b", "a/b", "", "x" * 129, None, 5])
+def test_bad_names_are_refused(name: object) -> None:
+    with pytest.raises(SlurmArgumentError):
+        check_name("partition", name)
+
+
+def test_free_text_keeps_punctuation_people_use() -> None:
+    text = "reconciler: node health check failed; see #42 @ops [gpu-a] (disk/nvme0) +1"
+    assert check_text("reason", text) == text
+
+
+def test_error_names_the_argument_and_truncates_the_value() -> None:
+    with pytest.raises(SlurmArgumentError) as caught:
+        check_text("reason", "=" * 300)
+    assert caught.value.argument == "reason"
+    assert len(str(caught.value)) < 200
+
+
+def test_partition_options_are_canonical_and_typed() -> None:
+    args = partition_args(
+        "create", "batch",
+        {"nodes": "node[1-4]", "default": False, "maxtime": "INFINITE", "PriorityTier": 10,
+         "State": "up", "PreemptMode": "requeue", "OverSubscribe": "force:2",
+         "AllowAccounts": ["a", "b"]},
+    )  # fmt: skip
+    assert args == [
+        "create", "PartitionName=batch", "Nodes=node[1-4]", "Default=NO", "MaxTime=INFINITE",
+        "PriorityTier=10", "State=UP", "PreemptMode=REQUEUE", "OverSubscribe=FORCE:2",
+        "AllowAccounts=a,b",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"Bogus": 1},
+        {"Nodes=node1 State": "UP"},
+        {"State": "UP Default=YES"},
+        {"MaxTime": "1 hour"},
+        {"MaxTime": -5},
+        {"PriorityTier": True},
+        {"PreemptMode": "REQUEUE,REBOOT"},
+        {"AllowAccounts": "a b"},
+        {"OverSubscribe": "YES:x"},
+    ],
+)
+def test_bad_partition_options_are_refused(options: dict) -> None:
+    with pytest.raises(SlurmArgumentError):
+        partition_args("update", "batch", options)
+
+
+def test_delete_takes_only_the_name() -> None:
+    assert partition_args("delete", "batch", {}) == ["delete", "PartitionName=batch"]
+    assert reservation_args("delete", "maint", {}) == ["delete", "ReservationName=maint"]
+
+
+def test_reservation_options() -> None:
+    args = reservation_args(
+        "create", "maint-1",
+        {"Nodes": "node[1-2]", "StartTime": "now+1hour", "Duration": "1-00:00:00",
+         "Users": "root", "Flags": ["maint", "ignore_jobs"]},
+    )  # fmt: skip
+    assert args == [
+        "create", "ReservationName=maint-1", "Nodes=node[1-2]", "StartTime=now+1hour",
+        "Duration=1-00:00:00", "Users=root", "Flags=MAINT,IGNORE_JOBS",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"StartTime": "tomorrow; rm"},
+        {"StartTime": "now Users=evil"},
+        {"Flags": "MAINT,BOGUS"},
+        {"TRES": "cpu=4"},  # contains '=': not offered
+        {"Users": "root,-x"},
+        {"Duration": "60 Flags=MAINT"},
+    ],
+)
+def test_bad_reservation_options_are_refused(options: dict) -> None:
+    with pytest.raises(SlurmArgumentError):
+        reservation_args("create", "maint-1", options)
+
+
+def test_child_env_drops_inherited_slurm_vars_and_adds_the_token() -> None:
+    env = scontrol_env(
+        {"PATH": "/bin", "SLURM_CONF": "/etc/other.conf", "SLURM_JWT": "old"},
+        {"SLURM_CONF": "/tmp/x/slurm.conf"},
+        "tok",
+    )
+    assert env == {"PATH": "/bin", "SLURM_CONF": "/tmp/x/slurm.conf", "SLURM_JWT": "tok"}
+
+
+def test_error_summary_drops_noise_lines() -> None:
+    stderr = (
+        "scontrol: error: Update of this parameter is not supported: Bogus=1\n\n"
+        "scontrol: error: Request aborted\nslurm_update error: No error\n"
+    )
+    assert error_summary(stderr) == "Update of this parameter is not supported: Bogus=1"
+
+
+def test_scontrol_error_text_has_command_and_exit_code() -> None:
+    error = ScontrolError(["update", "NodeName=x"], exit_code=1, message="Invalid node name")
+    assert str(error) == "scontrol update NodeName=x: Invalid node name (exit 1)"
+    assert error.output == "Invalid node name"
