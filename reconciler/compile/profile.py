@@ -31,8 +31,10 @@ CLUSTER_SITE: Mapping[str, str] = MappingProxyType(
 class Profile:
     """Facts about the site the compiled config is for.
 
-    `site` holds slurm.conf keys the site dictates (paths, auth); they override our defaults
-    but not the repo's `extraConfig`. In the local profile every Slurm node runs on this host,
+    `site` holds slurm.conf keys the site dictates (paths, auth, plugins the host supports);
+    they override our defaults and the repo's slurmConfig, but not its `extraConfig`.
+    `conf_dir` is where slurmd sees the mounted config (prolog.d/ and epilog.d/ below it).
+    In the local profile every Slurm node runs on this host,
     so each gets NodeHostname/NodeAddr and its own Port, taken from `node_ports` (the local
     stack keeps those stable across runs) or counted up from `node_port_base`.
     """
@@ -46,6 +48,7 @@ class Profile:
     node_ports: Mapping[str, int] = field(default_factory=dict)
     node_port_base: int | None = None
     gres_device_dir: str | None = None
+    conf_dir: str = "/etc/slurm"
     site: Mapping[str, str] = field(default_factory=lambda: dict(CLUSTER_SITE))
 
     @classmethod
@@ -57,6 +60,7 @@ class Profile:
         slurmd_port: int,
         node_port_base: int,
         gres_device_dir: str,
+        conf_dir: str,
         node_ports: Mapping[str, int] | None = None,
     ) -> Profile:
         return cls(
@@ -69,6 +73,7 @@ class Profile:
             node_ports=dict(node_ports or {}),
             node_port_base=node_port_base,
             gres_device_dir=gres_device_dir,
+            conf_dir=conf_dir,
             site=dict(site),
         )
 

@@ -138,7 +138,6 @@ def _settings(
         "SlurmctldPort": str(profile.slurmctld_port),
         "SlurmdPort": str(profile.slurmd_port),
     }
-    settings.update(profile.site)
     settings.update(
         {
             "SlurmctldTimeout": str(ctld.get("timeout", 60)),
@@ -162,11 +161,12 @@ def _settings(
     if has_gpus:
         settings["GresTypes"] = "gpu"
     if _script_source(slurmd, "prolog"):
-        settings["Prolog"] = "/etc/slurm/prolog.d/*"
+        settings["Prolog"] = f"{profile.conf_dir}/prolog.d/*"
     if _script_source(slurmd, "epilog"):
-        settings["Epilog"] = "/etc/slurm/epilog.d/*"
+        settings["Epilog"] = f"{profile.conf_dir}/epilog.d/*"
     if profile.is_local:
         settings["SlurmdParameters"] = "config_overrides"  # nodes claim more CPUs than the host has
+    settings.update(profile.site)
     return settings
 
 

@@ -106,6 +106,7 @@ def test_local_profile_gives_every_node_its_own_port_and_fake_gpus() -> None:
         slurmd_port=20001,
         node_port_base=20010,
         gres_device_dir="/run/x/dev",
+        conf_dir="/run/x/etc",
         node_ports={"slurm-gpu-small-1": 20555},
     )
     state = fixture_state(profile)
@@ -114,6 +115,7 @@ def test_local_profile_gives_every_node_its_own_port_and_fake_gpus() -> None:
         "SlurmctldHost=localhost(127.0.0.1)" in conf and "AuthInfo=socket=/run/x/munge.sock" in conf
     )
     assert "SlurmdParameters=config_overrides" in conf
+    assert "Prolog=/run/x/etc/prolog.d/*" in conf
     nodes = [line for line in conf if line.startswith("NodeName=")]
     assert nodes[0].startswith(
         "NodeName=slurm-cpu-0 NodeHostname=localhost NodeAddr=127.0.0.1 Port=20010 "
