@@ -39,3 +39,6 @@ NODE_LABEL_REGION: Final = "topology.kubernetes.io/region"
 # Extended resources.
 RESOURCE_NVIDIA_GPU: Final = "nvidia.com/gpu"
 RESOURCE_SUNK_ACCELERATOR: Final = f"{SUNK_DOMAIN}/accelerator"
+
+# The embedded local stack: the label on Nodes its node agent registers (and owns).
+LABEL_LOCAL_NODE: Final = f"{DOMAIN}/local-node"

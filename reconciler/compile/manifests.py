@@ -64,7 +64,15 @@ def compute_service(release: str, namespace: str) -> dict[str, Any]:
             "clusterIP": "None",
             "publishNotReadyAddresses": True,
             "selector": {wk.LABEL_NAME: "slurmd", wk.LABEL_RELEASE: release},
-            "ports": [{"name": "slurmd", "port": SLURMD_PORT, "targetPort": SLURMD_PORT}],
+            # `protocol` spelled out: server-side apply needs every key of an associative list.
+            "ports": [
+                {
+                    "name": "slurmd",
+                    "port": SLURMD_PORT,
+                    "targetPort": SLURMD_PORT,
+                    "protocol": "TCP",
+                }
+            ],
         },
     }
 

@@ -1,0 +1,137 @@
+"""Accounting for the local Slurm cluster: a private MariaDB and slurmdbd, on loopback ports.
+
+Started between munged and slurmctld when a cluster wants accounts, QOS and preempt/qos.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from reconciler.errors import LocalStackError
+from reconciler.local.processes import Supervisor
+from reconciler.local.slurm_site import (
+    DB_NAME,
+    DB_USER,
+    SlurmPaths,
+    SlurmPorts,
+    current_user,
+    slurmdbd_conf,
+)
+
+MARIADBD = Path("/usr/sbin/mariadbd")
+MARIADB_INSTALL_DB = "mariadb-install-db"
+MARIADB_READY_SECONDS = 60.0
+SLURMDBD_READY_SECONDS = 30.0
+
+
+class Accounting:
+    """MariaDB + slurmdbd for one cluster; `env` is the cluster's Slurm client environment."""
+
+    DAEMONS = ("slurmdbd", "mariadb")  # stop order
+
+    def __init__(
+        self,
+        supervisor: Supervisor,
+        paths: SlurmPaths,
+        ports: SlurmPorts,
+        env: Callable[[], Mapping[str, str]],
+        cluster_name: str,
+    ) -> None:
+        self.supervisor = supervisor
+        self.paths = paths
+        self.ports = ports
+        self.env = env
+        self.cluster_name = cluster_name
+
+    def start(self, *, fresh: bool) -> dict[str, float]:
+        return {
+            "mariadb": self.start_mariadb(fresh=fresh),
+            "slurmdbd": self.start_slurmdbd(),
+        }
+
+    def start_mariadb(self, *, fresh: bool) -> float:
+        started = time.monotonic()
+        p = self.paths
+        new_db = fresh or not (p.mariadb / "data" / "mysql").is_dir()
+        if new_db:
+            shutil.rmtree(p.mariadb, ignore_errors=True)
+            p.mariadb.mkdir(parents=True)
+            self._install_db()
+        argv = [
+            str(MARIADBD), "--no-defaults", f"--datadir={p.mariadb / 'data'}",
+            f"--user={current_user()}", f"--socket={p.mariadb_socket}",
+            "--bind-address=127.0.0.1", f"--port={self.ports.mariadb}",
+            f"--pid-file={p.run / 'mariadb.pid'}", "--innodb-buffer-pool-size=128M",
+            "--skip-name-resolve", "--skip-log-bin",
+        ]  # fmt: skip
+        self.supervisor.start("mariadb", argv, env=dict(self.env()))
+        self.supervisor.wait_ready("mariadb", self._mariadb_answers, timeout=MARIADB_READY_SECONDS)
+        if new_db:
+            self._create_db_user()
+        # slurmdbd insists on a private config file (it holds the database password).
+        p.slurmdbd_conf.unlink(missing_ok=True)
+        fd = os.open(p.slurmdbd_conf, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(slurmdbd_conf(p, self.ports, self._db_password()))
+        return time.monotonic() - started
+
+    def _install_db(self) -> None:
+        p = self.paths
+        result = subprocess.run(
+            [MARIADB_INSTALL_DB, "--no-defaults", f"--datadir={p.mariadb / 'data'}",
+             f"--user={current_user()}", "--auth-root-authentication-method=normal",
+             "--skip-test-db"],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        if result.returncode != 0:
+            raise LocalStackError(f"mariadb-install-db failed: {result.stderr.strip()[-800:]}")
+
+    def _mariadb(self, sql: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["mariadb", "--no-defaults", "-S", str(self.paths.mariadb_socket), "-uroot", "-e", sql],
+            capture_output=True, text=True, check=False, timeout=30,
+        )  # fmt: skip
+
+    def _mariadb_answers(self) -> bool:
+        return self._mariadb("select 1").returncode == 0
+
+    def _db_password(self) -> str:
+        # Derived from the munge key so it is stable across restarts yet private to this run.
+        return hashlib.sha256(self.paths.munge_key.read_bytes()).hexdigest()[:24]
+
+    def _create_db_user(self) -> None:
+        password = self._db_password()
+        result = self._mariadb(
+            f"CREATE DATABASE IF NOT EXISTS {DB_NAME}; "
+            f"CREATE USER IF NOT EXISTS '{DB_USER}'@'127.0.0.1' IDENTIFIED BY '{password}'; "
+            f"GRANT ALL ON {DB_NAME}.* TO '{DB_USER}'@'127.0.0.1';"
+        )
+        if result.returncode != 0:
+            raise LocalStackError(f"cannot create the accounting database: {result.stderr.strip()}")
+
+    def start_slurmdbd(self) -> float:
+        argv = [str(self.paths.bin / "slurmdbd"), "-D"]
+        self.supervisor.start("slurmdbd", argv, env=dict(self.env()))
+        took = self.supervisor.wait_ready(
+            "slurmdbd", self._slurmdbd_answers, timeout=SLURMDBD_READY_SECONDS,
+            extra_logs=[self.paths.log / "slurmdbd.log"],
+        )  # fmt: skip
+        # Register the cluster before slurmctld connects, so its first registration is accepted.
+        subprocess.run(
+            ["sacctmgr", "-i", "add", "cluster", self.cluster_name],
+            env=dict(self.env()), capture_output=True, check=False, timeout=30,
+        )  # fmt: skip
+        return took
+
+    def _slurmdbd_answers(self) -> bool:
+        result = subprocess.run(
+            ["sacctmgr", "-n", "show", "cluster"], env=dict(self.env()), capture_output=True,
+            text=True, timeout=10, check=False,
+        )  # fmt: skip
+        return result.returncode == 0

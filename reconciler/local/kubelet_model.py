@@ -1,0 +1,203 @@
+"""What the local node agent decides, as pure functions over plain dicts: which Node a slurmd
+Pod lands on, what the Nodes look like, what status a running Pod reports.
+
+The agent plays kubelet and, for slurmd Pods only, the default scheduler. It honors required
+node affinity and nodeSelector, so a slurmd Pod whose affinity no local Node satisfies stays
+Pending, as it would on a real cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from reconciler import wellknown as wk
+
+Obj = dict[str, Any]
+
+# What one local Node offers; slurmd claims its own size through config_overrides anyway.
+NODE_CAPACITY = {"cpu": "64", "memory": "512Gi", "pods": "110"}
+
+
+@dataclass(frozen=True)
+class NodeTemplate:
+    """A local Node: its name and the labels that node definitions select on."""
+
+    name: str
+    labels: Mapping[str, str]
+    gpus: int = 0
+
+
+def node_templates(
+    count: int, label_sets: list[dict[str, str]], gpus: list[int]
+) -> list[NodeTemplate]:
+    """`count` Nodes, cycling through the label sets the node definitions ask for."""
+    sets = label_sets or [{}]
+    counts = gpus or [0]
+    return [
+        NodeTemplate(f"local-node-{i}", sets[i % len(sets)], counts[i % len(counts)])
+        for i in range(count)
+    ]
+
+
+def required_labels(affinity: Mapping[str, Any] | None) -> dict[str, str]:
+    """Labels that satisfy a definition's required node affinity (first value of each `In`)."""
+    labels: dict[str, str] = {}
+    for term in _terms(affinity)[:1]:
+        for expression in term.get("matchExpressions") or []:
+            if expression.get("operator") == "In" and expression.get("values"):
+                labels[expression["key"]] = str(expression["values"][0])
+    return labels
+
+
+def node_object(template: NodeTemplate, now: datetime) -> Obj:
+    capacity = dict(NODE_CAPACITY)
+    if template.gpus:
+        capacity[wk.RESOURCE_NVIDIA_GPU] = str(template.gpus)
+        capacity[wk.RESOURCE_SUNK_ACCELERATOR] = str(template.gpus)
+    stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": template.name,
+            "labels": {
+                "kubernetes.io/hostname": template.name,
+                "kubernetes.io/os": "linux",
+                wk.LABEL_LOCAL_NODE: "true",
+                **template.labels,
+            },
+        },
+        "status": {
+            "capacity": capacity,
+            "allocatable": capacity,
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "reason": "KubeletReady",
+                    "message": "reconciler local node agent is posting ready status",
+                    "lastHeartbeatTime": stamp,
+                    "lastTransitionTime": stamp,
+                }
+            ],
+            "addresses": [
+                {"type": "InternalIP", "address": "127.0.0.1"},
+                {"type": "Hostname", "address": template.name},
+            ],
+            "nodeInfo": _node_info(),
+        },
+    }
+
+
+def _node_info() -> dict[str, str]:
+    return {
+        "architecture": "amd64",
+        "operatingSystem": "linux",
+        "kubeletVersion": "v1.20.2-reconciler-local",
+        "kubeProxyVersion": "",
+        "containerRuntimeVersion": "reconciler://local",
+        "osImage": "reconciler local node",
+        "kernelVersion": "",
+        "machineID": "",
+        "systemUUID": "",
+        "bootID": "",
+    }
+
+
+def node_matches(pod: Mapping[str, Any], node_labels: Mapping[str, str]) -> bool:
+    spec = pod.get("spec") or {}
+    selector = spec.get("nodeSelector") or {}
+    if any(node_labels.get(k) != v for k, v in selector.items()):
+        return False
+    terms = _terms(spec.get("affinity"))
+    return not terms or any(_term_matches(term, node_labels) for term in terms)
+
+
+def _terms(affinity: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
+    node_affinity = (affinity or {}).get("nodeAffinity") or {}
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+    return list(required.get("nodeSelectorTerms") or [])
+
+
+def _term_matches(term: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    return all(_expression_matches(e, labels) for e in term.get("matchExpressions") or [])
+
+
+def _expression_matches(expression: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    key, operator = expression.get("key"), expression.get("operator")
+    values = [str(v) for v in expression.get("values") or []]
+    present = key in labels
+    if operator == "In":
+        return present and labels[key] in values
+    if operator == "NotIn":
+        return not present or labels[key] not in values
+    if operator == "Exists":
+        return present
+    if operator == "DoesNotExist":
+        return not present
+    if operator in ("Gt", "Lt") and present and values:
+        try:
+            left, right = int(labels[key]), int(values[0])
+        except ValueError:
+            return False
+        return left > right if operator == "Gt" else left < right
+    return False
+
+
+def choose_node(
+    pod: Mapping[str, Any], nodes: Iterable[NodeTemplate], load: Mapping[str, int]
+) -> str | None:
+    """The matching Node with the fewest Pods (ties by name), or None: the Pod stays Pending."""
+    fits = [n.name for n in nodes if node_matches(pod, n.labels)]
+    return min(fits, key=lambda name: (load.get(name, 0), name)) if fits else None
+
+
+def is_slurmd_pod(pod: Mapping[str, Any]) -> bool:
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    return labels.get(wk.LABEL_NAME) == "slurmd" and labels.get(wk.LABEL_MANAGED_BY) == (
+        wk.MANAGED_BY_VALUE
+    )
+
+
+def running_status(pod: Mapping[str, Any], started: datetime, *, ready: bool) -> Obj:
+    """The status kubelet would post for a Pod whose containers all run."""
+    stamp = started.strftime("%Y-%m-%dT%H:%M:%SZ")
+    containers = (pod.get("spec") or {}).get("containers") or []
+    flag = "True" if ready else "False"
+    return {
+        "phase": "Running",
+        "hostIP": "127.0.0.1",
+        "podIP": "127.0.0.1",
+        "podIPs": [{"ip": "127.0.0.1"}],
+        "startTime": stamp,
+        "conditions": [
+            {
+                "type": kind,
+                "status": flag if kind in ("Ready", "ContainersReady") else "True",
+                "lastTransitionTime": stamp,
+            }
+            for kind in ("Initialized", "Ready", "ContainersReady", "PodScheduled")
+        ],
+        "containerStatuses": [
+            {
+                "name": c["name"],
+                "image": c.get("image", ""),
+                "imageID": "",
+                "ready": ready,
+                "started": True,
+                "restartCount": 0,
+                "state": {"running": {"startedAt": stamp}},
+            }
+            for c in containers
+        ],
+    }
+
+
+def failed_status(pod: Mapping[str, Any], reason: str, message: str) -> Obj:
+    return {
+        "phase": "Pending",
+        "conditions": [{"type": "Ready", "status": "False", "reason": reason, "message": message}],
+    }

@@ -1,0 +1,402 @@
+"""A small supervisor for the local stack's daemons.
+
+Daemons run in the foreground as children of the process that started them, so that process can
+wait() on them: on this kind of machine PID 1 does not reap, and a daemon that forks itself into
+the background becomes an unreapable zombie when it exits. Each daemon gets a pidfile (so a later
+`down` in another process can find it) and a log file (so a failed start can show why).
+
+Pidfile format: line 1 the PID, line 2 argv[0] as started, line 3 the process start time in clock
+ticks since boot. `down` checks lines 2 and 3 against /proc before signalling, so a PID recycled by
+an unrelated process is never killed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from reconciler.errors import LocalStackError
+
+LOG_TAIL_LINES = 20
+DEFAULT_GRACE_SECONDS = 10.0
+
+Probe = Callable[[], bool]
+
+
+@dataclass(frozen=True)
+class PidRecord:
+    """What a pidfile says about a daemon."""
+
+    name: str
+    pid: int
+    argv0: str
+    start_ticks: int
+
+
+def process_start_ticks(pid: int) -> int | None:
+    """Field 22 of /proc/PID/stat; None when the process is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    # comm (field 2) may contain spaces and parentheses: split after its closing parenthesis.
+    fields = stat.rsplit(")", 1)[1].split()
+    return int(fields[19])
+
+
+def process_state(pid: int) -> str | None:
+    """One-letter state from /proc/PID/stat (R, S, Z, ...); None when the process is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    return stat.rsplit(")", 1)[1].split()[0]
+
+
+def process_argv(pid: int) -> list[str] | None:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
+
+
+def is_running(pid: int) -> bool:
+    """True while any thread of the process is alive (a zombie waiting to be reaped is not).
+
+    A multi-threaded daemon whose main thread has exited (slurmrestd does this on SIGTERM) shows
+    state Z while its other threads still run, and cannot be reaped yet: look at every thread.
+    """
+    state = process_state(pid)
+    if state is None:
+        return False
+    if state not in ("Z", "X"):
+        return True
+    try:
+        tasks = [t.name for t in Path(f"/proc/{pid}/task").iterdir()]
+    except OSError:
+        return False
+    return any(_task_state(pid, tid) not in (None, "Z", "X") for tid in tasks)
+
+
+def _task_state(pid: int, tid: str) -> str | None:
+    try:
+        stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[0]
+
+
+def belongs_to(record: PidRecord) -> bool:
+    """True when record.pid is still the very process the pidfile was written for."""
+    if not is_running(record.pid):
+        return False
+    if process_start_ticks(record.pid) != record.start_ticks:
+        return False
+    argv = process_argv(record.pid)
+    # Some daemons rewrite their argv (slurmstepd does); ours don't, so an exact argv[0] is
+    # required and anything else means the PID now belongs to someone else.
+    return bool(argv) and argv[0] == record.argv0
+
+
+def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except FileNotFoundError:
+        return f"(no log at {path})"
+    tail = text.splitlines()[-lines:]
+    return "\n".join(f"  | {line}" for line in tail) if tail else f"(empty log {path})"
+
+
+def become_subreaper() -> bool:
+    """Adopt orphaned grandchildren (slurmd's slurmstepd) so they can be reaped here.
+
+    slurmd double-forks slurmstepd, which is then reparented to the nearest subreaper or PID 1.
+    Where PID 1 does not reap, every finished job step would otherwise stay a zombie.
+    """
+    pr_set_child_subreaper = 36
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(pr_set_child_subreaper, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def reap_orphans(names: Sequence[str] = ("slurmstepd",)) -> list[int]:
+    """Reap adopted orphans: zombie children of this process that it did not start itself.
+
+    Those are zombies whose comm is in `names`, or whose session is not ours and which do not
+    lead their session. That leaves alone the children that subprocess.run() is about to wait
+    for (our session) and the Supervisor's daemons (each leads its own session): a blanket
+    waitpid(-1) would steal their exit status. Orphans must be reaped for proctrack/pgid: a
+    zombie still counts as a member of its job's process group, and the kill "fails".
+    """
+    reaped = []
+    me, my_session = os.getpid(), os.getsid(0)
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        pid = int(entry.name)
+        try:
+            stat = (entry / "stat").read_text()
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+        comm = stat[stat.find("(") + 1 : stat.rfind(")")]
+        state, ppid, _pgrp, session = stat.rsplit(")", 1)[1].split()[:4]
+        if state != "Z" or int(ppid) != me:
+            continue
+        adopted = int(session) not in (my_session, pid)
+        if adopted or comm.startswith(tuple(names)):
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
+                reaped.append(pid)
+    return reaped
+
+
+def processes_referencing(path: Path) -> list[tuple[int, str]]:
+    """Live processes whose command line or environment mentions `path` (PID, command line).
+
+    The environment catches processes that don't name the runtime dir on their command line,
+    such as slurmstepd (it inherits SLURM_CONF from its slurmd).
+    """
+    needle = str(path).encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if needle in cmdline or needle in environ:
+            found.append((int(entry.name), cmdline.replace(b"\0", b" ").decode(errors="replace")))
+    return found
+
+
+class OrphanReaper:
+    """A background thread that reaps adopted orphans (see become_subreaper) a few times a
+    second: slurmstepd waits for a cancelled job's process group to empty before it gives up."""
+
+    def __init__(self, interval: float = 0.25, names: Sequence[str] = ("slurmstepd",)) -> None:
+        self.interval = interval
+        self.names = tuple(names)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="orphan-reaper", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        reap_orphans(self.names)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            reap_orphans(self.names)
+
+
+def start_orphan_reaper() -> OrphanReaper | None:
+    """Make this process the subreaper of its daemons' orphans and reap them in the background.
+
+    Call it in any process that starts slurmd (LocalStack.up_slurm does; a node agent in its own
+    process must too). None when the kernel refuses (then orphans go to PID 1 as usual).
+    """
+    if not become_subreaper():
+        return None
+    reaper = OrphanReaper()
+    reaper.start()
+    return reaper
+
+
+class Supervisor:
+    """Starts, probes and stops named daemons; pidfiles in `pid_dir`, logs in `log_dir`."""
+
+    def __init__(self, pid_dir: Path, log_dir: Path) -> None:
+        self.pid_dir = pid_dir
+        self.log_dir = log_dir
+        self._children: dict[str, subprocess.Popen[bytes]] = {}
+
+    def pidfile(self, name: str) -> Path:
+        return self.pid_dir / f"{name}.pid"
+
+    def logfile(self, name: str) -> Path:
+        return self.log_dir / f"{name}.log"
+
+    def start(
+        self,
+        name: str,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+    ) -> PidRecord:
+        """Start `argv` in the foreground with output appended to its log; write its pidfile."""
+        existing = self.read(name)
+        if existing is not None and belongs_to(existing):
+            raise LocalStackError(
+                f"{name} is already running (pid {existing.pid})",
+                hint=f"stop it first, or remove {self.pidfile(name)} if that is stale",
+            )
+        self.pid_dir.mkdir(parents=True, exist_ok=True)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        log = self.logfile(name)
+        with log.open("ab") as out:
+            try:
+                child = subprocess.Popen(
+                    list(argv),
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    env=dict(env) if env is not None else None,
+                    cwd=cwd,
+                    # Own session: a Ctrl-C meant for the caller must not hit the daemons in
+                    # random order; they are stopped explicitly, in dependency order.
+                    start_new_session=True,
+                )
+            except OSError as exc:
+                raise LocalStackError(f"cannot start {name} ({argv[0]}): {exc}") from exc
+        self._children[name] = child
+        record = PidRecord(name, child.pid, argv[0], process_start_ticks(child.pid) or 0)
+        self._write(record)
+        return record
+
+    def wait_ready(
+        self,
+        name: str,
+        probe: Probe,
+        *,
+        timeout: float,
+        interval: float = 0.05,
+        extra_logs: Sequence[Path] = (),
+    ) -> float:
+        """Poll `probe` until it returns True; return the seconds it took.
+
+        Fails early when the daemon exits, and always names the daemon and shows its log tail
+        (or, when that is empty, the tails of `extra_logs`: the daemon's own log files).
+        """
+        started = time.monotonic()
+        deadline = started + timeout
+        while True:
+            if _probe_quietly(probe):
+                return time.monotonic() - started
+            record = self.read(name)
+            if record is None or not is_running(record.pid):
+                self._reap(name)
+                raise self._failure(name, "exited before it was ready", extra_logs)
+            if time.monotonic() >= deadline:
+                raise self._failure(name, f"not ready after {timeout:.0f} s", extra_logs)
+            time.sleep(interval)
+
+    def stop(self, name: str, *, grace: float = DEFAULT_GRACE_SECONDS) -> bool:
+        """SIGTERM, wait `grace` seconds, then SIGKILL. Returns True if a process was stopped."""
+        record = self.read(name)
+        stopped = False
+        if record is not None and belongs_to(record):
+            stopped = True
+            self._signal(record.pid, signal.SIGTERM)
+            if not self._wait_gone(name, record.pid, grace):
+                self._signal(record.pid, signal.SIGKILL)
+                self._wait_gone(name, record.pid, 5.0)
+        self._reap(name)
+        with contextlib.suppress(FileNotFoundError):
+            self.pidfile(name).unlink()
+        return stopped
+
+    def reap_exited(self) -> list[str]:
+        """Reap children of this process that have exited (e.g. stopped by another process)."""
+        exited = [name for name, child in self._children.items() if child.poll() is not None]
+        for name in exited:
+            del self._children[name]
+        return exited
+
+    def children(self) -> list[str]:
+        """Names of daemons this process started and has not reaped yet."""
+        return sorted(self._children)
+
+    def read(self, name: str) -> PidRecord | None:
+        try:
+            lines = self.pidfile(name).read_text().splitlines()
+        except FileNotFoundError:
+            return None
+        try:
+            return PidRecord(name, int(lines[0]), lines[1], int(lines[2]))
+        except (IndexError, ValueError):
+            return None
+
+    def running(self, name: str) -> PidRecord | None:
+        """The daemon's record when it is alive and still the process we started."""
+        record = self.read(name)
+        return record if record is not None and belongs_to(record) else None
+
+    def names(self) -> list[str]:
+        """Every daemon with a pidfile, started by this process or an earlier one."""
+        if not self.pid_dir.is_dir():
+            return []
+        return sorted(p.stem for p in self.pid_dir.glob("*.pid"))
+
+    def _write(self, record: PidRecord) -> None:
+        tmp = self.pidfile(record.name).with_suffix(".tmp")
+        tmp.write_text(f"{record.pid}\n{record.argv0}\n{record.start_ticks}\n")
+        tmp.replace(self.pidfile(record.name))
+
+    def _failure(self, name: str, what: str, extra_logs: Sequence[Path] = ()) -> LocalStackError:
+        logs = [self.logfile(name)]
+        if _is_empty(logs[0]):
+            # Some daemons write only to their own log file (slurmd, munged); Slurm daemons in
+            # the foreground write to both, and one copy is enough.
+            logs += [p for p in extra_logs if p.exists()]
+        tails = "".join(f"\nlast lines of {log}:\n{log_tail(log)}" for log in logs)
+        return LocalStackError(f"{name} {what}{tails}", hint="see " + ", ".join(map(str, logs)))
+
+    def _wait_gone(self, name: str, pid: int, timeout: float) -> bool:
+        child = self._children.get(name)
+        if child is not None and child.pid == pid:
+            # Our own child: wait() both waits for every thread to end and reaps it.
+            try:
+                child.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                return False
+            del self._children[name]
+            return True
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self._reap(name)
+            if not is_running(pid):
+                return True
+            time.sleep(0.05)
+        return not is_running(pid)
+
+    def _reap(self, name: str) -> None:
+        child = self._children.get(name)
+        if child is not None and child.poll() is not None:
+            del self._children[name]
+
+    @staticmethod
+    def _signal(pid: int, sig: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+
+
+def _is_empty(path: Path) -> bool:
+    try:
+        return path.stat().st_size == 0
+    except FileNotFoundError:
+        return True
+
+
+def _probe_quietly(probe: Probe) -> bool:
+    """A probe that raises counts as 'not ready yet': daemons refuse connections while starting."""
+    try:
+        return bool(probe())
+    except Exception:
+        return False

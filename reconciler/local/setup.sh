@@ -1,0 +1,278 @@
+#!/bin/bash
+# Install what the local stack needs (Debian packages) and build kube-apiserver and
+# kube-controller-manager v1.20.2 from Debian's `kubernetes` source package.
+#
+# Idempotent: a second run only checks (dpkg status, cached binaries' --version) and takes seconds.
+# Run as root. The build happens in a temp dir outside the checkout, which is removed afterwards;
+# the two binaries are cached under ${XDG_CACHE_HOME:-$HOME/.cache}/sunk-reconciler/kubernetes/<version>/.
+#
+# Env: KUBE_VERSION (v1.20.2)  SUNK_RECONCILER_CACHE (overrides the cache root)
+#      SETUP_KEEP_BUILD=1 (keep the temp build dir, for debugging)
+set -euo pipefail
+
+KUBE_VERSION=${KUBE_VERSION:-v1.20.2}
+CACHE_ROOT=${SUNK_RECONCILER_CACHE:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/sunk-reconciler}
+KUBE_BIN_DIR=$CACHE_ROOT/kubernetes/$KUBE_VERSION
+KUBE_TARGETS=(kube-apiserver kube-controller-manager)
+APT=(apt-get -o DPkg::Lock::Timeout=600 -q)
+export DEBIAN_FRONTEND=noninteractive
+
+# Runtime daemons (slurm-wlm-emulator is deliberately absent: it takes over /usr/sbin/slurmctld
+# and slurmd through update-alternatives) followed by the kube build's toolchain.
+PACKAGES=(
+  munge slurmctld slurmd slurmrestd slurm-client slurm-wlm-jwt-plugin
+  etcd-server mariadb-server slurmdbd
+  golang-go rsync make build-essential dpkg-dev golang-github-modern-go-reflect2-dev
+  openssl curl ca-certificates
+)
+
+SETUP_START=$(date +%s.%N)
+WORK=""
+LOG=""
+CURRENT_STEP=""
+STEP_PID=""
+OWN_POLICY_RC=0
+
+say() { printf 'setup: %s\n' "$*"; }
+
+elapsed_since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
+
+# Stop a step still running in the background (interrupted setup): the process and its
+# descendants, by PID, deepest first.
+kill_tree() {
+  local pid=$1 child
+  for child in $(ps -o pid= --ppid "$pid" 2>/dev/null); do kill_tree "$child"; done
+  kill -TERM "$pid" 2>/dev/null || true
+}
+
+cleanup() {
+  local rc=$?
+  if [ -n "$STEP_PID" ] && kill -0 "$STEP_PID" 2>/dev/null; then
+    kill_tree "$STEP_PID"
+    wait "$STEP_PID" 2>/dev/null || true
+  fi
+  if [ "$OWN_POLICY_RC" = 1 ]; then rm -f /usr/sbin/policy-rc.d; fi
+  if [ -n "$WORK" ] && [ -d "$WORK" ] && [ "${SETUP_KEEP_BUILD:-0}" != 1 ]; then
+    # Go's module cache is read-only; make it removable first.
+    chmod -R u+w "$WORK" 2>/dev/null || true
+    rm -rf "$WORK"
+  fi
+  if [ "$rc" -ne 0 ] && [ -n "$CURRENT_STEP" ]; then
+    say "step '$CURRENT_STEP' failed (exit $rc)"
+  fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# step NAME CMD...: run CMD with its output in $LOG; on failure name the step and show the log tail.
+step() {
+  local name=$1; shift
+  CURRENT_STEP=$name
+  local t0; t0=$(date +%s.%N)
+  say "step '$name' ..."
+  local rc=0
+  # In the background rather than `"$@" || rc=$?`: bash ignores `set -e` inside anything run
+  # on the left of `||`, so a failing command in the middle of a step would go unnoticed.
+  "$@" >>"$LOG" 2>&1 &
+  STEP_PID=$!
+  wait "$STEP_PID" || rc=$?
+  STEP_PID=""
+  if [ "$rc" -ne 0 ]; then
+    echo "setup: step '$name' failed: exit $rc; last lines of $LOG:" >&2
+    tail -n 25 "$LOG" | sed 's/^/  | /' >&2
+    CURRENT_STEP=""
+    exit "$rc"
+  fi
+  say "step '$name' ok ($(elapsed_since "$t0") s)"
+  CURRENT_STEP=""
+}
+
+fail() { echo "setup: $*" >&2; exit 1; }
+
+missing_packages() {
+  local p status
+  for p in "${PACKAGES[@]}"; do
+    status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+    [ "$status" = "install ok installed" ] || echo "$p"
+  done
+}
+
+# Package postinst scripts would otherwise start munged, slurmctld, etcd and mariadb as system
+# services on their default ports; the local stack runs its own private copies instead.
+block_service_starts() {
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+    chmod 755 /usr/sbin/policy-rc.d
+    OWN_POLICY_RC=1
+  fi
+}
+
+install_packages() {
+  local missing
+  missing=$(missing_packages | tr '\n' ' ')
+  if [ -z "${missing// /}" ]; then
+    say "packages: all ${#PACKAGES[@]} installed, skipping apt-get"
+    return
+  fi
+  say "packages missing: $missing"
+  block_service_starts
+  step "apt-get update" "${APT[@]}" update
+  # shellcheck disable=SC2086  # word splitting of the package list is intended
+  step "apt-get install" "${APT[@]}" install -y --no-install-recommends $missing
+  missing=$(missing_packages | tr '\n' ' ')
+  [ -z "${missing// /}" ] || fail "step 'apt-get install' left packages missing: $missing"
+}
+
+cached_binaries_ok() {
+  local t out
+  for t in "${KUBE_TARGETS[@]}"; do
+    [ -x "$KUBE_BIN_DIR/$t" ] || return 1
+    out=$("$KUBE_BIN_DIR/$t" --version 2>/dev/null) || return 1
+    [ "$out" = "Kubernetes $KUBE_VERSION" ] || return 1
+  done
+}
+
+# deb-src twins of the Debian archive entries apt already uses (same hosts, suites, keys): no
+# new hosts, and it follows whatever mirror the machine is configured with.
+debian_src_entries() {
+  local f
+  for f in /etc/apt/sources.list.d/*.sources; do
+    [ -f "$f" ] || continue
+    # deb822: copy each enabled `Types: deb` stanza whose URIs name a Debian archive.
+    awk 'BEGIN { enabled = 1 }
+         function flush() {
+           if (stanza != "" && deb && debian && enabled) { printf "%s\n", stanza }
+           stanza = ""; deb = 0; debian = 0; enabled = 1 }
+         /^[[:space:]]*$/ { flush(); next }
+         /^#/ { next }
+         /^Types:/ { if ($0 ~ /[[:space:]]deb([[:space:]]|$)/) deb = 1; $0 = "Types: deb-src" }
+         /^URIs:/ { if ($0 ~ /debian/) debian = 1 }
+         /^Enabled:[[:space:]]*no/ { enabled = 0 }
+         { stanza = stanza $0 "\n" }
+         END { flush() }' "$f"
+  done
+  # one-line format: `deb [opts] URI suite components` -> `deb-src ...`
+  for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+    [ -f "$f" ] || continue
+    awk '$1 == "deb" && /debian/ { $1 = "deb-src"; print }' "$f"
+  done
+}
+
+ensure_deb_src() {
+  local f=/etc/apt/sources.list.d/sunk-reconciler-src.sources
+  local legacy=/etc/apt/sources.list.d/sunk-reconciler-src.list
+  if apt-cache showsrc kubernetes 2>/dev/null | grep -q '^Package: kubernetes'; then
+    return
+  fi
+  if [ ! -f "$f" ] && [ ! -f "$legacy" ]; then
+    local entries
+    entries=$(debian_src_entries)
+    [ -n "$entries" ] || fail "step 'deb-src': no Debian archive entry found in /etc/apt to derive deb-src from"
+    if grep -q '^deb-src ' <<<"$entries"; then
+      { echo "# Added by reconciler/local/setup.sh (to build kube-apiserver)"
+        grep '^deb-src ' <<<"$entries"; } >"$legacy"
+    fi
+    if grep -q '^Types: deb-src' <<<"$entries"; then
+      { echo "# Added by reconciler/local/setup.sh (to build kube-apiserver)"
+        grep -v '^deb-src ' <<<"$entries"; } >"$f"
+    fi
+  fi
+  step "apt-get update (deb-src)" "${APT[@]}" update
+}
+
+fetch_source() {
+  cd "$WORK/src"
+  "${APT[@]}" source kubernetes
+  local dir
+  dir=$(find . -maxdepth 1 -type d -name 'kubernetes-1.20*' | head -1)
+  [ -n "$dir" ] || { echo "no kubernetes-1.20* directory after apt-get source"; return 1; }
+  ln -sfn "$WORK/src/${dir#./}" "$WORK/kubernetes"
+}
+
+# Vendored modern-go/reflect2 1.0.1 crashes under Go >= 1.18 ("fatal error: fault" in
+# mapiterinit, on the first CRD); Debian ships a fixed copy.
+replace_reflect2() {
+  local vendored=$WORK/kubernetes/vendor/github.com/modern-go/reflect2
+  local debian=/usr/share/gocode/src/github.com/modern-go/reflect2
+  [ -d "$debian" ] || { echo "missing $debian (golang-github-modern-go-reflect2-dev)"; return 1; }
+  rm -rf "$vendored"
+  cp -a "$debian" "$vendored"
+  rm -f "$vendored/go.mod"
+}
+
+# The source tarball does not ship the generated OpenAPI definitions.
+gen_openapi() {
+  cd "$WORK/kubernetes"
+  env -u GOPATH GOCACHE="$WORK/gocache" HOME="$WORK" make gen_openapi
+}
+
+# GOPATH mode, as upstream 1.20's hack/lib/init.sh does (module mode fails with
+# "updates to go.mod needed, disabled by -mod=vendor").
+go_build() {
+  export GOPATH=$WORK/gopath GOCACHE=$WORK/gocache GO111MODULE=off HOME=$WORK
+  mkdir -p "$GOPATH/src/k8s.io" "$WORK/bin"
+  ln -sfn "$(readlink -f "$WORK/kubernetes")" "$GOPATH/src/k8s.io/kubernetes"
+  cd "$GOPATH/src/k8s.io/kubernetes"
+  local ld="" p minor=${KUBE_VERSION#v1.}
+  minor=${minor%%.*}
+  for p in k8s.io/kubernetes/vendor/k8s.io/client-go/pkg/version \
+           k8s.io/kubernetes/vendor/k8s.io/component-base/version; do
+    ld="$ld -X $p.gitVersion=$KUBE_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor"
+    ld="$ld -X $p.gitTreeState=clean -X $p.gitCommit=debian-$KUBE_VERSION"
+  done
+  local t
+  for t in "${KUBE_TARGETS[@]}"; do
+    echo "building $t"
+    go build -ldflags "-s -w $ld" -o "$WORK/bin/$t" "./cmd/$t"
+  done
+}
+
+# Install into the cache only once both binaries report the right version, so an interrupted
+# build never leaves a half-filled cache that a later run would trust.
+install_binaries() {
+  local t out
+  for t in "${KUBE_TARGETS[@]}"; do
+    out=$("$WORK/bin/$t" --version)
+    [ "$out" = "Kubernetes $KUBE_VERSION" ] || { echo "$t --version said '$out'"; return 1; }
+  done
+  mkdir -p "$KUBE_BIN_DIR"
+  for t in "${KUBE_TARGETS[@]}"; do
+    cp "$WORK/bin/$t" "$KUBE_BIN_DIR/.$t.new"
+    mv -f "$KUBE_BIN_DIR/.$t.new" "$KUBE_BIN_DIR/$t"
+  done
+}
+
+build_kube() {
+  if cached_binaries_ok; then
+    say "kubernetes $KUBE_VERSION: cached binaries ok in $KUBE_BIN_DIR, skipping build"
+    return
+  fi
+  WORK=$(mktemp -d "${TMPDIR:-/tmp}/sunk-reconciler-kube-build.XXXXXX")
+  mkdir -p "$WORK/src"
+  mkdir -p "$WORK/tmp"
+  # GOTMPDIR: keep go's scratch space inside $WORK so the cleanup trap removes it too.
+  export GOPROXY=off GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS= GOTMPDIR=$WORK/tmp
+  say "building kubernetes $KUBE_VERSION in $WORK (about 3 min, 1.4 GB memory, 2 GB disk)"
+  ensure_deb_src
+  step "apt-get source kubernetes" fetch_source
+  step "replace vendored reflect2" replace_reflect2
+  step "make gen_openapi" gen_openapi
+  step "go build ${KUBE_TARGETS[*]}" go_build
+  step "install binaries into $KUBE_BIN_DIR" install_binaries
+}
+
+main() {
+  [ "$(id -u)" = 0 ] || fail "must run as root (it installs Debian packages)"
+  mkdir -p "$CACHE_ROOT"
+  LOG=$CACHE_ROOT/setup.log
+  : >"$LOG"
+  say "log: $LOG"
+  install_packages
+  build_kube
+  say "kube binaries: $KUBE_BIN_DIR"
+  say "done in $(elapsed_since "$SETUP_START") s"
+}
+
+main "$@"

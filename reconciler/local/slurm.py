@@ -1,0 +1,423 @@
+"""The local Slurm daemons: munged, slurmctld, slurmd per node, slurmrestd (JWT), and optionally
+MariaDB + slurmdbd for accounting. Debian's Slurm 22.05, all on 127.0.0.1, one runtime directory.
+
+The slurm.conf and gres.conf text comes from the caller (the compiler's local profile); the
+site part it must contain comes from `local_site_settings` (slurm_site.py, re-exported here).
+
+Slurm decides whether it is slurmctld, slurmd or slurmstepd from argv[0], and Debian installs
+them as `*-wlm`, so every daemon runs through a symlink with the canonical name in <root>/bin.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import shutil
+import signal
+import subprocess
+import time
+import urllib.request
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from reconciler.errors import LocalStackError
+from reconciler.local import SETUP_COMMAND
+from reconciler.local.accounting import MARIADB_INSTALL_DB, MARIADBD, Accounting
+from reconciler.local.ports import is_accepting
+from reconciler.local.processes import Supervisor, is_running, reap_orphans
+from reconciler.local.slurm_site import (
+    SlurmPaths,
+    SlurmPorts,
+    SlurmSite,
+    accounting_settings,
+    current_user,
+    fake_gres_conf,
+    local_site_settings,
+    make_fake_gpus,
+    mint_jwt,
+    render_settings,
+)
+
+__all__ = [
+    "SlurmCluster",
+    "SlurmPaths",
+    "SlurmPorts",
+    "SlurmSite",
+    "accounting_settings",
+    "check_binaries",
+    "current_user",
+    "fake_gres_conf",
+    "local_site_settings",
+    "make_fake_gpus",
+    "mint_jwt",
+    "missing_binaries",
+    "render_settings",
+]
+
+
+REST_API_VERSION = "v0.0.38"
+# Debian's real binaries; canonical names are symlinked to them (see module docstring).
+DEBIAN_BINARIES = {
+    "slurmctld": Path("/usr/sbin/slurmctld-wlm"),
+    "slurmd": Path("/usr/sbin/slurmd-wlm"),
+    "slurmstepd": Path("/usr/sbin/slurmstepd-wlm"),
+    "slurmdbd": Path("/usr/sbin/slurmdbd"),
+}
+MUNGED = Path("/usr/sbin/munged")
+SLURMRESTD = Path("/usr/sbin/slurmrestd")
+CLIENT_COMMANDS = ("scontrol", "sinfo", "squeue", "scancel", "sbatch")
+ACCOUNTING_COMMANDS = ("sacctmgr",)
+READY_SECONDS = 30.0
+NODE_READY_SECONDS = 30.0
+# Node states (scontrol's State= field, split on '+') that mean "not registered yet".
+_UNREGISTERED_STATES = {"FUTURE", "DOWN", "UNKNOWN", "NOT_RESPONDING"}
+
+
+def missing_binaries(accounting: bool) -> list[str]:
+    needed: list[str] = [str(MUNGED), str(SLURMRESTD)]
+    needed += [
+        str(path) for name, path in DEBIAN_BINARIES.items() if accounting or name != "slurmdbd"
+    ]
+    if accounting:
+        needed.append(str(MARIADBD))
+    commands = list(CLIENT_COMMANDS) + (
+        [*ACCOUNTING_COMMANDS, MARIADB_INSTALL_DB, "mariadb"] if accounting else []
+    )
+    missing = [p for p in needed if not os.access(p, os.X_OK)]
+    return missing + [c for c in commands if shutil.which(c) is None]
+
+
+def check_binaries(accounting: bool) -> None:
+    missing = missing_binaries(accounting)
+    if missing:
+        raise LocalStackError(
+            "missing Slurm binaries: " + ", ".join(missing),
+            hint=f"run `{SETUP_COMMAND}`",
+        )
+
+
+def _write_secret(path: Path, size: int) -> None:
+    if path.exists():
+        return
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        out.write(os.urandom(size))
+
+
+def _write_text(path: Path, text: str, mode: int = 0o644) -> None:
+    path.write_text(text)
+    path.chmod(mode)
+
+
+def _ensure_reachable_by_nobody(root: Path) -> None:
+    """As root, slurmrestd runs as `nobody` (it refuses uid 0) and must read etc/slurm.conf."""
+    if os.getuid() != 0:
+        return
+    for directory in [root / "etc", root, *root.parents]:
+        if not directory.stat().st_mode & 0o001:
+            raise LocalStackError(
+                f"{directory} is not searchable by others, so slurmrestd (user nobody) "
+                f"cannot read {root}/etc/slurm.conf",
+                hint="choose a runtime directory under /tmp, or `chmod o+x` that directory",
+            )
+
+
+class SlurmCluster:
+    """One local Slurm cluster's daemons under a Supervisor."""
+
+    # Besides one `slurmd-<node>` per started node.
+    DAEMONS = ("slurmrestd", "slurmctld", "slurmdbd", "mariadb", "munged")
+
+    def __init__(
+        self,
+        supervisor: Supervisor,
+        paths: SlurmPaths,
+        ports: SlurmPorts,
+        *,
+        accounting: bool = False,
+        cluster_name: str = "local",
+    ) -> None:
+        self.supervisor = supervisor
+        self.paths = paths
+        self.ports = ports
+        self.accounting = accounting
+        self.cluster_name = cluster_name
+
+    # ---- environment and commands -------------------------------------------------------
+
+    def env(self) -> dict[str, str]:
+        """Environment for scontrol/sinfo/sbatch against this cluster."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_"))}
+        env["SLURM_CONF"] = str(self.paths.slurm_conf)
+        return env
+
+    def run(self, *argv: str, check: bool = True, timeout: float = 30) -> str:
+        """Run a Slurm client command against this cluster; its stdout."""
+        result = subprocess.run(
+            list(argv), env=self.env(), capture_output=True, text=True, timeout=timeout, check=False
+        )
+        if check and result.returncode != 0:
+            raise LocalStackError(
+                f"`{' '.join(argv)}` failed (exit {result.returncode}): {result.stderr.strip()}"
+            )
+        return result.stdout
+
+    def accounting_daemons(self) -> Accounting:
+        return Accounting(self.supervisor, self.paths, self.ports, self.env, self.cluster_name)
+
+    def rest_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports.slurmrestd}"
+
+    # ---- files --------------------------------------------------------------------------
+
+    def prepare(self, *, fresh: bool = True) -> None:
+        """Directories, keys and argv[0] symlinks; wipes job state when `fresh`."""
+        p = self.paths
+        if fresh:
+            shutil.rmtree(p.state, ignore_errors=True)
+            shutil.rmtree(p.spool, ignore_errors=True)
+        for directory in (p.etc, p.state, p.spool, p.log, p.run, p.dev, p.bin, p.munge):
+            directory.mkdir(parents=True, exist_ok=True)
+        p.root.chmod(0o755)
+        p.munge.chmod(0o755)  # munged: clients must be able to reach the socket
+        _ensure_reachable_by_nobody(p.root)
+        _write_secret(p.jwt_key, 32)
+        _write_secret(p.munge_key, 1024)
+        for name, target in DEBIAN_BINARIES.items():
+            link = p.bin / name
+            if not link.is_symlink() or os.readlink(link) != str(target):
+                link.unlink(missing_ok=True)
+                link.symlink_to(target)
+
+    def write_config(self, slurm_conf: str, gres_conf: str) -> None:
+        self.paths.etc.mkdir(parents=True, exist_ok=True)
+        _write_text(self.paths.slurm_conf, slurm_conf)
+        _write_text(self.paths.gres_conf, gres_conf)
+
+    # ---- lifecycle ----------------------------------------------------------------------
+
+    def start(
+        self, slurm_conf: str, gres_conf: str, nodes: Sequence[str], *, fresh: bool = True
+    ) -> dict[str, float]:
+        """Write the config, start every daemon and the given nodes' slurmd; seconds per step."""
+        check_binaries(self.accounting)
+        self.prepare(fresh=fresh)
+        self.write_config(slurm_conf, gres_conf)
+        timings: dict[str, float] = {}
+        timings["munged"] = self._start_munged()
+        if self.accounting:
+            timings.update(self.accounting_daemons().start(fresh=fresh))
+        timings["slurmctld"] = self._start_slurmctld()
+        started = time.monotonic()
+        for node in nodes:
+            self.start_slurmd(node, wait=False)
+        for node in nodes:
+            self.wait_node_registered(node)
+        timings["slurmd"] = time.monotonic() - started
+        timings["slurmrestd"] = self._start_slurmrestd()
+        return timings
+
+    def stop(self, *, grace: float = 10.0) -> list[str]:
+        """Cancel jobs, then stop daemons in reverse dependency order; names stopped."""
+        if self.supervisor.running("slurmctld") is not None:
+            self.cancel_all_jobs()
+        stopped = []
+        order = ["slurmrestd", *self.slurmd_daemons(), "slurmctld", "slurmdbd", "mariadb", "munged"]
+        for name in order:
+            if self.supervisor.stop(name, grace=grace):
+                stopped.append(name)
+        self.kill_leftover_job_processes()
+        return stopped
+
+    def start_slurmd(
+        self, node: str, *, wait: bool = True, timeout: float = NODE_READY_SECONDS
+    ) -> float:
+        """Start `slurmd -N node` (node declared, e.g. State=FUTURE); seconds until registered."""
+        spool = self.paths.spool / node
+        spool.mkdir(parents=True, exist_ok=True)
+        argv = [
+            str(self.paths.bin / "slurmd"), "-D", "-N", node,
+            # Absolute path to a symlink named slurmstepd: without it GRES is silently dropped.
+            "-d", str(self.paths.bin / "slurmstepd"),
+        ]  # fmt: skip
+        started = time.monotonic()
+        self.supervisor.start(self.slurmd_daemon(node), argv, env=self.env())
+        if wait:
+            self.wait_node_registered(node, timeout=timeout)
+        return time.monotonic() - started
+
+    def stop_slurmd(self, node: str, *, grace: float = 10.0) -> bool:
+        stopped = self.supervisor.stop(self.slurmd_daemon(node), grace=grace)
+        reap_orphans()
+        return stopped
+
+    def retire_node(self, node: str) -> None:
+        """Hide a node again (State=FUTURE). Drain it and wait for its jobs first."""
+        self.run("scontrol", "update", f"nodename={node}", "state=FUTURE")
+
+    def wait_node_registered(self, node: str, *, timeout: float = NODE_READY_SECONDS) -> float:
+        name = self.slurmd_daemon(node)
+        return self.supervisor.wait_ready(
+            name, lambda: self.node_registered(node), timeout=timeout,
+            extra_logs=[self.paths.slurmd_log(node), self.paths.log / "slurmctld.log"],
+        )  # fmt: skip
+
+    @staticmethod
+    def slurmd_daemon(node: str) -> str:
+        return f"slurmd-{node}"
+
+    def slurmd_daemons(self) -> list[str]:
+        return [name for name in self.supervisor.names() if name.startswith("slurmd-")]
+
+    def running_nodes(self) -> list[str]:
+        return [name.removeprefix("slurmd-") for name in self.slurmd_daemons()
+                if self.supervisor.running(name) is not None]  # fmt: skip
+
+    # ---- probes -------------------------------------------------------------------------
+
+    def node_state(self, node: str) -> set[str]:
+        """State flags from scontrol, e.g. {"IDLE"} or {"IDLE", "DRAIN"}; empty if unknown."""
+        out = self.run("scontrol", "show", "node", node, "-o", check=False)
+        for token in out.split():
+            if token.startswith("State="):
+                return set(token.removeprefix("State=").split("+"))
+        return set()
+
+    def node_registered(self, node: str) -> bool:
+        state = self.node_state(node)
+        return bool(state) and not (state & _UNREGISTERED_STATES)
+
+    def controller_up(self) -> bool:
+        result = subprocess.run(
+            ["scontrol", "ping"], env=self.env(), capture_output=True, text=True, timeout=10,
+            check=False,
+        )  # fmt: skip
+        return result.returncode == 0 and "UP" in result.stdout
+
+    def rest_ready(self) -> bool:
+        """slurmrestd answers an authenticated ping (so JWT and slurmctld are wired up)."""
+        token = mint_jwt(self.paths.jwt_key, current_user(), lifetime=60)
+        request = urllib.request.Request(
+            f"{self.rest_url()}/slurm/{REST_API_VERSION}/ping",
+            headers={"X-SLURM-USER-NAME": current_user(), "X-SLURM-USER-TOKEN": token},
+        )
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return response.status == 200
+
+    def health(self) -> dict[str, bool]:
+        checks: dict[str, Callable[[], bool]] = {
+            "munged": self.paths.munge_socket.is_socket,
+            "slurmctld": self.controller_up,
+            "slurmrestd": self.rest_ready,
+        }
+        if self.accounting:
+            checks["mariadb"] = lambda: is_accepting(self.ports.mariadb)
+            checks["slurmdbd"] = lambda: is_accepting(self.ports.slurmdbd)
+        for name in self.slurmd_daemons():
+            checks[name] = functools.partial(self.node_registered, name.removeprefix("slurmd-"))
+        return {name: self._healthy(name, check) for name, check in checks.items()}
+
+    def cancel_all_jobs(self, timeout: float = 10.0) -> None:
+        """Cancel every job and wait for them to leave, so no slurmstepd outlives its slurmd."""
+        ids = self.run("squeue", "-h", "-o", "%i", check=False).split()
+        if not ids:
+            return
+        self.run("scancel", "--quiet", *ids, check=False)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            states = self.run("squeue", "-h", "-o", "%T", check=False).split()
+            if not states:
+                break
+            time.sleep(0.2)
+        reap_orphans()
+
+    def kill_leftover_job_processes(self) -> list[int]:
+        """SIGKILL what jobs of this cluster left behind (slurmstepd, job processes).
+
+        Found by SLURM_CONF=<this cluster's slurm.conf> in their environment, which Slurm sets
+        for steps and jobs; nothing else carries this runtime dir's path there.
+        """
+        marker = f"SLURM_CONF={self.paths.slurm_conf}".encode()
+        killed = []
+        for pid in _pids_with_environ(marker):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+        for pid in killed:
+            _reap_if_child(pid)
+        reap_orphans()
+        return killed
+
+    # ---- daemons ------------------------------------------------------------------------
+
+    def _start_munged(self) -> float:
+        p = self.paths
+        argv = [
+            str(MUNGED), "-F", "-S", str(p.munge_socket), f"--key-file={p.munge_key}",
+            f"--pid-file={p.run / 'munged.pid'}", f"--log-file={p.munge / 'munged.log'}",
+            f"--seed-file={p.munge / 'munged.seed'}",
+        ]  # fmt: skip
+        p.munge_socket.unlink(missing_ok=True)
+        self.supervisor.start("munged", argv, env=self.env())
+        return self.supervisor.wait_ready(
+            "munged", p.munge_socket.is_socket, timeout=READY_SECONDS,
+            extra_logs=[p.munge / "munged.log"],
+        )  # fmt: skip
+
+    def _start_slurmctld(self) -> float:
+        argv = [str(self.paths.bin / "slurmctld"), "-D", "-i"]
+        self.supervisor.start("slurmctld", argv, env=self.env())
+        return self.supervisor.wait_ready(
+            "slurmctld", self.controller_up, timeout=READY_SECONDS,
+            extra_logs=[self.paths.log / "slurmctld.log"],
+        )  # fmt: skip
+
+    def _start_slurmrestd(self) -> float:
+        argv = [str(SLURMRESTD)]
+        if os.getuid() == 0:
+            argv += ["-u", "nobody"]  # slurmrestd refuses to run as root
+        plugins = f"openapi/{REST_API_VERSION}"
+        if self.accounting:
+            plugins += f",openapi/db{REST_API_VERSION}"
+        argv += ["-a", "rest_auth/jwt", "-s", plugins, f"127.0.0.1:{self.ports.slurmrestd}"]
+        # SLURM_JWT=daemon: slurmrestd itself talks to slurmctld with auth/jwt, otherwise it
+        # rejects every request with 401 "Rejecting thread config token".
+        env = {**self.env(), "SLURM_JWT": "daemon"}
+        self.supervisor.start("slurmrestd", argv, env=env)
+        return self.supervisor.wait_ready("slurmrestd", self.rest_ready, timeout=READY_SECONDS)
+
+    def _healthy(self, name: str, check: Callable[[], bool]) -> bool:
+        if self.supervisor.running(name) is None:
+            return False
+        try:
+            return bool(check())
+        except Exception:
+            return False
+
+
+def _pids_with_environ(marker: bytes) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or not is_running(int(entry.name)):
+            continue
+        try:
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if marker in environ:
+            pids.append(int(entry.name))
+    return pids
+
+
+def _reap_if_child(pid: int, timeout: float = 2.0) -> None:
+    """Reap `pid` if it is our child (we are the subreaper of orphaned job processes)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return  # not ours: whoever is its parent reaps it
+        if done:
+            return
+        time.sleep(0.02)

@@ -1,0 +1,446 @@
+"""LocalStack: the local Kubernetes control plane and Slurm cluster in one runtime directory.
+
+Layout of a runtime directory:
+
+    state.json      what a later process needs for status/down: ports, paths, timings
+    pids/NAME.pid   one per daemon (see processes.py for the format)
+    logs/NAME.log   each daemon's stdout/stderr
+    kube/           pki/, etcd-data/, kubeconfig
+    slurm/          etc/ (slurm.conf, gres.conf, keys), state/, spool/, log/, run/, dev/,
+                    bin/ (argv[0] symlinks), munge/, mariadb/
+
+The process that runs `up` is the daemons' parent and should stay alive until `down`: where PID 1
+does not reap, daemons whose parent has exited turn into zombies when they stop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from reconciler.errors import LocalStackError
+from reconciler.local import kube as kube_module
+from reconciler.local import slurm as slurm_module
+from reconciler.local.kube import KubeControlPlane, KubePaths, KubePorts
+from reconciler.local.ports import free_ports
+from reconciler.local.processes import (
+    OrphanReaper,
+    PidRecord,
+    Supervisor,
+    belongs_to,
+    is_running,
+    process_argv,
+    process_start_ticks,
+    processes_referencing,
+    start_orphan_reaper,
+)
+from reconciler.local.slurm import (
+    SlurmCluster,
+    SlurmPaths,
+    SlurmPorts,
+    SlurmSite,
+    local_site_settings,
+)
+
+STATE_FILE = "state.json"
+STATE_VERSION = 1
+APP_DIR = "sunk-reconciler"
+# The foreground `up` stops its node agent and daemons before it exits.
+FOREGROUND_STOP_SECONDS = 60.0
+
+
+def default_runtime_dir(name: str = "default") -> Path:
+    """<system temp dir>/sunk-reconciler/<name>.
+
+    Not $XDG_RUNTIME_DIR: for root that is /run/user/0, mode 700, where slurmrestd (which
+    runs as `nobody`) cannot read slurm.conf.
+    """
+    return Path(tempfile.gettempdir()) / APP_DIR / name
+
+
+def new_temp_runtime_dir(prefix: str = "sunk-reconciler-") -> Path:
+    """A fresh runtime dir under the system temp dir, readable by slurmrestd's user `nobody`."""
+    runtime = Path(tempfile.mkdtemp(prefix=prefix))
+    runtime.chmod(0o755)  # mkdtemp makes it 0700
+    return runtime
+
+
+@dataclass(frozen=True)
+class ComponentStatus:
+    name: str
+    pid: int | None
+    port: int | None
+    running: bool  # the recorded PID is alive and is still the process we started
+    healthy: bool  # its own readiness check passes
+
+    def to_json(self) -> dict[str, object]:
+        return asdict(self)
+
+
+class LocalStack:
+    def __init__(self, runtime_dir: Path, *, cluster_name: str = "local") -> None:
+        self.runtime_dir = Path(runtime_dir).absolute()
+        self.cluster_name = cluster_name
+        self.supervisor = Supervisor(self.runtime_dir / "pids", self.runtime_dir / "logs")
+        self.kube_paths = KubePaths(self.runtime_dir / "kube")
+        self.slurm_paths = SlurmPaths(self.runtime_dir / "slurm")
+        self._state: dict[str, object] = self._load_state()
+        self._reaper: OrphanReaper | None = None
+
+    @classmethod
+    def open(cls, runtime_dir: Path) -> LocalStack:
+        """A stack brought up earlier, possibly by another process (for status/down)."""
+        state_file = Path(runtime_dir) / STATE_FILE
+        if not state_file.exists():
+            raise LocalStackError(
+                f"no local stack in {runtime_dir} (no {STATE_FILE})",
+                hint="start one with `reconciler local up`",
+            )
+        state = json.loads(state_file.read_text())
+        return cls(Path(runtime_dir), cluster_name=str(state.get("cluster_name", "local")))
+
+    # ---- state file ---------------------------------------------------------------------
+
+    @property
+    def state_file(self) -> Path:
+        return self.runtime_dir / STATE_FILE
+
+    def _load_state(self) -> dict[str, object]:
+        try:
+            return json.loads(self.state_file.read_text())
+        except FileNotFoundError:
+            return {"version": STATE_VERSION, "cluster_name": self.cluster_name}
+
+    def _save_state(self) -> None:
+        self.runtime_dir.mkdir(parents=True, exist_ok=True)
+        self._state["runtime_dir"] = str(self.runtime_dir)
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self._state, indent=2, sort_keys=True) + "\n")
+        tmp.replace(self.state_file)
+
+    def state(self) -> dict[str, object]:
+        """A copy of what state.json records (no secrets are ever stored there)."""
+        return json.loads(json.dumps(self._state))
+
+    def _section(self, key: str) -> dict[str, Any] | None:
+        value = self._state.get(key)
+        return value if isinstance(value, dict) else None
+
+    # ---- components ---------------------------------------------------------------------
+
+    @property
+    def kube(self) -> KubeControlPlane | None:
+        section = self._section("kube")
+        if section is None:
+            return None
+        ports = KubePorts(**{key: int(port) for key, port in section["ports"].items()})
+        return KubeControlPlane(self.supervisor, self.kube_paths, ports)
+
+    @property
+    def slurm(self) -> SlurmCluster | None:
+        section = self._section("slurm")
+        if section is None:
+            return None
+        return SlurmCluster(
+            self.supervisor,
+            self.slurm_paths,
+            SlurmPorts.from_json(section["ports"]),
+            accounting=bool(section["accounting"]),
+            cluster_name=self.cluster_name,
+        )
+
+    def _taken_ports(self, *keys: str) -> set[int]:
+        taken: set[int] = set()
+        for key in keys or ("kube", "slurm"):
+            section = self._section(key)
+            if section is not None:
+                taken |= set(_port_values(section["ports"]))
+        return taken
+
+    def _slurmd_names(self) -> list[str]:
+        return [name for name in self.supervisor.names() if name.startswith("slurmd-")]
+
+    def _all_daemon_names(self) -> list[str]:
+        return [*KubeControlPlane.DAEMONS, *SlurmCluster.DAEMONS, *self._slurmd_names()]
+
+    def _refuse_if_running(self, names: Sequence[str]) -> None:
+        running = [name for name in names if self.supervisor.running(name) is not None]
+        if running:
+            raise LocalStackError(
+                f"already running in {self.runtime_dir}: {', '.join(running)}",
+                hint="run `down` first",
+            )
+
+    # ---- up -----------------------------------------------------------------------------
+
+    def up(
+        self,
+        node_names: Sequence[str],
+        render: Callable[[SlurmSite], tuple[str, str]],
+        *,
+        start_nodes: Sequence[str] | None = None,
+        accounting: bool = False,
+        kube: bool = True,
+    ) -> dict[str, dict[str, float]]:
+        """Bring up Kubernetes (unless kube=False) and Slurm; all or nothing.
+
+        `node_names` are every node slurm.conf declares (FUTURE ones included, they need ports);
+        `render(site)` returns (slurm.conf, gres.conf) text; `start_nodes` (default: all of
+        node_names) get a slurmd now. Returns seconds-to-ready per daemon, per half.
+        """
+        # Checks first, outside the try: failing them must not `down` a stack that is running.
+        self._refuse_if_running(self._all_daemon_names())
+        if kube:
+            kube_module.find_binaries()
+        else:
+            self._state.pop("kube", None)  # status must not report a previous run's kube
+        slurm_module.check_binaries(accounting)
+        timings: dict[str, dict[str, float]] = {}
+        try:
+            if kube:
+                timings["kube"] = self.up_kube()
+            site = self.allocate_slurm(node_names, accounting=accounting)
+            slurm_conf, gres_conf = render(site)
+            nodes = list(node_names) if start_nodes is None else list(start_nodes)
+            timings["slurm"] = self.up_slurm(slurm_conf, gres_conf, nodes)
+        except BaseException:
+            self.down()
+            raise
+        return timings
+
+    def up_kube(self) -> dict[str, float]:
+        """Start etcd, kube-apiserver, kube-controller-manager; seconds to ready per daemon."""
+        kube_module.find_binaries()  # fail before anything starts if setup has not run
+        self._refuse_if_running(KubeControlPlane.DAEMONS)
+        # Fresh ports on every up: the previous run's may have been taken since.
+        etcd_client, etcd_peer, apiserver = free_ports(3, avoid=self._taken_ports("slurm"))
+        ports = KubePorts(etcd_client=etcd_client, etcd_peer=etcd_peer, apiserver=apiserver)
+        self._state["kube"] = {
+            "ports": asdict(ports),
+            "server": kube_module.server_url(ports),
+            "kubeconfig": str(self.kube_paths.kubeconfig),
+        }
+        self._save_state()
+        plane = self.kube
+        assert plane is not None
+        started = time.monotonic()
+        try:
+            timings = plane.start()
+        except BaseException:
+            plane.stop()
+            raise
+        timings["total"] = time.monotonic() - started
+        self._record_timings("kube", timings)
+        return timings
+
+    def allocate_slurm(self, node_names: Sequence[str], *, accounting: bool = False) -> SlurmSite:
+        """Choose ports for the daemons and for every declared node (FUTURE ones included).
+
+        Call before rendering slurm.conf: the site settings carry these ports and paths.
+        """
+        slurm_module.check_binaries(accounting)
+        self._refuse_if_running([*SlurmCluster.DAEMONS, *self._slurmd_names()])
+        ports_needed = 5 + len(node_names)
+        chosen = free_ports(ports_needed, avoid=self._taken_ports("kube"))
+        ports = SlurmPorts(
+            slurmctld=chosen[0],
+            slurmd=chosen[1],
+            slurmrestd=chosen[2],
+            slurmdbd=chosen[3],
+            mariadb=chosen[4],
+            nodes=dict(zip(node_names, chosen[5:], strict=True)),
+        )
+        self._state["slurm"] = {
+            "ports": ports.to_json(),
+            "accounting": accounting,
+            "slurm_conf": str(self.slurm_paths.slurm_conf),
+            "jwt_key": str(self.slurm_paths.jwt_key),
+            "rest_url": f"http://127.0.0.1:{ports.slurmrestd}",
+        }
+        self._save_state()
+        settings = local_site_settings(
+            self.slurm_paths, ports, accounting, cluster_name=self.cluster_name
+        )
+        return SlurmSite(self.slurm_paths, ports, settings, accounting, self.cluster_name)
+
+    def up_slurm(
+        self, slurm_conf: str, gres_conf: str, start_nodes: Sequence[str]
+    ) -> dict[str, float]:
+        """Start munged, (MariaDB, slurmdbd,) slurmctld, slurmd for `start_nodes`, slurmrestd."""
+        cluster = self.slurm
+        if cluster is None:
+            raise LocalStackError("up_slurm before allocate_slurm: no ports chosen yet")
+        self._adopt_orphans()
+        started = time.monotonic()
+        try:
+            timings = cluster.start(slurm_conf, gres_conf, start_nodes)
+        except BaseException:
+            cluster.stop(grace=3)
+            raise
+        timings["total"] = time.monotonic() - started
+        self._record_timings("slurm", timings)
+        return timings
+
+    def _adopt_orphans(self) -> None:
+        # slurmd's job steps get reparented to us instead of to a PID 1 that may not reap.
+        if self._reaper is None:
+            self._reaper = start_orphan_reaper()
+
+    def _record_timings(self, key: str, timings: dict[str, float]) -> None:
+        all_timings = self._state.setdefault("timings", {})
+        assert isinstance(all_timings, dict)
+        all_timings[key] = {name: round(seconds, 3) for name, seconds in timings.items()}
+        self._state["up"] = True
+        self._save_state()
+
+    # ---- down and status ----------------------------------------------------------------
+
+    def down(self, *, purge: bool = False) -> list[str]:
+        """Stop every daemon (Slurm first, then Kubernetes); names of those stopped."""
+        stopped: list[str] = []
+        cluster = self.slurm
+        if cluster is not None:
+            stopped += cluster.stop()
+        plane = self.kube
+        if plane is not None:
+            stopped += plane.stop()
+        # Anything else with a pidfile (e.g. a component this version does not know).
+        for name in self.supervisor.names():
+            if self.supervisor.stop(name):
+                stopped.append(name)
+        if self._reaper is not None:
+            self._reaper.stop()
+            self._reaper = None
+        if self.state_file.exists():
+            self._state["up"] = False
+            self._save_state()
+        if purge:
+            shutil.rmtree(self.runtime_dir, ignore_errors=True)
+        return stopped
+
+    def wait_until_down(self, *, poll: float = 0.5) -> None:
+        """Block while any daemon this process started runs, reaping each as it exits.
+
+        For a foreground `up`: another process's `down` stops the daemons by PID, and only
+        their parent (this process) can reap them. Ctrl-C here brings the stack down.
+        """
+        try:
+            while True:
+                self.supervisor.reap_exited()
+                if not self.supervisor.children():
+                    return
+                time.sleep(poll)
+        except KeyboardInterrupt:
+            self.down()
+            raise
+        finally:
+            if self._reaper is not None:
+                self._reaper.stop()
+                self._reaper = None
+
+    def record_foreground_pid(self, pid: int) -> None:
+        """Remember the foreground `up` process, so a later `down` can ask it to stop first."""
+        argv = process_argv(pid) or [""]
+        self._state["foreground"] = {
+            "pid": pid,
+            "argv0": argv[0],
+            "start_ticks": process_start_ticks(pid) or 0,
+        }
+        self._save_state()
+
+    def stop_foreground(self, *, timeout: float = FOREGROUND_STOP_SECONDS) -> list[str]:
+        """SIGTERM the recorded foreground `up` process and wait for it to exit.
+
+        It is the daemons' parent: stopping them itself, it also reaps them (from here they would
+        become zombies where PID 1 does not reap). Returns what went away, the `up` process first;
+        whatever is still running afterwards is left to `down`.
+        """
+        section = self._section("foreground")
+        if section is None:
+            return []
+        record = PidRecord("up", int(section["pid"]), str(section["argv0"]),
+                           int(section["start_ticks"]))  # fmt: skip
+        if not belongs_to(record):
+            return []
+        before = [name for name in self.supervisor.names() if self.supervisor.running(name)]
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(record.pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while belongs_to(record) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if belongs_to(record):
+            return []
+        self._state.pop("foreground", None)
+        self._save_state()
+        gone = [name for name in before if self.supervisor.running(name) is None]
+        return [f"up (pid {record.pid})", *gone]
+
+    def status(self) -> list[ComponentStatus]:
+        """Every component with its PID, port, liveness and health."""
+        result: list[ComponentStatus] = []
+        plane = self.kube
+        if plane is not None:
+            ports = {"etcd": plane.ports.etcd_client, "kube-apiserver": plane.ports.apiserver}
+            result += self._statuses(plane.health(), ports)
+        cluster = self.slurm
+        if cluster is not None:
+            p = cluster.ports
+            ports = {
+                "slurmctld": p.slurmctld,
+                "slurmrestd": p.slurmrestd,
+                "slurmdbd": p.slurmdbd,
+                "mariadb": p.mariadb,
+                **{cluster.slurmd_daemon(node): port for node, port in p.nodes.items()},
+            }
+            result += self._statuses(cluster.health(), ports)
+        return result
+
+    def _statuses(self, health: dict[str, bool], ports: dict[str, int]) -> list[ComponentStatus]:
+        statuses = []
+        for name, healthy in health.items():
+            record = self.supervisor.running(name)
+            statuses.append(
+                ComponentStatus(
+                    name=name,
+                    pid=record.pid if record else None,
+                    port=ports.get(name),
+                    running=record is not None,
+                    healthy=healthy,
+                )
+            )
+        return statuses
+
+    def recorded_pids(self) -> list[int]:
+        """PIDs of every daemon with a pidfile (take them before `down`, which removes those)."""
+        records = (self.supervisor.read(name) for name in self.supervisor.names())
+        return [record.pid for record in records if record is not None]
+
+    def leftover_processes(self, pids: Sequence[int] = ()) -> list[str]:
+        """What still exists after `down`: any of `pids` (even as a zombie), or any process
+        whose command line or environment names this runtime dir. Empty means clean."""
+        left = [
+            f"pid {pid} ({'running' if is_running(pid) else 'zombie'})"
+            for pid in pids
+            if Path(f"/proc/{pid}").exists()
+        ]
+        left += [f"pid {pid}: {cmd}" for pid, cmd in processes_referencing(self.runtime_dir)]
+        return left
+
+    def recorded_ports(self) -> set[int]:
+        """Every port this stack was given (for checking that down freed them)."""
+        return self._taken_ports()
+
+
+def _port_values(ports: object) -> list[int]:
+    if isinstance(ports, dict):
+        return [v for value in ports.values() for v in _port_values(value)]
+    return [ports] if isinstance(ports, int) else []

@@ -1,0 +1,36 @@
+"""Small helpers shared by the integration tests."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+def wait_for(probe: Callable[[], T | None], timeout: float, what: str) -> T:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.2)
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+class FixedToken:
+    """A token source that sends exactly the token it was given (to see the server refuse it)."""
+
+    def __init__(self, user: str, value: str) -> None:
+        self.user = user
+        self._value = value
+
+    def token(self) -> str:
+        return self._value
