@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -36,6 +38,11 @@ def _register_optional(sub: argparse._SubParsersAction, module: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(
+        level=logging.INFO if os.environ.get("RECONCILER_DEBUG") else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -12,6 +12,7 @@ worker so one Pod's grace period never holds up another.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Callable, Mapping
@@ -40,6 +41,8 @@ KUBELET_STATUS_MANAGER = "reconciler-local-kubelet-status"
 SLURM_CONF_MOUNT = PurePosixPath("/etc/slurm")
 DEFAULT_SCHEDULER = "default-scheduler"
 MAX_GRACE_SECONDS = 30.0
+RETRY_BASE_SECONDS = 0.5
+RETRY_MAX_SECONDS = 10.0
 Obj = dict[str, Any]
 
 
@@ -70,6 +73,7 @@ class NodeAgent:
         self._pod_locks: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
         self._slurmds: set[str] = set()
+        self._failures: dict[str, int] = {}
         # Pods bound but not yet seen bound (the scheduler's "assume"), so parallel binds spread.
         self._assumed: dict[str, str] = {}
         self._workers = ThreadPoolExecutor(max_workers=8, thread_name_prefix="node-agent")
@@ -170,8 +174,25 @@ class NodeAgent:
                 return
             try:
                 self.sync_pod(pod)
-            except ReconcilerError as exc:
-                log.warning("pod %s: %s", key, exc)
+                self._failures.pop(key, None)
+            except Exception as exc:  # any failure: report it and try again, as kubelet does
+                self._retry_later(key, exc)
+
+    def _retry_later(self, key: str, exc: Exception) -> None:
+        count = self._failures[key] = self._failures.get(key, 0) + 1
+        delay = min(RETRY_BASE_SECONDS * 2 ** (count - 1), RETRY_MAX_SECONDS)
+        if isinstance(exc, ReconcilerError):
+            log.warning("pod %s: %s (retry %d in %.1f s)", key, exc, count, delay)
+        else:
+            log.exception("pod %s: unexpected failure (retry %d in %.1f s)", key, count, delay)
+        timer = threading.Timer(delay, self._resubmit, args=(key,))
+        timer.daemon = True
+        timer.start()
+
+    def _resubmit(self, key: str) -> None:
+        if not self._stopping.is_set():
+            with contextlib.suppress(RuntimeError):  # the pool shut down meanwhile
+                self._workers.submit(self._sync_safely, key)
 
     def sync_pod(self, pod: Obj) -> None:
         """One level-triggered step for one Pod."""
@@ -214,7 +235,13 @@ class NodeAgent:
                 started = name in self._slurmds
                 self._slurmds.add(name)
             if not started:
-                self._slurm.start_slurmd(name, wait=True)
+                try:
+                    self._slurm.start_slurmd(name, wait=True)
+                except BaseException:
+                    with self._lock:
+                        self._slurmds.discard(name)
+                    self._slurm.stop_slurmd(name, grace=1.0)
+                    raise
         status = running_status(pod, self._clock(), ready=True)
         self._kube.apply(
             {"apiVersion": "v1", "kind": "Pod",
