@@ -42,6 +42,7 @@ class DesiredState:
     nodesets: tuple[NodeSet, ...]
     kube_objects: tuple[dict[str, Any], ...]
     slurm_nodes: tuple[SlurmNode, ...]
+    spare_nodes: tuple[SlurmNode, ...]
     partitions: tuple[Partition, ...]
     slurm_conf: str
     gres_conf: str
@@ -78,7 +79,8 @@ def compile_desired_state(config: Config, profile: Profile | None = None) -> Des
         profile=profile.name,
         nodesets=tuple(nodesets),
         kube_objects=tuple(objects),
-        slurm_nodes=tuple(_slurm_nodes(specs)),
+        slurm_nodes=tuple(_slurm_nodes(specs, spares=False)),
+        spare_nodes=tuple(_slurm_nodes(specs, spares=True)),
         partitions=tuple(partitions),
         slurm_conf=slurm_conf,
         gres_conf=gres_conf,
@@ -138,7 +140,7 @@ def object_sort_key(obj: dict[str, Any]) -> tuple[int, str, str]:
     return (KIND_ORDER.get(obj["kind"], 99), meta.get("namespace", ""), meta["name"])
 
 
-def _slurm_nodes(specs: list[SlurmNodeSpec]) -> list[SlurmNode]:
+def _slurm_nodes(specs: list[SlurmNodeSpec], *, spares: bool) -> list[SlurmNode]:
     return [
         SlurmNode(
             name=name,
@@ -149,5 +151,5 @@ def _slurm_nodes(specs: list[SlurmNodeSpec]) -> list[SlurmNode]:
             features=spec.features,
         )
         for spec in specs
-        for name in spec.node_names()
+        for name in (spec.spare_names() if spares else spec.node_names())
     ]

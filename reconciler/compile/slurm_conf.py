@@ -195,24 +195,28 @@ def _apply_extra_config(settings: dict[str, str], extra: str | None) -> list[str
 
 
 def _node_lines(specs: list[SlurmNodeSpec], profile: Profile) -> list[str]:
+    """Running nodes as plain NodeName lines (they survive a slurmctld restart as they are);
+    spares up to maxReplicas as State=FUTURE (hidden until their slurmd registers)."""
     lines: list[str] = []
     index = 0
     for spec in specs:
         shape = _node_shape(spec)
-        names = spec.node_names()
-        if not names:
+        groups = ((spec.node_names(), ""), (spec.spare_names(), " State=FUTURE"))
+        if not spec.max_replicas:
             lines.append(f"# {spec.nodeset}: 0 replicas")
-            continue
-        if profile.is_local:
+        for names, state in groups:
+            if not names:
+                continue
+            if not profile.is_local:
+                lines.append(f"NodeName={_range(spec.statefulset, names)} {shape}{state}")
+                continue
             for name in names:
                 port = profile.port_for(name, index)
                 index += 1
                 lines.append(
                     f"NodeName={name} NodeHostname={profile.node_hostname} "
-                    f"NodeAddr={profile.node_addr} Port={port} {shape}"
+                    f"NodeAddr={profile.node_addr} Port={port} {shape}{state}"
                 )
-        else:
-            lines.append(f"NodeName={ordinal_range(spec)} {shape}")
     return lines
 
 
@@ -224,16 +228,19 @@ def _node_shape(spec: SlurmNodeSpec) -> str:
     return " ".join(parts)
 
 
-def ordinal_range(spec: SlurmNodeSpec) -> str:
-    """A StatefulSet's nodes are always <name>-0..N-1: write the hostlist without computing it."""
-    if spec.replicas == 1:
-        return f"{spec.statefulset}-0"
-    return f"{spec.statefulset}-[0-{spec.replicas - 1}]"
+def _range(statefulset: str, names: list[str]) -> str:
+    """Ordinals are contiguous (<sts>-a..b): write the hostlist without computing it."""
+    first, last = names[0].rsplit("-", 1)[1], names[-1].rsplit("-", 1)[1]
+    return f"{statefulset}-{first}" if first == last else f"{statefulset}-[{first}-{last}]"
+
+
+def declared_range(spec: SlurmNodeSpec) -> str:
+    return _range(spec.statefulset, [*spec.node_names(), *spec.spare_names()])
 
 
 def render_gres_conf(specs: list[SlurmNodeSpec], profile: Profile) -> str:
     """Real clusters autodetect GPUs through NVML; the local profile points at fake devices."""
-    gpu_specs = [s for s in specs if s.gres and s.replicas]
+    gpu_specs = [s for s in specs if s.gres and s.max_replicas]
     lines = ["# Rendered by reconciler from the config repo; edit the repo, not this file."]
     if not profile.is_local:
         lines.append("AutoDetect=nvml" if gpu_specs else "# no GPU node definitions")
@@ -245,5 +252,5 @@ def render_gres_conf(specs: list[SlurmNodeSpec], profile: Profile) -> str:
         if spec.gres.count == 1:
             devices = f"{profile.gres_device_dir}/gpu0"
         type_part = f" Type={spec.gres.type}" if spec.gres.type else ""
-        lines.append(f"NodeName={ordinal_range(spec)} Name=gpu{type_part} File={devices}")
+        lines.append(f"NodeName={declared_range(spec)} Name=gpu{type_part} File={devices}")
     return "\n".join(lines) + "\n"

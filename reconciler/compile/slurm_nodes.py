@@ -37,13 +37,19 @@ class SlurmNodeSpec:
     nodeset: str
     statefulset: str
     replicas: int
+    max_replicas: int
     cpus: int
     real_memory_mb: int
     gres: Gres | None
     features: tuple[str, ...]
 
     def node_names(self) -> list[str]:
+        """The Slurm nodes that run now: the StatefulSet's Pods."""
         return [f"{self.statefulset}-{ordinal}" for ordinal in range(self.replicas)]
+
+    def spare_names(self) -> list[str]:
+        """Declared `State=FUTURE` up to maxReplicas, so scaling up needs no slurmctld restart."""
+        return [f"{self.statefulset}-{o}" for o in range(self.replicas, self.max_replicas)]
 
 
 def statefulset_name(release: str, nodeset: str) -> str:
@@ -54,10 +60,19 @@ def slurm_node_spec(release: str, nodeset: NodeSet, definition: dict[str, Any]) 
     """`definition` is the composed, plain definition of an enabled node set."""
     name = _checked_names(release, nodeset)
     replicas = int(definition.get("replicas", 1))
+    max_replicas = int(definition.get("maxReplicas", replicas))
+    if max_replicas < replicas:
+        raise CompileError(
+            f"node definition {nodeset.name!r}: replicas {replicas} exceeds maxReplicas "
+            f"{max_replicas}",
+            where=nodeset.where,
+            hint="raise maxReplicas (Slurm declares that many nodes) or lower replicas",
+        )
     return SlurmNodeSpec(
         nodeset=nodeset.name,
         statefulset=name,
         replicas=replicas,
+        max_replicas=max_replicas,
         cpus=_cpus(nodeset, definition),
         real_memory_mb=_memory_mb(nodeset, definition),
         gres=_gres(nodeset, definition.get("gresGpu")),

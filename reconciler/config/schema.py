@@ -32,6 +32,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
 NODE_DEFINITION: dict[str, str] = {
     "enabled": "boolean",
     "replicas": "integer",
+    "maxReplicas": "integer",
     "definitions": "list of strings",
     "features": "list of strings",
     "image": "mapping",

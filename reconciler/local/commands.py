@@ -85,7 +85,7 @@ def run_up(args: argparse.Namespace) -> int:
         make_fake_gpus(site.paths, _max_gpus(probe))
         return compiled["state"].slurm_conf, compiled["state"].gres_conf
 
-    nodes = [n.name for n in probe.slurm_nodes]
+    nodes = [n.name for n in (*probe.slurm_nodes, *probe.spare_nodes)]  # spares need ports too
     timings = stack.up(nodes, render, start_nodes=[], accounting=args.accounting)
     _progress(f"daemons ready in {time.monotonic() - started:.1f} s ({_timing_text(timings)})")
     stack.record_foreground_pid(os.getpid())

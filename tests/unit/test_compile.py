@@ -35,6 +35,11 @@ def test_fixture_repo_nodes_and_partitions() -> None:
         "NodeName=slurm-gpu-small-[0-1] CPUs=4 RealMemory=8192 Gres=gpu:quadro_rtx_4000:7 "
         "Feature=gpu-small,gpu,cu117,las1,inference"
     ) in conf
+    assert (
+        "NodeName=slurm-gpu-small-[2-3] CPUs=4 RealMemory=8192 Gres=gpu:quadro_rtx_4000:7 "
+        "Feature=gpu-small,gpu,cu117,las1,inference State=FUTURE"
+    ) in conf
+    assert [n.name for n in state.spare_nodes] == ["slurm-gpu-small-2", "slurm-gpu-small-3"]
     assert "NodeSet=gpu-small Feature=gpu-small" in conf
     assert "PartitionName=gpu Nodes=gpu-small MaxTime=INFINITE State=UP PriorityTier=10" in conf
     assert "KillWait=30" in conf and "SelectTypeParameters=CR_Core_Memory" in conf
@@ -121,8 +126,9 @@ def test_local_profile_gives_every_node_its_own_port_and_fake_gpus() -> None:
         "NodeName=slurm-cpu-0 NodeHostname=localhost NodeAddr=127.0.0.1 Port=20010 "
     )
     assert " Port=20011 " in nodes[1] and " Port=20555 " in nodes[2]
+    assert nodes[3].startswith("NodeName=slurm-gpu-small-2 ") and nodes[3].endswith(" State=FUTURE")
     assert (
-        "NodeName=slurm-gpu-small-[0-1] Name=gpu Type=quadro_rtx_4000 File=/run/x/dev/gpu[0-6]"
+        "NodeName=slurm-gpu-small-[0-3] Name=gpu Type=quadro_rtx_4000 File=/run/x/dev/gpu[0-6]"
         in (state.gres_conf.splitlines())
     )
     # Same compiler, same Kubernetes objects: only the Slurm site facts differ.
@@ -178,3 +184,13 @@ def test_zero_replicas_is_a_valid_empty_node_set() -> None:
     assert state.slurm_nodes == ()
     assert "# idle: 0 replicas" in state.slurm_conf
     assert _objects(state, "StatefulSet")["slurm-idle"]["spec"]["replicas"] == 0
+
+
+def test_max_replicas_below_replicas_is_an_error() -> None:
+    import pytest
+
+    from reconciler.errors import CompileError
+
+    values = "compute:\n  nodes:\n    a: {definitions: [rtx4000], replicas: 3, maxReplicas: 2}\n"
+    with pytest.raises(CompileError, match="replicas 3 exceeds maxReplicas 2"):
+        compile_desired_state(config_from(values))
