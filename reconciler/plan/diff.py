@@ -7,19 +7,26 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from reconciler.compile.desired import KIND_ORDER, DesiredState
+from reconciler.compile.desired import KIND_ORDER, DesiredState, SlurmNode
+from reconciler.compile.slurm_conf import Partition, declared_nodes, partitions_in
+from reconciler.plan.live import LiveNode, LiveState, comparable, contains
 from reconciler.plan.model import (
     KUBERNETES,
     SLURM,
     SLURM_CONFIG,
     SLURM_NODE,
     SLURM_PARTITION,
+    STEP_DRAIN,
+    STEP_REGISTER,
+    STEP_RESUME,
+    STEP_RETIRE,
     Action,
     Change,
     FieldChange,
     ObjectRef,
     Plan,
 )
+from reconciler.wellknown import DRAIN_REASON_PREFIX
 
 # Apply order across scopes: Kubernetes config objects, then Slurm config, nodes, partitions.
 _SLURM_ORDER = {SLURM_CONFIG: 10, SLURM_NODE: 11, SLURM_PARTITION: 12}
@@ -27,57 +34,219 @@ _SLURM_ORDER = {SLURM_CONFIG: 10, SLURM_NODE: 11, SLURM_PARTITION: 12}
 
 def desired_objects(state: DesiredState) -> dict[ObjectRef, Any]:
     """Every object of the desired state, keyed by what identifies it in its system."""
-    objects: dict[ObjectRef, Any] = {}
-    for obj in state.kube_objects:
-        meta = obj["metadata"]
-        objects[ObjectRef(KUBERNETES, obj["kind"], meta.get("namespace", ""), meta["name"])] = obj
+    objects: dict[ObjectRef, Any] = {**desired_kube_objects(state)}
     objects[ObjectRef(SLURM, SLURM_CONFIG, "", "slurm.conf")] = state.slurm_conf
     objects[ObjectRef(SLURM, SLURM_CONFIG, "", "gres.conf")] = state.gres_conf
     for node in state.slurm_nodes:
-        objects[ObjectRef(SLURM, SLURM_NODE, "", node.name)] = {
-            "name": node.name,
-            "cpus": node.cpus,
-            "realMemory": node.real_memory_mb,
-            "gres": node.gres,
-            "features": list(node.features),
-        }
+        objects[ObjectRef(SLURM, SLURM_NODE, "", node.name)] = node_shape(node)
     for partition in state.partitions:
-        objects[ObjectRef(SLURM, SLURM_PARTITION, "", partition.name)] = {
-            "name": partition.name,
-            **dict(partition.options),
-        }
+        objects[_partition_ref(partition)] = partition_shape(partition)
     return objects
+
+
+def desired_kube_objects(state: DesiredState) -> dict[ObjectRef, dict[str, Any]]:
+    return {kube_ref(obj): obj for obj in state.kube_objects}
+
+
+def kube_ref(obj: Mapping[str, Any]) -> ObjectRef:
+    meta = obj["metadata"]
+    return ObjectRef(KUBERNETES, obj["kind"], meta.get("namespace", ""), meta["name"])
+
+
+def node_shape(node: SlurmNode | LiveNode) -> dict[str, Any]:
+    return {
+        "name": node.name,
+        "cpus": node.cpus,
+        "realMemory": node.real_memory_mb,
+        "gres": node.gres,
+        "features": list(node.features),
+    }
+
+
+def partition_shape(partition: Partition) -> dict[str, Any]:
+    return {"name": partition.name, **dict(partition.options)}
+
+
+def _partition_ref(partition: Partition) -> ObjectRef:
+    return ObjectRef(SLURM, SLURM_PARTITION, "", partition.name)
+
+
+def needs_dry_run(state: DesiredState, live: LiveState) -> list[ObjectRef]:
+    """Objects whose server view we must ask for: new ones, and those whose live fields
+    differ from ours. The rest are unchanged without a request."""
+    return [
+        ref
+        for ref, obj in desired_kube_objects(state).items()
+        if ref not in live.kube_objects or not contains(live.kube_objects[ref], obj)
+    ]
 
 
 def plan_changes(
     state: DesiredState,
-    live: Mapping[ObjectRef, Any],
+    live: LiveState | Mapping[ObjectRef, Any] | None = None,
     *,
+    server_view: Mapping[ObjectRef, dict[str, Any]] | None = None,
     revision: str | None = None,
     offline: bool = False,
 ) -> Plan:
-    desired = desired_objects(state)
-    changes: list[Change] = []
-    unchanged = 0
-    for ref in sorted(desired, key=apply_order):
-        change = _compare(ref, live.get(ref), desired[ref])
-        if change is None:
-            unchanged += 1
-        else:
-            changes.append(change)
-    # Deletions run last and in reverse order: StatefulSets shrink before their ConfigMaps go.
-    gone = sorted((r for r in live if r not in desired), key=apply_order, reverse=True)
-    changes += [Change(ref, Action.DELETE, live[ref], None) for ref in gone]
+    """`server_view` holds the server-side-apply dry-run result of each object in
+    `needs_dry_run`: the diff is then what the API server would really store."""
+    if not isinstance(live, LiveState):
+        live = _live_from_objects(live or {})
+    kube, kube_unchanged = _kube_changes(state, live, server_view or {})
+    slurm, slurm_unchanged, warnings = _slurm_changes(state, live)
+    restart = live.slurm_conf is not None and set(declared_nodes(live.slurm_conf)) != set(
+        declared_nodes(state.slurm_conf)
+    )
     return Plan(
         release=state.release,
         namespace=state.namespace,
         profile=state.profile,
-        changes=tuple(changes),
-        unchanged=unchanged,
+        changes=tuple(kube + slurm),
+        unchanged=kube_unchanged + slurm_unchanged,
         revision=revision,
         offline=offline,
-        warnings=tuple(str(w) for w in state.warnings),
+        warnings=(*(str(w) for w in state.warnings), *warnings),
+        fingerprint=None if offline else live.fingerprint(),
+        controller_restart=restart,
     )
+
+
+def _live_from_objects(objects: Mapping[ObjectRef, Any]) -> LiveState:
+    """Live state given as the same shapes `desired_objects` returns (tests, offline)."""
+    kube = {r: o for r, o in objects.items() if r.scope == KUBERNETES}
+    nodes = {
+        r.name: LiveNode(
+            r.name,
+            frozenset({"IDLE"}),
+            None,
+            o.get("cpus", 0),
+            o.get("realMemory", 0),
+            o.get("gres"),
+            tuple(o.get("features") or ()),
+        )
+        for r, o in objects.items()
+        if r.kind == SLURM_NODE
+    }
+    conf = objects.get(ObjectRef(SLURM, SLURM_CONFIG, "", "slurm.conf"))
+    gres = objects.get(ObjectRef(SLURM, SLURM_CONFIG, "", "gres.conf"))
+    return LiveState(kube, nodes, conf, gres)
+
+
+def _kube_changes(
+    state: DesiredState, live: LiveState, server_view: Mapping[ObjectRef, dict[str, Any]]
+) -> tuple[list[Change], int]:
+    desired = desired_kube_objects(state)
+    changes: list[Change] = []
+    unchanged = 0
+    for ref in sorted(desired, key=apply_order):
+        want, have = desired[ref], live.kube_objects.get(ref)
+        view = server_view.get(ref)
+        if have is None:
+            after = comparable(view) if view is not None else want
+            changes.append(Change(ref, Action.CREATE, None, after, desired=want))
+            continue
+        if view is None:  # every field we set is already live
+            unchanged += 1
+            continue
+        before, after = comparable(have), comparable(view)
+        fields = tuple(field_changes(before, after))
+        if fields:
+            changes.append(Change(ref, Action.UPDATE, before, after, fields, desired=want))
+        else:
+            unchanged += 1
+    # Deletions run last and in reverse order: StatefulSets shrink before their ConfigMaps go.
+    gone = sorted((r for r in live.kube_objects if r not in desired), key=apply_order, reverse=True)
+    changes += [Change(r, Action.DELETE, comparable(live.kube_objects[r]), None) for r in gone]
+    return changes, unchanged
+
+
+def _slurm_changes(state: DesiredState, live: LiveState) -> tuple[list[Change], int, list[str]]:
+    changes: list[Change] = []
+    unchanged = 0
+    for name, want, have in (
+        ("slurm.conf", state.slurm_conf, live.slurm_conf),
+        ("gres.conf", state.gres_conf, live.gres_conf),
+    ):
+        change = _compare(ObjectRef(SLURM, SLURM_CONFIG, "", name), have, want)
+        if change is None:
+            unchanged += 1
+        else:
+            changes.append(change)
+    node_changes, node_unchanged, warnings = _node_changes(state, live)
+    part_changes, part_unchanged = _partition_changes(state, live)
+    return (
+        [*changes, *node_changes, *part_changes],
+        unchanged + node_unchanged + part_unchanged,
+        warnings,
+    )
+
+
+def _node_changes(state: DesiredState, live: LiveState) -> tuple[list[Change], int, list[str]]:
+    """Running nodes to register, resume or update; ours that go away to drain and retire.
+    Only nodes our slurm.conf declares are ever touched."""
+    changes: list[Change] = []
+    warnings: list[str] = []
+    unchanged = 0
+    wanted = {n.name: n for n in state.slurm_nodes}
+    for name, node in wanted.items():
+        ref = ObjectRef(SLURM, SLURM_NODE, "", name)
+        have = live.slurm_nodes.get(name)
+        if have is None:
+            note = f"joins when its slurmd Pod {name} starts (declared in slurm.conf)"
+            changes.append(
+                Change(ref, Action.CREATE, None, node_shape(node), notes=(note,),
+                       steps=(STEP_REGISTER,))
+            )  # fmt: skip
+            continue
+        fields = tuple(field_changes(node_shape(have), node_shape(node)))
+        steps, notes = _resume(have, warnings)
+        if fields or steps:
+            changes.append(
+                Change(ref, Action.UPDATE, node_shape(have), node_shape(node), fields,
+                       notes=notes, steps=steps)
+            )  # fmt: skip
+        else:
+            unchanged += 1
+    ours = set(declared_nodes(live.slurm_conf or "")) | {n.name for n in state.spare_nodes}
+    for name in sorted(set(live.slurm_nodes) - set(wanted)):
+        if name in ours:
+            have = live.slurm_nodes[name]
+            note = (
+                f"drain (reason {DRAIN_REASON_PREFIX} ...), wait for its jobs, then retire "
+                f"(FUTURE) before its Pod goes; now {have.state_text()}"
+            )
+            changes.append(
+                Change(ObjectRef(SLURM, SLURM_NODE, "", name), Action.DELETE, node_shape(have),
+                       None, notes=(note,), steps=(STEP_DRAIN, STEP_RETIRE))
+            )  # fmt: skip
+    return changes, unchanged, warnings
+
+
+def _resume(have: LiveNode, warnings: list[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    if have.drained_by_us:
+        return (STEP_RESUME,), (f"resume: drained by reconciler ({have.reason})",)
+    if have.drained:
+        warnings.append(
+            f"Slurm node {have.name} is drained by someone else ({have.reason!r}); left alone"
+        )
+    return (), ()
+
+
+def _partition_changes(state: DesiredState, live: LiveState) -> tuple[list[Change], int]:
+    desired = {_partition_ref(p): partition_shape(p) for p in state.partitions}
+    current = {_partition_ref(p): partition_shape(p) for p in partitions_in(live.slurm_conf or "")}
+    changes: list[Change] = []
+    unchanged = 0
+    for ref in sorted(desired, key=apply_order):
+        change = _compare(ref, current.get(ref), desired[ref])
+        if change is None:
+            unchanged += 1
+        else:
+            changes.append(change)
+    gone = sorted(r for r in current if r not in desired)
+    changes += [Change(r, Action.DELETE, current[r], None) for r in gone]
+    return changes, unchanged
 
 
 def apply_order(ref: ObjectRef) -> tuple[int, str, str]:

@@ -21,6 +21,8 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
         "profile": plan.profile,
         "revision": plan.revision,
         "offline": plan.offline,
+        "fingerprint": plan.fingerprint,
+        "controllerRestart": plan.controller_restart,
         "summary": asdict(plan.summary()),
         "changes": [_change(c) for c in plan.changes],
         "warnings": list(plan.warnings),
@@ -38,6 +40,8 @@ def _change(change: Change) -> dict[str, Any]:
         "after": change.after,
         "fields": [asdict(f) for f in change.fields],
         "notes": list(change.notes),
+        "desired": change.desired,
+        "steps": list(change.steps),
     }
 
 

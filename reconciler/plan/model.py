@@ -53,6 +53,17 @@ class Change:
     after: Any
     fields: tuple[FieldChange, ...] = ()
     notes: tuple[str, ...] = ()
+    # What apply sends (a Kubernetes object as we render it; `after` is the server's view of
+    # it, defaults included), and the Slurm steps apply takes for this object.
+    desired: Any = None
+    steps: tuple[str, ...] = ()
+
+
+# Slurm node steps, in the order apply runs them.
+STEP_DRAIN = "drain"  # drain with our reason prefix, wait for the node's jobs to finish
+STEP_RETIRE = "retire"  # DOWN, then FUTURE: hidden, declared, no jobs can land
+STEP_RESUME = "resume"  # clear a drain that carries our prefix
+STEP_REGISTER = "register"  # comes up when its slurmd Pod starts (nothing to do in Slurm)
 
 
 @dataclass(frozen=True)
@@ -79,6 +90,10 @@ class Plan:
     revision: str | None = None
     offline: bool = False
     warnings: tuple[str, ...] = field(default=())
+    # Hash of the live state this plan was made against: apply refuses a stale plan.
+    fingerprint: str | None = None
+    # NodeName lines added or removed: Slurm 22.05 reads those only when slurmctld starts.
+    controller_restart: bool = False
 
     @property
     def has_changes(self) -> bool:

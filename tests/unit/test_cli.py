@@ -85,6 +85,8 @@ def test_offline_plan_json_schema() -> None:
         "after",
         "fields",
         "notes",
+        "desired",
+        "steps",
     }
     assert {c["action"] for c in plan["changes"]} == {"create"}
     scopes = [c["scope"] for c in plan["changes"]]

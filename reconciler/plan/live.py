@@ -1,0 +1,93 @@
+"""What is live, as plain data: the adapters fill it, the differ reads it (pure)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from reconciler.plan.model import ObjectRef
+from reconciler.wellknown import DRAIN_REASON_PREFIX
+
+# Server-managed metadata that says nothing about what we asked for.
+_VOLATILE_METADATA = (
+    "resourceVersion", "generation", "managedFields", "uid", "creationTimestamp", "selfLink",
+)  # fmt: skip
+_BUSY = frozenset({"ALLOCATED", "MIXED", "COMPLETING"})
+
+
+@dataclass(frozen=True)
+class LiveNode:
+    """A Slurm node as slurmctld reports it (FUTURE nodes are not reported)."""
+
+    name: str
+    states: frozenset[str]
+    reason: str | None = None
+    cpus: int = 0
+    real_memory_mb: int = 0
+    gres: str | None = None
+    features: tuple[str, ...] = ()
+
+    @property
+    def drained(self) -> bool:
+        return "DRAIN" in self.states
+
+    @property
+    def drained_by_us(self) -> bool:
+        return self.drained and (self.reason or "").startswith(DRAIN_REASON_PREFIX)
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.states & _BUSY)
+
+    def state_text(self) -> str:
+        return "+".join(sorted(self.states))
+
+
+@dataclass(frozen=True)
+class LiveState:
+    kube_objects: Mapping[ObjectRef, dict[str, Any]] = field(default_factory=dict)
+    slurm_nodes: Mapping[str, LiveNode] = field(default_factory=dict)
+    slurm_conf: str | None = None
+    gres_conf: str | None = None
+
+    def fingerprint(self) -> str:
+        """Changes whenever anything a plan depends on changes."""
+        digest = hashlib.sha256()
+        for ref in sorted(self.kube_objects):
+            meta = self.kube_objects[ref].get("metadata") or {}
+            digest.update(f"{ref}|{meta.get('resourceVersion')}\n".encode())
+        for name in sorted(self.slurm_nodes):
+            node = self.slurm_nodes[name]
+            digest.update(f"{name}|{node.state_text()}|{node.reason}\n".encode())
+        for text in (self.slurm_conf, self.gres_conf):
+            digest.update(json.dumps(text).encode())
+        return digest.hexdigest()
+
+
+def comparable(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """A server object without status and server-managed metadata."""
+    out = {k: v for k, v in obj.items() if k != "status"}
+    meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k not in _VOLATILE_METADATA}
+    out["metadata"] = meta
+    return out
+
+
+def contains(live: Any, desired: Any) -> bool:
+    """Every field we set has that value live (what the server adds is not our concern).
+
+    The fast path of a live plan: objects that pass need no dry-run request.
+    """
+    if isinstance(desired, dict):
+        return isinstance(live, dict) and all(
+            k in live and contains(live[k], v) for k, v in desired.items()
+        )
+    if isinstance(desired, list):
+        return (
+            isinstance(live, list)
+            and len(live) == len(desired)
+            and all(contains(a, b) for a, b in zip(live, desired, strict=True))
+        )
+    return bool(live == desired)
