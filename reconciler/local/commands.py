@@ -18,7 +18,7 @@ from pathlib import Path
 
 from reconciler.adapters.kube import Kube
 from reconciler.compile.desired import DesiredState, compile_desired_state
-from reconciler.compile.profile import Profile
+from reconciler.compile.manifests import slurm_conf_map_name
 from reconciler.config.files import read_library, read_repo
 from reconciler.config.repo import load_config
 from reconciler.errors import LocalStackError
@@ -26,6 +26,7 @@ from reconciler.local.kubelet_model import NodeTemplate, node_templates, require
 from reconciler.local.nodeagent import NodeAgent
 from reconciler.local.slurm import SlurmSite, make_fake_gpus
 from reconciler.local.stack import LocalStack, default_runtime_dir
+from reconciler.local.target import RESTART_SIGNAL, site_profile
 
 DEFAULT_REPO = Path("fixtures/config-repo")
 READY_TIMEOUT_SECONDS = 120.0
@@ -81,7 +82,7 @@ def run_up(args: argparse.Namespace) -> int:
     _progress(f"local stack in {stack.runtime_dir}")
 
     def render(site: SlurmSite) -> tuple[str, str]:
-        compiled["state"] = compile_desired_state(config, local_profile(site))
+        compiled["state"] = compile_desired_state(config, site_profile(site))
         make_fake_gpus(site.paths, _max_gpus(probe))
         return compiled["state"].slurm_conf, compiled["state"].gres_conf
 
@@ -95,7 +96,10 @@ def run_up(args: argparse.Namespace) -> int:
         apply_compiled(kube, compiled["state"])
         slurm = stack.slurm
         assert slurm is not None
-        agent = NodeAgent(kube, slurm, _templates(probe, args.nodes), slurm.paths.etc)
+        agent = NodeAgent(
+            kube, slurm, _templates(probe, args.nodes), slurm.paths.etc,
+            controller_config=(probe.namespace, slurm_conf_map_name(probe.release)),
+        )  # fmt: skip
         agent.start()
         wait_ready(stack, kube, probe, timeout=READY_TIMEOUT_SECONDS)
         _progress(f"ready in {time.monotonic() - started:.1f} s")
@@ -107,18 +111,6 @@ def run_up(args: argparse.Namespace) -> int:
         stack.down()
         _progress("local stack stopped")
     return 0
-
-
-def local_profile(site: SlurmSite) -> Profile:
-    return Profile.local(
-        site=site.settings,
-        slurmctld_port=site.ports.slurmctld,
-        slurmd_port=site.ports.slurmd,
-        node_port_base=max(site.ports.nodes.values(), default=site.ports.slurmd) + 1,
-        node_ports=site.ports.nodes,
-        gres_device_dir=str(site.paths.dev),
-        conf_dir=str(site.paths.etc),
-    )
 
 
 def apply_compiled(kube: Kube, state: DesiredState) -> None:
@@ -172,16 +164,31 @@ def _max_gpus(state: DesiredState) -> int:
 def _wait_for_stop(stack: LocalStack) -> None:
     """Until Ctrl-C, SIGTERM, or someone else stops the daemons; reaps them as they exit.
 
-    The caller then stops the node agent before the daemons, so its watches never see the
-    API server vanish under them.
+    SIGHUP restarts slurmctld (apply asks for it when NodeName lines change: this process is
+    its parent). The caller stops the node agent before the daemons, so its watches never
+    see the API server vanish under them.
     """
-    stop = threading.Event()
+    stop, restart = threading.Event(), threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
+    signal.signal(RESTART_SIGNAL, lambda *_: restart.set())
     while not stop.wait(0.5):
         stack.supervisor.reap_exited()
+        if restart.is_set():
+            restart.clear()
+            _restart_slurmctld(stack)
         if not stack.supervisor.children():
             return
+
+
+def _restart_slurmctld(stack: LocalStack) -> None:
+    slurm = stack.slurm
+    assert slurm is not None
+    try:
+        seconds = slurm.restart_slurmctld()
+        _progress(f"slurmctld restarted in {seconds:.1f} s")
+    except LocalStackError as exc:
+        _progress(f"slurmctld restart failed: {exc}")
 
 
 def _print_ready(stack: LocalStack, probe: DesiredState) -> None:

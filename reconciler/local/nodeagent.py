@@ -61,8 +61,12 @@ class NodeAgent:
         nodes: list[NodeTemplate],
         conf_dir: Path,
         *,
+        controller_config: tuple[str, str] | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
+        # (namespace, name) of the ConfigMap slurmctld reads: the local slurmctld plays the
+        # controller Pod that mounts it at /etc/slurm, so it is written even with no slurmd.
+        self._controller_config = controller_config
         self._kube = kube
         self._slurm = slurm
         self._nodes = nodes
@@ -277,6 +281,8 @@ class NodeAgent:
     def _refresh_mounted(self, config_map: Obj) -> None:
         """A ConfigMap a running slurmd Pod mounts changed: rewrite its files (as kubelet does)."""
         meta = config_map["metadata"]
+        if self._controller_config == (meta.get("namespace"), meta["name"]):
+            self._write_files(PurePosixPath("."), config_map.get("data") or {})
         with self._lock:
             pods = [p for p in self._pods.values() if p["metadata"]["name"] in self._slurmds]
         for pod in pods:

@@ -357,6 +357,15 @@ class LocalStack:
         }
         self._save_state()
 
+    def foreground_pid(self) -> int | None:
+        """The running foreground `up` process, if any (checked against its start time)."""
+        section = self._section("foreground")
+        if section is None:
+            return None
+        record = PidRecord("up", int(section["pid"]), str(section["argv0"]),
+                           int(section["start_ticks"]))  # fmt: skip
+        return record.pid if belongs_to(record) else None
+
     def stop_foreground(self, *, timeout: float = FOREGROUND_STOP_SECONDS) -> list[str]:
         """SIGTERM the recorded foreground `up` process and wait for it to exit.
 

@@ -8,7 +8,8 @@ import json
 from dataclasses import asdict
 from typing import Any
 
-from reconciler.plan.model import Change, Plan
+from reconciler.errors import ReconcilerError
+from reconciler.plan.model import Action, Change, FieldChange, ObjectRef, Plan
 
 FORMAT_VERSION = 1
 
@@ -47,3 +48,37 @@ def _change(change: Change) -> dict[str, Any]:
 
 def render_json(plan: Plan) -> str:
     return json.dumps(plan_to_dict(plan), indent=2, sort_keys=False) + "\n"
+
+
+def plan_from_dict(data: dict[str, Any]) -> Plan:
+    """A saved plan (`plan --out`), for `apply --plan-file`."""
+    if data.get("formatVersion") != FORMAT_VERSION:
+        raise ReconcilerError(
+            f"plan file has formatVersion {data.get('formatVersion')!r}; this build reads "
+            f"{FORMAT_VERSION}",
+            hint="make the plan again with this version of reconciler",
+        )
+    return Plan(
+        release=data["release"],
+        namespace=data["namespace"],
+        profile=data["profile"],
+        changes=tuple(_change_from(c) for c in data["changes"]),
+        revision=data.get("revision"),
+        offline=bool(data.get("offline")),
+        warnings=tuple(data.get("warnings") or ()),
+        fingerprint=data.get("fingerprint"),
+        controller_restart=bool(data.get("controllerRestart")),
+    )
+
+
+def _change_from(data: dict[str, Any]) -> Change:
+    return Change(
+        ref=ObjectRef(data["scope"], data["kind"], data.get("namespace") or "", data["name"]),
+        action=Action(data["action"]),
+        before=data.get("before"),
+        after=data.get("after"),
+        fields=tuple(FieldChange(**f) for f in data.get("fields") or ()),
+        notes=tuple(data.get("notes") or ()),
+        desired=data.get("desired"),
+        steps=tuple(data.get("steps") or ()),
+    )

@@ -54,14 +54,16 @@ class LiveState:
     gres_conf: str | None = None
 
     def fingerprint(self) -> str:
-        """Changes whenever anything a plan depends on changes."""
+        """Changes whenever something a plan depends on changes, and only then: a Pod becoming
+        Ready (StatefulSet status) or a job starting on a node does not make a plan stale."""
         digest = hashlib.sha256()
         for ref in sorted(self.kube_objects):
-            meta = self.kube_objects[ref].get("metadata") or {}
-            digest.update(f"{ref}|{meta.get('resourceVersion')}\n".encode())
+            body = json.dumps(comparable(self.kube_objects[ref]), sort_keys=True, default=str)
+            digest.update(f"{ref}|{body}\n".encode())
         for name in sorted(self.slurm_nodes):
             node = self.slurm_nodes[name]
-            digest.update(f"{name}|{node.state_text()}|{node.reason}\n".encode())
+            down = "DOWN" in node.states
+            digest.update(f"{name}|{node.drained}|{down}|{node.reason}\n".encode())
         for text in (self.slurm_conf, self.gres_conf):
             digest.update(json.dumps(text).encode())
         return digest.hexdigest()

@@ -1,0 +1,268 @@
+"""Carry out a Plan, in the order that keeps jobs safe:
+
+1. nodes that go away are drained (reason `reconciler: ...`), their jobs finish (up to a
+   deadline), then they are retired (DOWN, then FUTURE) — before anything shrinks, so Slurm
+   never schedules onto a node that is about to vanish;
+2. ConfigMaps and Services; then the new slurm.conf reaches slurmctld (reconfigure, or a
+   controller restart when NodeName lines changed); then StatefulSets;
+3. pruned Kubernetes objects (StatefulSets before ConfigMaps);
+4. drains of ours on nodes that stay are cleared; nodes that join are waited for.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+import hostlist
+
+from reconciler.adapters.kube import Kube
+from reconciler.adapters.scontrol import NodeState, Scontrol
+from reconciler.adapters.slurm_rest import SlurmNode, SlurmRestApi
+from reconciler.errors import ReconcilerError
+from reconciler.plan.model import (
+    KUBERNETES,
+    SLURM_CONFIG,
+    SLURM_NODE,
+    STEP_DRAIN,
+    STEP_REGISTER,
+    STEP_RESUME,
+    Action,
+    Change,
+    Plan,
+)
+from reconciler.wellknown import DRAIN_REASON_PREFIX
+
+Say = Callable[[str], None]
+
+
+class ApplyError(ReconcilerError):
+    """Apply stopped; what was done before is listed in the progress output."""
+
+
+class ConfigSink(Protocol):
+    """Where slurmctld reads its config: apply waits until it holds the new text."""
+
+    def wait_for(self, slurm_conf: str, gres_conf: str, timeout: float) -> None: ...
+
+
+class ControllerRestarter(Protocol):
+    def restart(self, timeout: float) -> None: ...
+
+
+@dataclass(frozen=True)
+class ApplyOptions:
+    drain_timeout: float = 600.0
+    on_drain_timeout: Literal["fail", "requeue"] = "fail"
+    register_timeout: float = 60.0
+    config_timeout: float = 90.0
+    poll: float = 0.5
+
+
+@dataclass
+class Target:
+    kube: Kube
+    slurm: SlurmRestApi
+    scontrol: Scontrol
+    namespace: str
+    sink: ConfigSink | None = None
+    restarter: ControllerRestarter | None = None
+
+
+def apply_plan(plan: Plan, target: Target, options: ApplyOptions, say: Say) -> None:
+    if not plan.has_changes:
+        say("nothing to do")
+        return
+    _ensure_namespace(target, say)
+    _retire_nodes([c for c in plan.changes if _is_node(c, Action.DELETE)], target, options, say)
+    kube = [c for c in plan.changes if c.ref.scope == KUBERNETES]
+    _apply_kube(
+        [c for c in kube if c.ref.kind != "StatefulSet" and c.action is not Action.DELETE],
+        target,
+        say,
+    )
+    _update_slurm_config(plan, target, options, say)
+    _apply_kube(
+        [c for c in kube if c.ref.kind == "StatefulSet" and c.action is not Action.DELETE],
+        target,
+        say,
+    )
+    _delete_kube([c for c in kube if c.action is Action.DELETE], target, say)
+    _resume_nodes([c for c in plan.changes if STEP_RESUME in c.steps], target, say)
+    _wait_registered([c for c in plan.changes if STEP_REGISTER in c.steps], target, options, say)
+
+
+def _is_node(change: Change, action: Action) -> bool:
+    return change.ref.kind == SLURM_NODE and change.action is action and STEP_DRAIN in change.steps
+
+
+def _ensure_namespace(target: Target, say: Say) -> None:
+    if target.kube.get("v1", "Namespace", target.namespace) is None:
+        target.kube.apply({"apiVersion": "v1", "kind": "Namespace",
+                           "metadata": {"name": target.namespace}})  # fmt: skip
+        say(f"created namespace {target.namespace}")
+
+
+# ---- Slurm nodes ------------------------------------------------------------------------
+
+
+def _retire_nodes(changes: list[Change], target: Target, options: ApplyOptions, say: Say) -> None:
+    names = [c.ref.name for c in changes]
+    if not names:
+        return
+    for name in names:
+        target.scontrol.drain_node(name, f"{DRAIN_REASON_PREFIX} removed by apply")
+    say(f"drained {', '.join(names)}; waiting for their jobs to finish")
+    busy = _wait_drained(names, target, options.drain_timeout, options.poll, say)
+    if busy and options.on_drain_timeout == "requeue":
+        _requeue_jobs_on(busy, target, say)
+        busy = _wait_drained(busy, target, 60.0, options.poll, say)
+    if busy:
+        raise ApplyError(
+            f"nodes still run jobs after {options.drain_timeout:g} s: {', '.join(busy)}",
+            hint="they stay drained; rerun apply when the jobs end, or pass "
+            "--on-drain-timeout requeue (or a longer --drain-timeout)",
+        )
+    for name in names:
+        # A drained node cannot go to FUTURE directly (Slurm 22.05); DOWN first. It has no
+        # jobs now, so DOWN kills nothing.
+        target.scontrol.set_node_state(name, NodeState.DOWN, f"{DRAIN_REASON_PREFIX} retired")
+        target.scontrol.set_node_state(name, NodeState.FUTURE)
+    say(f"retired {', '.join(names)} (FUTURE: declared, hidden, no jobs)")
+
+
+def _wait_drained(
+    names: Iterable[str], target: Target, timeout: float, poll: float, say: Say
+) -> list[str]:
+    """Until no job runs on these nodes. Judged from the jobs, not the node state:
+    slurmrestd 22.05 keeps reporting a node MIXED after its last job has ended."""
+    deadline = time.monotonic() + timeout
+    pending = list(names)
+    last_report = time.monotonic()
+    while pending:
+        busy = _jobs_on(pending, target)
+        pending = [n for n in pending if busy.get(n)]
+        if not pending or time.monotonic() >= deadline:
+            break
+        if time.monotonic() - last_report >= 10:
+            jobs = "; ".join(f"{n}: jobs {', '.join(map(str, busy[n]))}" for n in pending)
+            say(f"still waiting for {jobs}")
+            last_report = time.monotonic()
+        time.sleep(poll)
+    return pending
+
+
+_ACTIVE_JOB_STATES = frozenset({"RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING", "STOPPED"})
+
+
+def _jobs_on(names: Iterable[str], target: Target) -> dict[str, list[int]]:
+    """Node -> ids of the jobs that hold it now."""
+    wanted = set(names)
+    found: dict[str, list[int]] = {}
+    snapshot = target.slurm.jobs()
+    for job in snapshot.items if snapshot else ():
+        if job.state in _ACTIVE_JOB_STATES and job.nodes:
+            for node in wanted & set(hostlist.expand_hostlist(job.nodes)):
+                found.setdefault(node, []).append(job.job_id)
+    return found
+
+
+def _requeue_jobs_on(names: list[str], target: Target, say: Say) -> None:
+    for node, jobs in _jobs_on(names, target).items():
+        for job_id in jobs:
+            target.scontrol.run(["requeue", str(job_id)])
+            say(f"requeued job {job_id} (on {node})")
+
+
+def _resume_nodes(changes: list[Change], target: Target, say: Say) -> None:
+    for change in changes:
+        node = target.slurm.node(change.ref.name)
+        # Check again: never clear a drain that someone else set since the plan was made.
+        if (
+            node is not None
+            and "DRAIN" in node.flags
+            and node.reason.startswith(DRAIN_REASON_PREFIX)
+        ):
+            target.scontrol.resume_node(change.ref.name)
+            say(f"resumed {change.ref.name} (drain by reconciler cleared)")
+
+
+def _wait_registered(
+    changes: list[Change], target: Target, options: ApplyOptions, say: Say
+) -> None:
+    names = [c.ref.name for c in changes]
+    if not names:
+        return
+    say(f"waiting up to {options.register_timeout:g} s for {', '.join(names)} to join")
+    deadline = time.monotonic() + options.register_timeout
+    pending = names
+    while pending and time.monotonic() < deadline:
+        pending = [n for n in pending if not _registered(target.slurm.node(n))]
+        if pending:
+            time.sleep(options.poll)
+    if pending:
+        say(f"warning: not registered yet: {', '.join(pending)} (their Pods may still be starting)")
+    else:
+        say(f"joined: {', '.join(names)}")
+
+
+def _registered(node: SlurmNode | None) -> bool:
+    return node is not None and node.state not in ("FUTURE", "UNKNOWN", "DOWN")
+
+
+# ---- Kubernetes and slurm.conf ------------------------------------------------------------
+
+
+def _apply_kube(changes: list[Change], target: Target, say: Say) -> None:
+    for change in changes:
+        target.kube.apply(change.desired, force=True)
+        say(f"{change.action.value}d {change.ref}")
+
+
+def _delete_kube(changes: list[Change], target: Target, say: Say) -> None:
+    for change in changes:
+        api_version = "apps/v1" if change.ref.kind == "StatefulSet" else "v1"
+        target.kube.delete(api_version, change.ref.kind, change.ref.name, change.ref.namespace)
+        say(f"deleted {change.ref}")
+
+
+def _update_slurm_config(plan: Plan, target: Target, options: ApplyOptions, say: Say) -> None:
+    configs = {c.ref.name: c for c in plan.changes if c.ref.kind == SLURM_CONFIG}
+    if not configs:
+        return
+    slurm_conf, gres_conf = _texts(plan, configs)
+    if target.sink is not None:
+        target.sink.wait_for(slurm_conf, gres_conf, options.config_timeout)
+    if plan.controller_restart:
+        if target.restarter is None:
+            raise ApplyError(
+                "this change adds or removes Slurm nodes in slurm.conf; Slurm 22.05 reads "
+                "NodeName lines only when slurmctld starts, and no way to restart it is set",
+                hint="restart slurmctld after the ConfigMap reaches it (e.g. `kubectl rollout "
+                "restart` of the controller), or declare spares in advance with maxReplicas",
+            )
+        target.restarter.restart(options.config_timeout)
+        say("restarted slurmctld (NodeName lines changed)")
+    else:
+        target.scontrol.reconfigure()
+        say("slurmctld reconfigured")
+
+
+def _texts(plan: Plan, configs: dict[str, Change]) -> tuple[str, str]:
+    """The slurm.conf and gres.conf apply puts in place (unchanged ones as they are)."""
+    texts = {}
+    for name in ("slurm.conf", "gres.conf"):
+        change = configs.get(name)
+        texts[name] = change.after if change is not None else _unchanged(plan, name)
+    return texts["slurm.conf"], texts["gres.conf"]
+
+
+def _unchanged(plan: Plan, name: str) -> str:
+    conf_map = next(
+        (c.desired for c in plan.changes if c.ref.kind == "ConfigMap" and c.desired
+         and name in (c.desired.get("data") or {})),
+        None,
+    )  # fmt: skip
+    return conf_map["data"][name] if conf_map else ""

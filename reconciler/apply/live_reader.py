@@ -1,0 +1,67 @@
+"""Read what is live, through the adapters, into the differ's plain LiveState."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from reconciler import wellknown as wk
+from reconciler.adapters.kube import Kube
+from reconciler.adapters.slurm_rest import SlurmNode, SlurmRestApi
+from reconciler.compile.desired import DesiredState
+from reconciler.compile.manifests import slurm_conf_map_name
+from reconciler.plan.diff import kube_ref, needs_dry_run
+from reconciler.plan.live import LiveNode, LiveState
+from reconciler.plan.model import ObjectRef
+
+# The kinds we render (compile/manifests.py); only these are listed and pruned.
+OWNED_KINDS = (("v1", "ConfigMap"), ("v1", "Service"), ("apps/v1", "StatefulSet"))
+
+
+def owned_selector(release: str) -> str:
+    return f"{wk.LABEL_MANAGED_BY}={wk.MANAGED_BY_VALUE},{wk.LABEL_RELEASE}={release}"
+
+
+def read_live(kube: Kube, slurm: SlurmRestApi, release: str, namespace: str) -> LiveState:
+    objects = {
+        kube_ref(obj): obj
+        for api_version, kind in OWNED_KINDS
+        for obj in _typed(kube.list(api_version, kind, namespace,
+                                    label_selector=owned_selector(release)).items,
+                          api_version, kind)
+    }  # fmt: skip
+    conf_map = objects.get(ObjectRef("kubernetes", "ConfigMap", namespace,
+                                     slurm_conf_map_name(release)))  # fmt: skip
+    data = (conf_map or {}).get("data") or {}
+    snapshot = slurm.nodes()
+    nodes = {n.name: live_node(n) for n in (snapshot.items if snapshot else ())}
+    return LiveState(objects, nodes, data.get("slurm.conf"), data.get("gres.conf"))
+
+
+def _typed(items: Iterable[dict[str, Any]], api_version: str, kind: str) -> list[dict[str, Any]]:
+    # List items come without apiVersion/kind; the differ compares whole objects.
+    return [{"apiVersion": api_version, "kind": kind, **item} for item in items]
+
+
+def live_node(node: SlurmNode) -> LiveNode:
+    return LiveNode(
+        name=node.name,
+        states=frozenset({node.state, *node.flags}),
+        reason=node.reason or None,
+        cpus=node.cpus,
+        real_memory_mb=node.real_memory,
+        gres=node.gres or None,
+        features=tuple(node.features),
+    )
+
+
+def server_views(
+    kube: Kube, state: DesiredState, live: LiveState
+) -> dict[ObjectRef, dict[str, Any]]:
+    """Server-side apply dry-runs of the objects that may change: what the API server would
+    store, defaults and other managers' fields included."""
+    desired = {kube_ref(obj): obj for obj in state.kube_objects}
+    return {
+        ref: kube.apply(desired[ref], dry_run=True, force=True)
+        for ref in needs_dry_run(state, live)
+    }

@@ -1,0 +1,206 @@
+"""`reconciler plan` (live or --offline) and `reconciler apply`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from reconciler.adapters.kube import Kube
+from reconciler.adapters.scontrol import Scontrol
+from reconciler.adapters.slurm_jwt import MintedTokens, ProvidedToken, TokenSource
+from reconciler.adapters.slurm_rest import connect
+from reconciler.apply.executor import ApplyError, ApplyOptions, Target, apply_plan
+from reconciler.apply.live_reader import read_live, server_views
+from reconciler.commands_compile import load, print_warnings, repo_args
+from reconciler.compile.desired import DesiredState, compile_desired_state
+from reconciler.compile.profile import Profile
+from reconciler.errors import ReconcilerError
+from reconciler.plan.diff import plan_changes
+from reconciler.plan.jsonout import plan_from_dict, plan_to_dict, render_json
+from reconciler.plan.live import LiveState
+from reconciler.plan.model import Plan
+from reconciler.plan.text import render_text
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    plan_cmd = sub.add_parser("plan", help="show exactly what apply would change")
+    repo_args(plan_cmd)
+    plan_cmd.add_argument(
+        "--offline", action="store_true", help="compare with an empty cluster (no connections)"
+    )
+    _target_args(plan_cmd)
+    plan_cmd.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    plan_cmd.add_argument("--color", action="store_true", help="color even when not on a TTY")
+    plan_cmd.add_argument(
+        "--detailed-exitcode",
+        action="store_true",
+        help="exit 2 when there are changes, 0 when there are none (as terraform does)",
+    )
+    plan_cmd.add_argument("--out", type=Path, metavar="FILE", help="save the plan for apply")
+    plan_cmd.set_defaults(func=run_plan)
+
+    apply_cmd = sub.add_parser("apply", help="make the cluster match the config repo")
+    repo_args(apply_cmd)
+    _target_args(apply_cmd)
+    apply_cmd.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    apply_cmd.add_argument(
+        "--plan-file", type=Path, metavar="FILE",
+        help="apply exactly this saved plan (refused if the live state changed since)",
+    )  # fmt: skip
+    apply_cmd.add_argument("--drain-timeout", type=float, default=600.0, metavar="SECONDS")
+    apply_cmd.add_argument(
+        "--on-drain-timeout", choices=("fail", "requeue"), default="fail",
+        help="when jobs outlive the drain timeout: stop (default) or requeue them",
+    )  # fmt: skip
+    apply_cmd.add_argument("--register-timeout", type=float, default=60.0, metavar="SECONDS")
+    apply_cmd.set_defaults(func=run_apply)
+
+
+def _target_args(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("where (a local stack, or a cluster)")
+    group.add_argument("--local", action="store_true", help="the stack of `reconciler local up`")
+    group.add_argument("--name", default="default", help="local stack name (default: default)")
+    group.add_argument("--runtime-dir", type=Path, help="local stack runtime directory")
+    group.add_argument("--kubeconfig", type=Path, help="default: $KUBECONFIG, ~/.kube/config")
+    group.add_argument("--slurm-url", help="slurmrestd base URL, e.g. http://slurm-rest:6820")
+    group.add_argument("--slurm-user", default="root", help="Slurm user of the JWT (root)")
+    group.add_argument("--slurm-jwt-key", type=Path, help="HS256 key to mint tokens with")
+    group.add_argument(
+        "--slurm-token-file", type=Path, help="a JWT to use (default: $SLURM_JWT if set)"
+    )
+    group.add_argument("--slurm-conf", type=Path, help="slurm.conf for scontrol (SLURM_CONF)")
+
+
+# ---- targets ----------------------------------------------------------------------------
+
+
+def resolve_target(args: argparse.Namespace, namespace: str) -> tuple[Target, Profile]:
+    if args.local or args.runtime_dir:
+        from reconciler.local.stack import default_runtime_dir
+        from reconciler.local.target import local_profile_of, local_target, open_stack
+
+        stack = open_stack(args.runtime_dir or default_runtime_dir(args.name))
+        return local_target(stack, namespace), local_profile_of(stack)
+    if not args.slurm_url:
+        raise ReconcilerError(
+            "plan needs a cluster: --local for the local stack, or --slurm-url (with "
+            "--kubeconfig) for a cluster",
+            hint="or `--offline` to plan against an empty cluster",
+        )
+    tokens = _tokens(args)
+    env = {"SLURM_CONF": str(args.slurm_conf)} if args.slurm_conf else {}
+    kubeconfig = args.kubeconfig or os.environ.get("KUBECONFIG") or Path.home() / ".kube/config"
+    target = Target(
+        kube=Kube.from_kubeconfig(Path(kubeconfig)),
+        slurm=connect(args.slurm_url, tokens),
+        scontrol=Scontrol(tokens, env=env),
+        namespace=namespace,
+    )
+    return target, Profile()
+
+
+def _tokens(args: argparse.Namespace) -> TokenSource:
+    if args.slurm_jwt_key:
+        return MintedTokens(args.slurm_jwt_key, args.slurm_user)
+    if args.slurm_token_file:
+        return ProvidedToken.from_file(args.slurm_token_file, user=args.slurm_user)
+    if os.environ.get("SLURM_JWT"):
+        return ProvidedToken.from_env("SLURM_JWT", user=args.slurm_user)
+    raise ReconcilerError(
+        "no Slurm credentials", hint="pass --slurm-jwt-key, --slurm-token-file, or set SLURM_JWT"
+    )
+
+
+def live_plan(args: argparse.Namespace) -> tuple[Plan, Target, DesiredState]:
+    config = load(args)
+    target, profile = resolve_target(args, config.settings.namespace)
+    state = compile_desired_state(config, profile)
+    print_warnings(state.warnings)
+    live = read_live(target.kube, target.slurm, state.release, state.namespace)
+    return plan_against(state, live, target), target, state
+
+
+def plan_against(state: DesiredState, live: LiveState, target: Target) -> Plan:
+    has_namespace = target.kube.get("v1", "Namespace", state.namespace) is not None
+    # Without the namespace a dry-run cannot run; the objects are all new then anyway.
+    views = server_views(target.kube, state, live) if has_namespace else {}
+    return plan_changes(state, live, server_view=views)
+
+
+# ---- commands ---------------------------------------------------------------------------
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    if args.offline:
+        config = load(args)
+        state = compile_desired_state(config)
+        print_warnings(state.warnings)
+        plan = plan_changes(state, None, offline=True)
+    else:
+        plan, _, _ = live_plan(args)
+    if args.out:
+        args.out.write_text(json.dumps(plan_to_dict(plan), indent=2) + "\n")
+        print(f"plan saved to {args.out}", file=sys.stderr)
+    _show(plan, args)
+    return 2 if args.detailed_exitcode and plan.has_changes else 0
+
+
+def _show(plan: Plan, args: argparse.Namespace) -> None:
+    if getattr(args, "output", "text") == "json":
+        sys.stdout.write(render_json(plan))
+        return
+    color = getattr(args, "color", False) or (sys.stdout.isatty() and "NO_COLOR" not in os.environ)
+    sys.stdout.write(render_text(plan, color=color))
+
+
+def run_apply(args: argparse.Namespace) -> int:
+    if args.plan_file:
+        plan = plan_from_dict(json.loads(args.plan_file.read_text()))
+        config = load(args)
+        target, _ = resolve_target(args, config.settings.namespace)
+    else:
+        plan, target, _ = live_plan(args)
+        _show(plan, args)
+    if plan.offline:
+        raise ApplyError("an offline plan cannot be applied", hint="plan against the cluster")
+    if not plan.has_changes:
+        print("No changes. The cluster matches the config repo.")
+        return 0
+    _confirm(args)
+    _refuse_stale(plan, target)
+    options = ApplyOptions(
+        drain_timeout=args.drain_timeout,
+        on_drain_timeout=args.on_drain_timeout,
+        register_timeout=args.register_timeout,
+    )
+    apply_plan(plan, target, options, _say)
+    summary = plan.summary()
+    print(f"Apply complete: {summary.add} added, {summary.change} changed, "
+          f"{summary.destroy} destroyed.")  # fmt: skip
+    return 0
+
+
+def _refuse_stale(plan: Plan, target: Target) -> None:
+    live = read_live(target.kube, target.slurm, plan.release, plan.namespace)
+    if live.fingerprint() != plan.fingerprint:
+        raise ApplyError(
+            "the plan is stale: the cluster or Slurm changed since it was made",
+            hint="run plan again and review it (nothing was changed)",
+        )
+
+
+def _confirm(args: argparse.Namespace) -> None:
+    if args.yes:
+        return
+    if not sys.stdin.isatty():
+        raise ApplyError("apply needs confirmation", hint="pass --yes when not on a terminal")
+    answer = input("Apply these changes? Only 'yes' is accepted: ")
+    if answer.strip() != "yes":
+        raise ApplyError("apply cancelled; nothing was changed")
+
+
+def _say(text: str) -> None:
+    print(f"apply: {text}", file=sys.stderr, flush=True)
