@@ -244,10 +244,21 @@ def _update_slurm_config(plan: Plan, target: Target, options: ApplyOptions, say:
                 "restart` of the controller), or declare spares in advance with maxReplicas",
             )
         target.restarter.restart(options.config_timeout)
-        say("restarted slurmctld (NodeName lines changed)")
+        say("restarted slurmctld (NodeName lines changed); waiting for nodes to report back")
+        _wait_settled(target, options)
     else:
         target.scontrol.reconfigure()
         say("slurmctld reconfigured")
+
+
+def _wait_settled(target: Target, options: ApplyOptions) -> None:
+    """After a restart nodes read UNKNOWN until their slurmd reports in (a few seconds)."""
+    deadline = time.monotonic() + options.register_timeout
+    while time.monotonic() < deadline:
+        snapshot = target.slurm.nodes()
+        if snapshot is not None and all(n.state != "UNKNOWN" for n in snapshot.items):
+            return
+        time.sleep(options.poll)
 
 
 def _texts(plan: Plan, configs: dict[str, Change]) -> tuple[str, str]:
