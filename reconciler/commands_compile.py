@@ -14,7 +14,7 @@ from reconciler.compile.nodesets import compose_all
 from reconciler.compile.yamlout import dump, dump_stream
 from reconciler.config.files import read_library, read_repo
 from reconciler.config.layering import plain
-from reconciler.config.repo import Config, RepoSettings, load_config
+from reconciler.config.repo import Config, load_config
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -41,16 +41,13 @@ def repo_args(parser: argparse.ArgumentParser) -> None:
 
 
 def load(args: argparse.Namespace, *, track_origins: bool = False) -> Config:
-    config = load_config(read_repo(args.repo), read_library(), track_origins=track_origins)
-    if args.release or args.namespace:
-        settings = RepoSettings(
-            release=args.release or config.settings.release,
-            namespace=args.namespace or config.settings.namespace,
-        )
-        config = load_config(
-            read_repo(args.repo), read_library(), track_origins=track_origins, overrides=settings
-        )
-    return config
+    return load_config(
+        read_repo(args.repo),
+        read_library(),
+        track_origins=track_origins,
+        release=args.release,
+        namespace=args.namespace,
+    )
 
 
 def print_warnings(warnings: Iterable[object]) -> None:

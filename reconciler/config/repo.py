@@ -81,7 +81,8 @@ def load_config(
     library: Mapping[str, str],
     *,
     track_origins: bool = False,
-    overrides: RepoSettings | None = None,
+    release: str | None = None,
+    namespace: str | None = None,
 ) -> Config:
     """Parse, type-check and merge a repo. `library` maps file name -> text of shipped layers."""
     if VALUES_FILE not in files:
@@ -100,7 +101,12 @@ def load_config(
         track_origins,
     )
     layers.update(repo_layers)  # the repo may redefine a shipped layer
-    settings = overrides or _settings(files)
+    settings = _settings(files)
+    if release or namespace:  # command-line flags win over reconciler.yaml
+        settings = RepoSettings(
+            release=_checked_label("--release", release or settings.release, None),
+            namespace=_checked_label("--namespace", namespace or settings.namespace, None),
+        )
     return Config(values, layers, node_locations, settings, partitions_where, tuple(warnings))
 
 
@@ -172,13 +178,20 @@ def _settings(files: Mapping[str, str]) -> RepoSettings:
         return RepoSettings()
     doc = parse_yaml(files[SETTINGS_FILE], SETTINGS_FILE)
     data = doc.data if isinstance(doc.data, dict) else {}
-    values = {}
-    for key in ("release", "namespace"):
-        value = data.get(key, getattr(RepoSettings, key))
-        if not isinstance(value, str) or not _DNS_LABEL.match(value) or len(value) > 63:
-            raise ConfigTypeError(
-                f"{key} must be a DNS label (lowercase letters, digits, '-'), got {value!r}",
-                where=doc.location((key,)),
+    return RepoSettings(
+        **{
+            key: _checked_label(
+                key, data.get(key, getattr(RepoSettings, key)), doc.location((key,))
             )
-        values[key] = value
-    return RepoSettings(**values)
+            for key in ("release", "namespace")
+        }
+    )
+
+
+def _checked_label(key: str, value: object, where: Location | None) -> str:
+    if not isinstance(value, str) or not _DNS_LABEL.match(value) or len(value) > 63:
+        raise ConfigTypeError(
+            f"{key} must be a DNS label (lowercase letters, digits, '-'), got {value!r}",
+            where=where,
+        )
+    return value

@@ -136,3 +136,12 @@ def test_warnings_go_to_stderr_and_do_not_fail(tmp_path: Path) -> None:
     result = run("render", str(repo))
     assert result.returncode == 0
     assert "did you mean 'replicas'?" in result.stderr and "did you mean" not in result.stdout
+
+
+def test_release_and_namespace_flags_override_reconciler_yaml() -> None:
+    result = run("render", str(FIXTURE), "--release", "train", "--namespace", "hpc")
+    docs = list(yaml.safe_load_all(result.stdout))
+    assert {d["metadata"]["namespace"] for d in docs} == {"hpc"}
+    assert "train-gpu-small" in {d["metadata"]["name"] for d in docs}
+    bad = run("render", str(FIXTURE), "--release", "Bad_R")
+    assert bad.returncode == 1 and "--release must be a DNS label" in bad.stderr
