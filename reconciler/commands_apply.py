@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from reconciler.adapters.kube import Kube
@@ -77,13 +78,17 @@ def _target_args(parser: argparse.ArgumentParser) -> None:
 # ---- targets ----------------------------------------------------------------------------
 
 
-def resolve_target(args: argparse.Namespace, namespace: str) -> tuple[Target, Profile]:
+def resolve_target(
+    args: argparse.Namespace, namespace: str, nodes: Sequence[str] = ()
+) -> tuple[Target, Profile]:
+    """Where to plan and apply, and the profile to compile for; `nodes` are the Slurm nodes
+    the config declares (the local stack gives new ones a port of their own)."""
     if args.local or args.runtime_dir:
         from reconciler.local.stack import default_runtime_dir
         from reconciler.local.target import local_profile_of, local_target, open_stack
 
         stack = open_stack(args.runtime_dir or default_runtime_dir(args.name))
-        return local_target(stack, namespace), local_profile_of(stack)
+        return local_target(stack, namespace), local_profile_of(stack, nodes)
     if not args.slurm_url:
         raise ReconcilerError(
             "plan needs a cluster: --local for the local stack, or --slurm-url (with "
@@ -116,7 +121,9 @@ def _tokens(args: argparse.Namespace) -> TokenSource:
 
 def live_plan(args: argparse.Namespace) -> tuple[Plan, Target, DesiredState]:
     config = load(args)
-    target, profile = resolve_target(args, config.settings.namespace)
+    shape = compile_desired_state(config)  # the declared nodes do not depend on the profile
+    declared = [n.name for n in (*shape.slurm_nodes, *shape.spare_nodes)]
+    target, profile = resolve_target(args, config.settings.namespace, declared)
     state = compile_desired_state(config, profile)
     print_warnings(state.warnings)
     live = read_live(target.kube, target.slurm, state.release, state.namespace)

@@ -75,6 +75,7 @@ def apply_plan(plan: Plan, target: Target, options: ApplyOptions, say: Say) -> N
     if not plan.has_changes:
         say("nothing to do")
         return
+    _refuse_unrestartable(plan, target)  # before any change: never leave half a plan applied
     _ensure_namespace(target, say)
     _retire_nodes([c for c in plan.changes if _is_node(c, Action.DELETE)], target, options, say)
     kube = [c for c in plan.changes if c.ref.scope == KUBERNETES]
@@ -92,6 +93,17 @@ def apply_plan(plan: Plan, target: Target, options: ApplyOptions, say: Say) -> N
     _delete_kube([c for c in kube if c.action is Action.DELETE], target, say)
     _resume_nodes([c for c in plan.changes if STEP_RESUME in c.steps], target, say)
     _wait_registered([c for c in plan.changes if STEP_REGISTER in c.steps], target, options, say)
+
+
+def _refuse_unrestartable(plan: Plan, target: Target) -> None:
+    if plan.controller_restart and target.restarter is None:
+        raise ApplyError(
+            "this change adds or removes Slurm nodes in slurm.conf; Slurm 22.05 reads NodeName "
+            "lines only when slurmctld starts, and apply cannot restart a slurmctld it does "
+            "not run; nothing was changed",
+            hint="declare spares in advance with maxReplicas, or apply in two steps with a "
+            "slurmctld restart (e.g. `kubectl rollout restart` of the controller) in between",
+        )
 
 
 def _is_node(change: Change, action: Action) -> bool:
@@ -236,27 +248,27 @@ def _update_slurm_config(plan: Plan, target: Target, options: ApplyOptions, say:
     if target.sink is not None:
         target.sink.wait_for(slurm_conf, gres_conf, options.config_timeout)
     if plan.controller_restart:
-        if target.restarter is None:
-            raise ApplyError(
-                "this change adds or removes Slurm nodes in slurm.conf; Slurm 22.05 reads "
-                "NodeName lines only when slurmctld starts, and no way to restart it is set",
-                hint="restart slurmctld after the ConfigMap reaches it (e.g. `kubectl rollout "
-                "restart` of the controller), or declare spares in advance with maxReplicas",
-            )
+        assert target.restarter is not None  # checked before anything changed
         target.restarter.restart(options.config_timeout)
         say("restarted slurmctld (NodeName lines changed); waiting for nodes to report back")
-        _wait_settled(target, options)
+        # Nodes this plan adds read UNKNOWN until their Pods start, and those Pods come only
+        # with the StatefulSets applied after this step: waiting for them here always ran
+        # into register_timeout (60 s). _wait_registered waits for them at the end.
+        joining = {c.ref.name for c in plan.changes if STEP_REGISTER in c.steps}
+        _wait_settled(target, options, joining)
     else:
         target.scontrol.reconfigure()
         say("slurmctld reconfigured")
 
 
-def _wait_settled(target: Target, options: ApplyOptions) -> None:
+def _wait_settled(target: Target, options: ApplyOptions, joining: set[str]) -> None:
     """After a restart nodes read UNKNOWN until their slurmd reports in (a few seconds)."""
     deadline = time.monotonic() + options.register_timeout
     while time.monotonic() < deadline:
         snapshot = target.slurm.nodes()
-        if snapshot is not None and all(n.state != "UNKNOWN" for n in snapshot.items):
+        if snapshot is not None and all(
+            n.state != "UNKNOWN" for n in snapshot.items if n.name not in joining
+        ):
             return
         time.sleep(options.poll)
 

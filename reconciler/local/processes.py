@@ -314,14 +314,15 @@ class Supervisor:
 
     def reap_exited(self) -> list[str]:
         """Reap children of this process that have exited (e.g. stopped by another process)."""
-        exited = [name for name, child in self._children.items() if child.poll() is not None]
+        # The node agent starts and stops slurmd from its own threads while `up` reaps here.
+        exited = [name for name, child in list(self._children.items()) if child.poll() is not None]
         for name in exited:
-            del self._children[name]
+            self._children.pop(name, None)
         return exited
 
     def children(self) -> list[str]:
         """Names of daemons this process started and has not reaped yet."""
-        return sorted(self._children)
+        return sorted(list(self._children))
 
     def read(self, name: str) -> PidRecord | None:
         try:
@@ -366,7 +367,7 @@ class Supervisor:
                 child.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 return False
-            del self._children[name]
+            self._children.pop(name, None)
             return True
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -379,7 +380,7 @@ class Supervisor:
     def _reap(self, name: str) -> None:
         child = self._children.get(name)
         if child is not None and child.poll() is not None:
-            del self._children[name]
+            self._children.pop(name, None)
 
     @staticmethod
     def _signal(pid: int, sig: signal.Signals) -> None:

@@ -357,6 +357,21 @@ class LocalStack:
         }
         self._save_state()
 
+    def ensure_node_ports(self, names: Sequence[str]) -> None:
+        """Give every declared Slurm node a port of its own, once: a node keeps its port for
+        the life of the stack, whatever else is added or removed (its slurmd listens there)."""
+        section = self._section("slurm")
+        if section is None:
+            raise LocalStackError("no Slurm in this stack yet")
+        ports = SlurmPorts.from_json(section["ports"])
+        missing = [n for n in names if n not in ports.nodes]
+        if not missing:
+            return
+        chosen = free_ports(len(missing), avoid=self._taken_ports())
+        nodes = {**ports.nodes, **dict(zip(missing, chosen, strict=True))}
+        section["ports"] = SlurmPorts(**{**vars(ports), "nodes": nodes}).to_json()
+        self._save_state()
+
     def foreground_pid(self) -> int | None:
         """The running foreground `up` process, if any (checked against its start time)."""
         section = self._section("foreground")

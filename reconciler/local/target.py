@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from reconciler.adapters.kube import Kube
@@ -31,7 +32,9 @@ def open_stack(runtime_dir: Path) -> LocalStack:
     return stack
 
 
-def local_profile_of(stack: LocalStack) -> Profile:
+def local_profile_of(stack: LocalStack, nodes: Sequence[str] = ()) -> Profile:
+    """The stack's local profile; `nodes` (all declared ones) get ports first if new."""
+    stack.ensure_node_ports(nodes)
     slurm = stack.slurm
     assert slurm is not None
     site = SlurmSite(

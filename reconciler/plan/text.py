@@ -27,6 +27,11 @@ def render_text(plan: Plan, *, color: bool = False) -> str:
                 lines += _change_lines(change, paint)
     if not plan.has_changes:
         lines += ["", "No changes. The cluster matches the config repo."]
+    if plan.warnings:
+        lines += ["", *(paint("~", f"warning: {w}") for w in plan.warnings)]
+    if plan.controller_restart:
+        lines += ["", "note: NodeName lines change; Slurm 22.05 reads them only when slurmctld "
+                  "starts, so apply restarts it (jobs survive a restart)."]  # fmt: skip
     lines += ["", paint("bold", plan.summary().line())]
     return "\n".join(lines).lstrip("\n") + "\n"
 
