@@ -76,6 +76,7 @@ class NodeAgent:
         self._pods: dict[str, Obj] = {}
         self._pod_locks: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
+        self._write_lock = threading.Lock()
         self._slurmds: set[str] = set()
         self._failures: dict[str, int] = {}
         # Pods bound but not yet seen bound (the scheduler's "assume"), so parallel binds spread.
@@ -304,6 +305,11 @@ class NodeAgent:
             self._write_files(directory, config_map.get("data") or {})
 
     def _write_files(self, relative: PurePosixPath, data: Mapping[str, str]) -> None:
+        # Every slurmd Pod mounts the same ConfigMaps, and Pods sync in parallel: one writer.
+        with self._write_lock:
+            self._write_files_locked(relative, data)
+
+    def _write_files_locked(self, relative: PurePosixPath, data: Mapping[str, str]) -> None:
         target = self._conf_dir / relative
         target.mkdir(parents=True, exist_ok=True)
         mode = 0o644 if str(relative) == "." else 0o755  # prolog/epilog scripts must run
