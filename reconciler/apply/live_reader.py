@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 from reconciler import wellknown as wk
@@ -26,21 +25,16 @@ def read_live(kube: Kube, slurm: SlurmRestApi, release: str, namespace: str) -> 
     objects = {
         kube_ref(obj): obj
         for api_version, kind in OWNED_KINDS
-        for obj in _typed(kube.list(api_version, kind, namespace,
-                                    label_selector=owned_selector(release)).items,
-                          api_version, kind)
-    }  # fmt: skip
+        for obj in kube.list(
+            api_version, kind, namespace, label_selector=owned_selector(release)
+        ).items
+    }
     conf_map = objects.get(ObjectRef("kubernetes", "ConfigMap", namespace,
                                      slurm_conf_map_name(release)))  # fmt: skip
     data = (conf_map or {}).get("data") or {}
     snapshot = slurm.nodes()
     nodes = {n.name: live_node(n) for n in (snapshot.items if snapshot else ())}
     return LiveState(objects, nodes, data.get("slurm.conf"), data.get("gres.conf"))
-
-
-def _typed(items: Iterable[dict[str, Any]], api_version: str, kind: str) -> list[dict[str, Any]]:
-    # List items come without apiVersion/kind; the differ compares whole objects.
-    return [{"apiVersion": api_version, "kind": kind, **item} for item in items]
 
 
 def live_node(node: SlurmNode) -> LiveNode:
