@@ -335,12 +335,14 @@ class SlurmCluster:
     def kill_leftover_job_processes(self) -> list[int]:
         """SIGKILL what jobs of this cluster left behind (slurmstepd, job processes).
 
-        Found by SLURM_CONF=<this cluster's slurm.conf> in their environment, which Slurm sets
-        for steps and jobs; nothing else carries this runtime dir's path there.
+        Found by SLURM_CONF=<this cluster's slurm.conf> together with SLURM_JOB_ID in their
+        environment, which Slurm sets for steps and jobs. SLURM_CONF alone is not enough: a
+        user who exported it (as the README shows) passes it to every command they start,
+        `reconciler local down` itself included.
         """
         marker = f"SLURM_CONF={self.paths.slurm_conf}".encode()
         killed = []
-        for pid in _pids_with_environ(marker):
+        for pid in _job_pids_with_environ(marker):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
                 killed.append(pid)
@@ -402,18 +404,34 @@ class SlurmCluster:
             return False
 
 
-def _pids_with_environ(marker: bytes) -> list[int]:
+def _job_pids_with_environ(marker: bytes) -> list[int]:
+    """slurmstepd and job processes (SLURM_JOB_ID set) whose environment holds `marker`;
+    never this process or its ancestors."""
+    spared = _ancestors(os.getpid())
     pids = []
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or not is_running(int(entry.name)):
+        if not entry.name.isdigit() or int(entry.name) in spared or not is_running(int(entry.name)):
             continue
         try:
             environ = (entry / "environ").read_bytes().split(b"\0")
+            stepd = (entry / "cmdline").read_bytes().startswith(b"slurmstepd")
         except OSError:
             continue
-        if marker in environ:
+        if marker in environ and (stepd or any(v.startswith(b"SLURM_JOB_ID=") for v in environ)):
             pids.append(int(entry.name))
     return pids
+
+
+def _ancestors(pid: int) -> set[int]:
+    found = set()
+    while pid > 1 and pid not in found:
+        found.add(pid)
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            break
+        pid = int(fields[1])  # ppid
+    return found
 
 
 def _reap_if_child(pid: int, timeout: float = 2.0) -> None:

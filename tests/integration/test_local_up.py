@@ -23,10 +23,13 @@ REPO = Path(__file__).resolve().parents[2] / "fixtures" / "config-repo"
 SLURM_NODES = ["slurm-cpu-0", "slurm-gpu-small-0", "slurm-gpu-small-1"]
 
 
-def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def cli(
+    *args: str, timeout: float = 120, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "reconciler", *args], capture_output=True, text=True, timeout=timeout
-    )
+        [sys.executable, "-m", "reconciler", *args],
+        capture_output=True, text=True, timeout=timeout, env=env,
+    )  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -143,7 +146,9 @@ def test_status_then_down_leaves_nothing(
         ), component
     stack = LocalStack.open(runtime)
     pids, ports = stack.recorded_pids(), stack.recorded_ports()
-    down = cli("local", "down", "--runtime-dir", str(runtime))
+    # As the README has users do: SLURM_CONF exported in the shell that runs `down`.
+    exported = {**os.environ, "SLURM_CONF": str(stack.slurm_paths.slurm_conf)}
+    down = cli("local", "down", "--runtime-dir", str(runtime), env=exported)
     assert down.returncode == 0, down.stderr
     assert up.wait(timeout=60) == 0
     assert stack.leftover_processes(pids) == []
