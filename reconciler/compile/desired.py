@@ -32,6 +32,7 @@ class SlurmNode:
     real_memory_mb: int
     gres: str | None
     features: tuple[str, ...]
+    gpus: int = 0
 
 
 @dataclass(frozen=True)
@@ -149,6 +150,7 @@ def _slurm_nodes(specs: list[SlurmNodeSpec], *, spares: bool) -> list[SlurmNode]
             real_memory_mb=spec.real_memory_mb,
             gres=str(spec.gres) if spec.gres else None,
             features=spec.features,
+            gpus=spec.gres.count if spec.gres else 0,
         )
         for spec in specs
         for name in (spec.spare_names() if spares else spec.node_names())

@@ -152,13 +152,12 @@ def _templates(probe: DesiredState, count: int | None) -> list[NodeTemplate]:
     label_sets, gpus = [], []
     for node in probe.slurm_nodes:
         label_sets.append(required_labels(by_name[node.nodeset].get("affinity")))
-        gpus.append(int(node.gres.rsplit(":", 1)[-1]) if node.gres else 0)
+        gpus.append(node.gpus)
     return node_templates(count or max(len(probe.slurm_nodes), 1), label_sets, gpus)
 
 
 def _max_gpus(state: DesiredState) -> int:
-    counts = [int(n.gres.rsplit(":", 1)[-1]) for n in state.slurm_nodes if n.gres]
-    return max(counts, default=0)
+    return max((n.gpus for n in (*state.slurm_nodes, *state.spare_nodes)), default=0)
 
 
 def _wait_for_stop(stack: LocalStack) -> None:
