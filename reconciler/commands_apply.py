@@ -32,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     plan_cmd.add_argument(
         "--offline", action="store_true", help="compare with an empty cluster (no connections)"
     )
-    _target_args(plan_cmd)
+    target_args(plan_cmd)
     plan_cmd.add_argument("-o", "--output", choices=("text", "json"), default="text")
     plan_cmd.add_argument("--color", action="store_true", help="color even when not on a TTY")
     plan_cmd.add_argument(
@@ -45,7 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     apply_cmd = sub.add_parser("apply", help="make the cluster match the config repo")
     repo_args(apply_cmd)
-    _target_args(apply_cmd)
+    target_args(apply_cmd)
     apply_cmd.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     apply_cmd.add_argument(
         "--plan-file", type=Path, metavar="FILE",
@@ -60,7 +60,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     apply_cmd.set_defaults(func=run_apply)
 
 
-def _target_args(parser: argparse.ArgumentParser) -> None:
+def target_args(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("where (a local stack, or a cluster)")
     group.add_argument("--local", action="store_true", help="the stack of `reconciler local up`")
     group.add_argument("--name", default="default", help="local stack name (default: default)")
@@ -95,7 +95,7 @@ def resolve_target(
             "--kubeconfig) for a cluster",
             hint="or `--offline` to plan against an empty cluster",
         )
-    tokens = _tokens(args)
+    tokens = tokens_from_args(args)
     env = {"SLURM_CONF": str(args.slurm_conf)} if args.slurm_conf else {}
     kubeconfig = args.kubeconfig or os.environ.get("KUBECONFIG") or Path.home() / ".kube/config"
     target = Target(
@@ -107,7 +107,7 @@ def resolve_target(
     return target, Profile()
 
 
-def _tokens(args: argparse.Namespace) -> TokenSource:
+def tokens_from_args(args: argparse.Namespace) -> TokenSource:
     if args.slurm_jwt_key:
         return MintedTokens(args.slurm_jwt_key, args.slurm_user)
     if args.slurm_token_file:

@@ -42,3 +42,53 @@ RESOURCE_SUNK_ACCELERATOR: Final = f"{SUNK_DOMAIN}/accelerator"
 
 # The embedded local stack: the label on Nodes its node agent registers (and owns).
 LABEL_LOCAL_NODE: Final = f"{DOMAIN}/local-node"
+
+# ---- The Pod scheduler --------------------------------------------------------------------
+
+# Pod annotations SUNK users write (seeds 002/003); the value types are checked at admission.
+SUNK_ANNOTATION_PREFIX: Final = f"{SUNK_DOMAIN}/"
+ANNOTATION_ACCOUNT: Final = f"{SUNK_DOMAIN}/account"
+ANNOTATION_COMMENT: Final = f"{SUNK_DOMAIN}/comment"
+ANNOTATION_CONSTRAINTS: Final = f"{SUNK_DOMAIN}/constraints"
+ANNOTATION_EXCLUSIVE: Final = f"{SUNK_DOMAIN}/exclusive"
+ANNOTATION_EXCLUDED_NODES: Final = f"{SUNK_DOMAIN}/excluded-nodes"
+ANNOTATION_REQUIRED_NODES: Final = f"{SUNK_DOMAIN}/required-nodes"
+ANNOTATION_PARTITION: Final = f"{SUNK_DOMAIN}/partition"
+ANNOTATION_PREFER: Final = f"{SUNK_DOMAIN}/prefer"
+ANNOTATION_PRIORITY: Final = f"{SUNK_DOMAIN}/priority"
+ANNOTATION_QOS: Final = f"{SUNK_DOMAIN}/qos"
+ANNOTATION_RESERVATION: Final = f"{SUNK_DOMAIN}/reservation"
+ANNOTATION_USER_ID: Final = f"{SUNK_DOMAIN}/user-id"
+ANNOTATION_GROUP_ID: Final = f"{SUNK_DOMAIN}/group-id"
+ANNOTATION_CWD: Final = f"{SUNK_DOMAIN}/current-working-dir"
+ANNOTATION_TIMEOUT: Final = f"{SUNK_DOMAIN}/timeout"
+
+# What the scheduler records on a Pod it handles (read back after a restart).
+ANNOTATION_JOB_ID: Final = f"{DOMAIN}/slurm-job-id"
+ANNOTATION_SLURM_NODE: Final = f"{DOMAIN}/slurm-node"
+ANNOTATION_REJECTED: Final = f"{DOMAIN}/rejected"  # fingerprint of the Pod admission refused
+LABEL_SCHEDULED_BY: Final = f"{DOMAIN}/scheduled-by"
+
+# Placeholder jobs: the name carries the Pod's UID, so a restarted scheduler finds its jobs.
+PLACEHOLDER_JOB_PREFIX: Final = "pod:"
+# Environment of a placeholder job: how it reaches the hooks API, and its per-Pod credential.
+ENV_HOOKS_URL: Final = "SUNK_HOOKS_URL"
+ENV_POD_UID: Final = "SUNK_POD_UID"
+ENV_POD: Final = "SUNK_POD"
+ENV_HOOK_TOKEN: Final = "SUNK_HOOK_TOKEN"  # a secret: never logged
+HOOKS_PATH_PREFIX: Final = "/hooks/v1/pods/"
+
+# The Secret holding the key hook credentials are derived from (shared by all replicas).
+HOOKS_SECRET_SUFFIX: Final = "-scheduler-hooks"
+HOOKS_SECRET_KEY: Final = "hmac-key"
+
+# Event reasons on Pods.
+EVENT_REJECTED: Final = "FailedScheduling"
+EVENT_SUBMITTED: Final = "SlurmJobSubmitted"
+EVENT_SCHEDULED: Final = "Scheduled"
+EVENT_SLURM_ENDED: Final = "SlurmJobEnded"
+EVENT_RELEASED: Final = "SlurmJobReleased"
+EVENT_BIND_FAILED: Final = "FailedBinding"
+
+# The local node agent: simulated container stop time of a Pod (tests of teardown ordering).
+ANNOTATION_LOCAL_STOP_SECONDS: Final = f"{DOMAIN}/local-stop-seconds"

@@ -261,11 +261,20 @@ class Kube:
             timeout_seconds=timeout_seconds,
         )
 
-    def bind_pod(self, namespace: str, pod: str, node: str, *, pod_uid: str | None = None) -> None:
+    def bind_pod(
+        self,
+        namespace: str,
+        pod: str,
+        node: str,
+        *,
+        pod_uid: str | None = None,
+        annotations: Mapping[str, str] | None = None,
+    ) -> None:
         """Schedule a pod onto a node (what a scheduler does); 409 if it is already bound.
 
         pod_uid goes into the Binding's metadata: API servers that check it (1.20 does not) then
-        refuse to bind a newer pod of the same name.
+        refuse to bind a newer pod of the same name. The API server copies the Binding's
+        annotations onto the Pod in the same write, so they are there exactly when it is bound.
         """
         binding: Obj = {
             "apiVersion": "v1",
@@ -275,6 +284,8 @@ class Kube:
         }
         if pod_uid:
             binding["metadata"]["uid"] = pod_uid
+        if annotations:
+            binding["metadata"]["annotations"] = dict(annotations)
         path = f"/api/v1/namespaces/{_segment(namespace)}/pods/{_segment(pod)}/binding"
         self.request_json("POST", path, body=binding, target=f"Pod {namespace}/{pod}")
 

@@ -130,6 +130,7 @@ class SlurmJob:
     gres: str  # per node, e.g. "gpu:2"
     user_name: str
     user_id: int | None
+    group_id: int | None
     comment: str
     time_limit_minutes: int | None  # None: unlimited
     priority: int
@@ -163,7 +164,8 @@ class JobSpec:
     qos: str | None = None
     reservation: str | None = None
     constraints: str | None = None
-    priority: int | None = None  # only operators (root) may set it
+    prefer: str | None = None  # soft constraints (node features), Slurm 22.05+
+    priority: int | None = None  # only operators (root) may set it; ignored for other users
     time_limit_minutes: int | None = None
     nodes: str | int | None = None  # 2 or "2-3"
     required_nodes: str | None = None  # hostlist

@@ -156,6 +156,7 @@ def job_from_wire(d: Wire) -> SlurmJob:
         gres=_gres(d.get("tres_per_node")),
         user_name=_str(d.get("user_name")),
         user_id=d["user_id"] if isinstance(d.get("user_id"), int) else None,
+        group_id=d["group_id"] if isinstance(d.get("group_id"), int) else None,
         comment=_str(d.get("comment")),
         time_limit_minutes=_limit(d.get("time_limit")),
         priority=_int(d.get("priority")),

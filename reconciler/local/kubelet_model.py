@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from reconciler import wellknown as wk
+from reconciler.scheduler.affinity import node_matches, required_terms
 
 Obj = dict[str, Any]
 
@@ -45,7 +46,7 @@ def node_templates(
 def required_labels(affinity: Mapping[str, Any] | None) -> dict[str, str]:
     """Labels that satisfy a definition's required node affinity (first value of each `In`)."""
     labels: dict[str, str] = {}
-    for term in _terms(affinity)[:1]:
+    for term in required_terms(affinity)[:1]:
         for expression in term.get("matchExpressions") or []:
             if expression.get("operator") == "In" and expression.get("values"):
                 labels[expression["key"]] = str(expression["values"][0])
@@ -105,46 +106,6 @@ def _node_info() -> dict[str, str]:
         "systemUUID": "",
         "bootID": "",
     }
-
-
-def node_matches(pod: Mapping[str, Any], node_labels: Mapping[str, str]) -> bool:
-    spec = pod.get("spec") or {}
-    selector = spec.get("nodeSelector") or {}
-    if any(node_labels.get(k) != v for k, v in selector.items()):
-        return False
-    terms = _terms(spec.get("affinity"))
-    return not terms or any(_term_matches(term, node_labels) for term in terms)
-
-
-def _terms(affinity: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
-    node_affinity = (affinity or {}).get("nodeAffinity") or {}
-    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
-    return list(required.get("nodeSelectorTerms") or [])
-
-
-def _term_matches(term: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
-    return all(_expression_matches(e, labels) for e in term.get("matchExpressions") or [])
-
-
-def _expression_matches(expression: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
-    key, operator = expression.get("key"), expression.get("operator")
-    values = [str(v) for v in expression.get("values") or []]
-    present = key in labels
-    if operator == "In":
-        return present and labels[key] in values
-    if operator == "NotIn":
-        return not present or labels[key] not in values
-    if operator == "Exists":
-        return present
-    if operator == "DoesNotExist":
-        return not present
-    if operator in ("Gt", "Lt") and present and values:
-        try:
-            left, right = int(labels[key]), int(values[0])
-        except ValueError:
-            return False
-        return left > right if operator == "Gt" else left < right
-    return False
 
 
 def choose_node(

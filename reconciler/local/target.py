@@ -126,3 +126,10 @@ class ForegroundRestarter:
             time.sleep(0.2)
         raise ApplyError(f"slurmctld did not come back within {timeout:g} s",
                          hint=f"see {slurm.paths.log}/slurmctld.log")  # fmt: skip
+
+
+def scheduler_endpoints(stack: LocalStack) -> tuple[Path, str, Path, str]:
+    """(kubeconfig, slurmrestd URL, JWT key, operator user) for a scheduler on this stack."""
+    slurm = stack.slurm
+    assert slurm is not None
+    return stack.kube_paths.kubeconfig, slurm.rest_url(), slurm.paths.jwt_key, current_user()

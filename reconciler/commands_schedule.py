@@ -1,0 +1,132 @@
+"""`reconciler schedule`: the Pod-to-Slurm scheduler on its own (the daemon runs it in-process)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+from reconciler.adapters.kube import Kube
+from reconciler.commands_apply import target_args, tokens_from_args
+from reconciler.commands_compile import load
+from reconciler.errors import ReconcilerError
+from reconciler.scheduler.clients import SlurmClients
+from reconciler.scheduler.loop import PodScheduler
+from reconciler.scheduler.settings import (
+    DEFAULT_HOOKS_PORT,
+    SchedulerSettings,
+    settings_from_values,
+)
+
+log = logging.getLogger(__name__)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    cmd = sub.add_parser(
+        "schedule",
+        help="run the Pod scheduler: Pods become placeholder Slurm jobs, bound where Slurm runs",
+        description=(
+            "Watch Pods whose spec.schedulerName is ours, submit one placeholder Slurm job per "
+            "Pod, and bind each Pod to the Kubernetes Node of the Slurm node Slurm gives it. "
+            "Settings come from the config repo's `scheduler:` values; flags override them."
+        ),
+    )
+    cmd.add_argument("repo", nargs="?", help="config repo for scheduler.* and KillWait")
+    cmd.add_argument("--release", help="release name (default: reconciler.yaml, else 'slurm')")
+    cmd.add_argument("--namespace", help="namespace of the slurmd Pods (default: 'slurm')")
+    cmd.add_argument("--scheduler-name", help="default: <namespace>-<release>-slurm-scheduler")
+    cmd.add_argument(
+        "--watch-namespace", action="append", metavar="NS",
+        help="namespace to watch (repeatable); default: scheduler.scope, else --namespace",
+    )  # fmt: skip
+    cmd.add_argument("--all-namespaces", action="store_true", help="watch the whole cluster")
+    cmd.add_argument("--slurm-kill-wait", type=int, metavar="SECONDS", help="Slurm's KillWait")
+    cmd.add_argument(
+        "--hooks-api-bind-address", default=f"0.0.0.0:{DEFAULT_HOOKS_PORT}", metavar="HOST:PORT",
+        help="where placeholder jobs call in (port 0: any free port)",
+    )  # fmt: skip
+    cmd.add_argument("--hooks-url", help="URL jobs use to reach it (default: http://<bind>)")
+    cmd.add_argument("--poll-interval", type=float, metavar="SECONDS", help="safety-net poll")
+    cmd.add_argument("--workers", type=int, help="Pods handled in parallel (default 8)")
+    target_args(cmd)
+    cmd.set_defaults(func=run_schedule)
+
+
+def scheduler_settings(args: argparse.Namespace) -> SchedulerSettings:
+    values: dict[str, Any] = {}
+    release, namespace = args.release or "slurm", args.namespace or "slurm"
+    if args.repo:
+        config = load(args)
+        values = config.values
+        release, namespace = config.settings.release, config.settings.namespace
+    host, _, port = args.hooks_api_bind_address.rpartition(":")
+    settings = settings_from_values(
+        values,
+        release=release,
+        namespace=namespace,
+        name=args.scheduler_name,
+        kill_wait_seconds=args.slurm_kill_wait,
+        hooks_host=host or "0.0.0.0",
+        hooks_port=int(port),
+        hooks_url=args.hooks_url,
+        poll_seconds=args.poll_interval,
+        workers=args.workers,
+    )
+    if args.all_namespaces:
+        settings = _replace(settings, watch_namespaces=None)
+    elif args.watch_namespace:
+        settings = _replace(settings, watch_namespaces=tuple(args.watch_namespace))
+    return settings
+
+
+def _replace(settings: SchedulerSettings, **changes: Any) -> SchedulerSettings:
+    from dataclasses import replace
+
+    return replace(settings, **changes)
+
+
+def connect_scheduler(args: argparse.Namespace, settings: SchedulerSettings) -> PodScheduler:
+    if args.local or args.runtime_dir:
+        from reconciler.local.stack import default_runtime_dir
+        from reconciler.local.target import open_stack, scheduler_endpoints
+
+        stack = open_stack(args.runtime_dir or default_runtime_dir(args.name))
+        kubeconfig, url, key, user = scheduler_endpoints(stack)
+        kube = Kube.from_kubeconfig(kubeconfig, field_manager="sunk-reconciler-scheduler")
+        return PodScheduler(kube, SlurmClients(url, tokens_for(key, user), jwt_key=key), settings)
+    if not args.slurm_url:
+        raise ReconcilerError(
+            "schedule needs a cluster: --local for the local stack, or --slurm-url (with "
+            "--kubeconfig) for a cluster"
+        )
+    kubeconfig = args.kubeconfig or os.environ.get("KUBECONFIG") or Path.home() / ".kube/config"
+    kube = Kube.from_kubeconfig(Path(kubeconfig), field_manager="sunk-reconciler-scheduler")
+    clients = SlurmClients(args.slurm_url, tokens_from_args(args), jwt_key=args.slurm_jwt_key)
+    return PodScheduler(kube, clients, settings)
+
+
+def tokens_for(key: Path, user: str) -> Any:
+    from reconciler.adapters.slurm_jwt import MintedTokens
+
+    return MintedTokens(key, user)
+
+
+def run_schedule(args: argparse.Namespace) -> int:
+    settings = scheduler_settings(args)
+    scheduler = connect_scheduler(args, settings)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    scheduler.start()
+    print(
+        f"scheduling Pods with schedulerName {settings.name} "
+        f"(hooks on port {scheduler.hooks.port if scheduler.hooks else '?'}); Ctrl-C stops",
+        flush=True,
+    )
+    stop.wait()
+    scheduler.stop()
+    return 0

@@ -1,0 +1,300 @@
+"""Admission: is this Pod schedulable through Slurm, and what does it ask Slurm for?
+
+A pure function of the Pod and the scheduler's settings. Every problem names the field to change
+and how; a refused Pod gets them all at once (one Event), not one per retry. The rules are the
+SUNK requirements of seeds 002/003: non-zero CPU and memory requests, a grace period below
+kill-wait minus 5 s, typed annotations.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, Literal
+
+import hostlist
+
+from reconciler import wellknown as wk
+from reconciler.compile.quantity import QuantityError, parse_quantity
+
+ExclusiveMode = Literal["none", "ok", "user", "mcs", "topo"]
+EXCLUSIVE_MODES: tuple[ExclusiveMode, ...] = ("none", "ok", "user", "mcs", "topo")
+# Before SUNK v5.7.0 the annotation was a boolean; "true" meant `--exclusive` (whole node).
+LEGACY_EXCLUSIVE = {"true": "none", "false": None}
+# Sharing modes the Slurm we talk to cannot express, and the release that can.
+MODE_NEEDS_VERSION = {"topo": "24.11"}
+KILL_WAIT_MARGIN_SECONDS = 5
+DEFAULT_GRACE_SECONDS = 30  # what the API server fills in when a Pod does not say
+MIB = 1024 * 1024
+
+Obj = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One reason a Pod cannot be scheduled: the field, and what to change."""
+
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}"
+
+
+@dataclass(frozen=True)
+class PodRequest:
+    """What an admitted Pod asks of Slurm: its resources and every SUNK annotation, typed."""
+
+    cpus: int
+    memory_mb: int
+    gpus: int
+    grace_seconds: int
+    account: str | None = None
+    comment: str | None = None
+    constraints: str | None = None
+    prefer: str | None = None
+    partition: str | None = None
+    qos: str | None = None
+    reservation: str | None = None
+    exclusive: ExclusiveMode | None = None  # None: the partition's default
+    excluded_nodes: tuple[str, ...] = ()
+    required_nodes: tuple[str, ...] = ()
+    priority: int | None = None
+    user_id: int | None = None  # None: root
+    group_id: int | None = None  # None: the user's
+    working_dir: str | None = None
+    timeout_minutes: int | None = None
+
+
+@dataclass(frozen=True)
+class Rejection:
+    problems: tuple[Problem, ...]
+
+    def message(self) -> str:
+        return "; ".join(str(p) for p in self.problems)
+
+
+def admit(
+    pod: Obj, *, kill_wait_seconds: int, slurm_version: tuple[int, int] = (22, 5)
+) -> PodRequest | Rejection:
+    """The Pod's request to Slurm, or every reason it cannot have one."""
+    problems: list[Problem] = []
+    spec = pod.get("spec") or {}
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    cpus, memory, gpus = _resources(spec, problems)
+    grace = _grace(spec, kill_wait_seconds, problems)
+    fields = _annotations(annotations, slurm_version, problems)
+    if problems:
+        return Rejection(tuple(problems))
+    return PodRequest(
+        cpus=max(1, math.ceil(cpus)),
+        memory_mb=max(1, math.ceil(memory / MIB)),
+        gpus=gpus,
+        grace_seconds=grace,
+        **fields,
+    )
+
+
+def fingerprint(pod: Obj) -> str:
+    """What admission looked at (spec and the users' annotations), hashed: a refused Pod is
+    looked at again only when this changes."""
+    meta = pod.get("metadata") or {}
+    annotations = {
+        k: v for k, v in (meta.get("annotations") or {}).items() if not k.startswith(wk.DOMAIN)
+    }
+    text = json.dumps([pod.get("spec") or {}, annotations], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+# ---- resources ------------------------------------------------------------------------------
+
+
+def _resources(spec: Obj, problems: list[Problem]) -> tuple[Decimal, Decimal, int]:
+    """The Pod's effective requests: the sum over containers, or the largest init container if
+    that is more (as kube-scheduler computes them)."""
+    containers = spec.get("containers") or []
+    if not containers:
+        problems.append(Problem("spec.containers", "the Pod has no containers"))
+    totals = [Decimal(0), Decimal(0), 0]
+    for index, container in enumerate(containers):
+        cpu, memory, gpus = _container_requests(container, f"spec.containers[{index}]", problems)
+        totals = [totals[0] + cpu, totals[1] + memory, totals[2] + gpus]
+    for index, container in enumerate(spec.get("initContainers") or []):
+        where = f"spec.initContainers[{index}]"
+        cpu, memory, gpus = _container_requests(container, where, problems, required=False)
+        totals = [max(totals[0], cpu), max(totals[1], memory), max(totals[2], gpus)]
+    return totals[0], totals[1], int(totals[2])
+
+
+def _container_requests(
+    container: Obj, where: str, problems: list[Problem], *, required: bool = True
+) -> tuple[Decimal, Decimal, int]:
+    name = container.get("name") or "?"
+    resources = container.get("resources") or {}
+    requests = resources.get("requests") or {}
+    limits = resources.get("limits") or {}
+    values: list[Decimal] = []
+    for resource in ("cpu", "memory"):
+        field = f"{where}.resources.requests.{resource}"
+        value = _quantity(requests.get(resource), field, problems)
+        if required and (value is None or value <= 0):
+            example = '"1"' if resource == "cpu" else '"4Gi"'
+            problems.append(
+                Problem(
+                    field,
+                    f"container {name!r} must request {resource} (non-zero), e.g. {example}: "
+                    "Slurm accounts for the Pod by its requests",
+                )
+            )
+        values.append(value or Decimal(0))
+    # Extended resources: a limit alone implies the same request.
+    gpu_raw = requests.get(wk.RESOURCE_NVIDIA_GPU, limits.get(wk.RESOURCE_NVIDIA_GPU))
+    gpus = _quantity(gpu_raw, f"{where}.resources.requests.{wk.RESOURCE_NVIDIA_GPU}", problems)
+    if gpus is not None and gpus != gpus.to_integral_value():
+        problems.append(
+            Problem(f"{where}.resources.requests.{wk.RESOURCE_NVIDIA_GPU}", "must be whole GPUs")
+        )
+    return values[0], values[1], int(gpus or 0)
+
+
+def _quantity(raw: Any, field: str, problems: list[Problem]) -> Decimal | None:
+    if raw is None:
+        return None
+    try:
+        return parse_quantity(raw)
+    except QuantityError as error:
+        problems.append(Problem(field, f"not a Kubernetes quantity: {error}"))
+        return None
+
+
+def _grace(spec: Obj, kill_wait: int, problems: list[Problem]) -> int:
+    grace = spec.get("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS)
+    limit = kill_wait - KILL_WAIT_MARGIN_SECONDS
+    if not isinstance(grace, int) or grace >= limit:
+        problems.append(
+            Problem(
+                "spec.terminationGracePeriodSeconds",
+                f"is {grace}, must be less than {limit} (Slurm KillWait {kill_wait} s minus "
+                f"{KILL_WAIT_MARGIN_SECONDS} s) so the Pod is gone before Slurm kills its "
+                f"placeholder job; set it to {max(limit - 1, 0)} or less",
+            )
+        )
+        return 0
+    return grace
+
+
+# ---- annotations ----------------------------------------------------------------------------
+
+_STRINGS = {
+    wk.ANNOTATION_ACCOUNT: "account",
+    wk.ANNOTATION_COMMENT: "comment",
+    wk.ANNOTATION_CONSTRAINTS: "constraints",
+    wk.ANNOTATION_PREFER: "prefer",
+    wk.ANNOTATION_PARTITION: "partition",
+    wk.ANNOTATION_QOS: "qos",
+    wk.ANNOTATION_RESERVATION: "reservation",
+    wk.ANNOTATION_CWD: "working_dir",
+}
+_INTEGERS = {
+    wk.ANNOTATION_PRIORITY: ("priority", 0),
+    wk.ANNOTATION_USER_ID: ("user_id", 0),
+    wk.ANNOTATION_GROUP_ID: ("group_id", 0),
+    wk.ANNOTATION_TIMEOUT: ("timeout_minutes", 1),
+}
+_NODE_LISTS = {
+    wk.ANNOTATION_EXCLUDED_NODES: "excluded_nodes",
+    wk.ANNOTATION_REQUIRED_NODES: "required_nodes",
+}
+
+
+def _annotations(
+    annotations: Mapping[str, str], slurm_version: tuple[int, int], problems: list[Problem]
+) -> dict[str, Any]:
+    fields: dict[str, Any] = {}
+    for key, name in _STRINGS.items():
+        value = annotations.get(key)
+        if value is not None and value.strip():
+            fields[name] = value.strip()
+    for key, (name, minimum) in _INTEGERS.items():
+        if key in annotations:
+            number = _integer(key, annotations[key], minimum, problems)
+            if number is not None:
+                fields[name] = number
+    for key, name in _NODE_LISTS.items():
+        if key in annotations:
+            fields[name] = _node_list(key, annotations[key], problems)
+    if wk.ANNOTATION_EXCLUSIVE in annotations:
+        fields["exclusive"] = _exclusive(
+            annotations[wk.ANNOTATION_EXCLUSIVE], slurm_version, problems
+        )
+    if fields.get("working_dir") and not fields["working_dir"].startswith("/"):
+        problems.append(
+            Problem(_field(wk.ANNOTATION_CWD), "must be an absolute path on the Slurm node")
+        )
+    return fields
+
+
+def _field(key: str) -> str:
+    return f"metadata.annotations[{key!r}]"
+
+
+def _integer(key: str, raw: str, minimum: int, problems: list[Problem]) -> int | None:
+    text = str(raw).strip()
+    try:
+        number = int(text, 10)
+    except ValueError:
+        problems.append(Problem(_field(key), f"must be an integer, got {raw!r}"))
+        return None
+    if number < minimum:
+        problems.append(Problem(_field(key), f"must be {minimum} or more, got {number}"))
+        return None
+    return number
+
+
+def _node_list(key: str, raw: str, problems: list[Problem]) -> tuple[str, ...]:
+    """A comma-separated list of Slurm node names; hostlist ranges (gpu-[1-4]) work too."""
+    try:
+        nodes = hostlist.expand_hostlist(raw.replace(" ", ""))
+    except hostlist.BadHostlist as error:
+        problems.append(
+            Problem(_field(key), f"not a list of Slurm node names ({error}), got {raw!r}")
+        )
+        return ()
+    return tuple(dict.fromkeys(n for n in nodes if n))
+
+
+def _exclusive(
+    raw: str, slurm_version: tuple[int, int], problems: list[Problem]
+) -> ExclusiveMode | None:
+    value = raw.strip().lower()
+    if value in LEGACY_EXCLUSIVE:
+        return LEGACY_EXCLUSIVE[value]  # type: ignore[return-value]
+    if value not in EXCLUSIVE_MODES:
+        problems.append(
+            Problem(
+                _field(wk.ANNOTATION_EXCLUSIVE),
+                f'must be one of {", ".join(EXCLUSIVE_MODES)} (or the legacy "true"), got {raw!r}',
+            )
+        )
+        return None
+    needed = MODE_NEEDS_VERSION.get(value)
+    if needed and slurm_version < _version(needed):
+        have = ".".join(f"{part:02d}" if i else str(part) for i, part in enumerate(slurm_version))
+        problems.append(
+            Problem(
+                _field(wk.ANNOTATION_EXCLUSIVE),
+                f"{value!r} needs Slurm {needed} or later; this cluster runs {have}: "
+                'use "none" (whole node) or "user"',
+            )
+        )
+        return None
+    return value  # type: ignore[return-value]
+
+
+def _version(text: str) -> tuple[int, int]:
+    major, minor = text.split(".")
+    return int(major), int(minor)

@@ -1,0 +1,115 @@
+"""The hooks API placeholder jobs call (SUNK's `--hooks-api-bind-address`).
+
+    POST /hooks/v1/pods/<uid>/started?job=<id>&node=<slurm node>    Slurm started the job
+    POST /hooks/v1/pods/<uid>/signalled?job=<id>                    Slurm is ending the job
+
+Each request carries `Authorization: Bearer <token>`, an HMAC of the Pod UID under a key only
+the scheduler knows, so a job can speak only for its own Pod. `signalled` answers `gone` once the
+Pod no longer exists (the job may then exit) and `wait` before.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Literal
+from urllib.parse import parse_qs, urlsplit
+
+from reconciler import wellknown as wk
+from reconciler.scheduler.placeholder import HookCredentials
+
+log = logging.getLogger(__name__)
+
+HookKind = Literal["started", "signalled"]
+
+
+@dataclass(frozen=True)
+class HookCall:
+    kind: HookKind
+    pod_uid: str
+    job_id: int
+    slurm_node: str
+
+
+# Answers the scheduler gives: "ok" (started), "gone" / "wait" (signalled).
+Handler = Callable[[HookCall], str]
+
+
+class HooksServer:
+    """A threaded HTTP server; each call is short (no long polls), so a thread each is fine."""
+
+    def __init__(
+        self, host: str, port: int, credentials: HookCredentials, handler: Handler
+    ) -> None:
+        self._credentials = credentials
+        self._handler = handler
+        self._server = ThreadingHTTPServer((host, port), self._request_class())
+        self._server.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    def start(self) -> None:
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="scheduler-hooks", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _request_class(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Request(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.0"
+
+            def do_POST(self) -> None:
+                status, body = server.answer(self.path, self.headers.get("Authorization", ""))
+                payload = body.encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "text/plain")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, format: str, *args: object) -> None:
+                return  # the scheduler logs what matters; request lines would carry job ids only
+
+        return Request
+
+    def answer(self, path: str, authorization: str) -> tuple[int, str]:
+        """(HTTP status, body) for one request; pure apart from the handler it calls."""
+        call = parse_call(path)
+        if call is None:
+            return 404, "unknown hook\n"
+        token = authorization.removeprefix("Bearer ").strip()
+        if not token or not self._credentials.verify(call.pod_uid, token):
+            log.warning("hooks: refused a call for pod uid %s: bad credentials", call.pod_uid)
+            return 403, "forbidden\n"
+        try:
+            return 200, self._handler(call) + "\n"
+        except Exception:
+            log.exception("hooks: %s for pod uid %s failed", call.kind, call.pod_uid)
+            return 503, "retry\n"
+
+
+def parse_call(path: str) -> HookCall | None:
+    parts = urlsplit(path)
+    if not parts.path.startswith(wk.HOOKS_PATH_PREFIX):
+        return None
+    rest = parts.path.removeprefix(wk.HOOKS_PATH_PREFIX).split("/")
+    if len(rest) != 2 or rest[1] not in ("started", "signalled") or not rest[0]:
+        return None
+    query = parse_qs(parts.query)
+    job = (query.get("job") or [""])[0]
+    if not job.isdigit():
+        return None
+    kind: HookKind = "started" if rest[1] == "started" else "signalled"
+    return HookCall(kind, rest[0], int(job), (query.get("node") or [""])[0])

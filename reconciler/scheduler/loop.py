@@ -1,0 +1,650 @@
+"""The scheduler's imperative shell: watches, the job index, the hooks API and the workers.
+
+Latency does not come from polling. A Pod event queues its Pod at once; a placeholder job calls
+the hooks API when Slurm starts it and when Slurm signals it. The poll of Slurm's jobs is the
+safety net for a missed call: guarded by `update_time`, a steady state costs one 304 a cycle.
+
+Each Pod is handled by `decide.next_steps` on a work queue (one worker per Pod at a time), so
+a restart anywhere resumes from what the Pod and the job say.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import logging
+import secrets
+import threading
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from reconciler import wellknown as wk
+from reconciler.adapters.kube import Kube
+from reconciler.adapters.slurm_rest import JobSpec, JobUpdate, SlurmJob
+from reconciler.errors import (
+    KubeApiError,
+    ReconcilerError,
+    SlurmApiError,
+    SlurmAuthError,
+    SlurmUnavailableError,
+)
+from reconciler.scheduler.admission import PodRequest, Rejection, admit, fingerprint
+from reconciler.scheduler.affinity import has_node_constraints, node_matches
+from reconciler.scheduler.clients import SlurmClients
+from reconciler.scheduler.decide import (
+    ACTIVE_STATES,
+    Admit,
+    Bind,
+    CancelJob,
+    DeletePod,
+    RecheckAt,
+    Step,
+    next_steps,
+)
+from reconciler.scheduler.hooks import HookCall, HooksServer
+from reconciler.scheduler.placeholder import (
+    HookCredentials,
+    placeholder_job_for,
+    pod_uid_of,
+    priority_update_needed,
+    submit_user,
+)
+from reconciler.scheduler.settings import SchedulerSettings
+from reconciler.scheduler.workqueue import WorkQueue
+
+log = logging.getLogger(__name__)
+
+SCHEDULER_MANAGER = "sunk-reconciler-scheduler"
+# Pod status gets its own manager (1.20 does not record the subresource in managed fields).
+SCHEDULER_STATUS_MANAGER = "sunk-reconciler-scheduler-status"
+RETRY_BASE_SECONDS = 0.5
+RETRY_MAX_SECONDS = 30.0
+UNRESOLVED_NODE_RECHECK_SECONDS = 2.0
+Obj = dict[str, Any]
+
+
+@dataclass
+class Counters:
+    """What the scheduler did, for logs, tests and (later) metrics."""
+
+    submitted: int = 0
+    bound: int = 0
+    refused: int = 0
+    pods_deleted: int = 0
+    jobs_cancelled: int = 0
+    polls: int = 0
+    polls_unchanged: int = 0
+    hooks: int = 0
+
+
+class PodScheduler:
+    def __init__(
+        self,
+        kube: Kube,
+        slurm: SlurmClients,
+        settings: SchedulerSettings,
+        *,
+        hooks_key: bytes | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._kube = kube
+        self._slurm = slurm
+        self.settings = settings
+        self._clock = clock
+        self._hooks_key = hooks_key
+        self._lock = threading.Lock()
+        self._pods: dict[str, Obj] = {}  # uid -> Pod
+        self._jobs: dict[str, SlurmJob] = {}  # Pod uid -> its placeholder job
+        self._kube_node_of: dict[str, str] = {}  # Slurm node -> Kubernetes Node (slurmd Pods)
+        self._node_labels: dict[str, dict[str, str]] = {}
+        self._failures: dict[str, int] = {}
+        self._queue = WorkQueue()
+        self._stopping = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._watches: list[Any] = []
+        self._events = ThreadPoolExecutor(max_workers=2, thread_name_prefix="scheduler-events")
+        self._jobs_since: int | None = None
+        self.counters = Counters()
+        self.credentials: HookCredentials | None = None
+        self.hooks: HooksServer | None = None
+
+    # ---- lifecycle --------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Load what exists (jobs, Pods, Nodes), then watch; returns once scheduling runs."""
+        key = self._hooks_key or self._load_hooks_key()
+        self.hooks = HooksServer(
+            self.settings.hooks_host, self.settings.hooks_port, HookCredentials("", key),
+            self.on_hook,
+        )  # fmt: skip
+        url = self.settings.hooks_url or f"http://127.0.0.1:{self.hooks.port}"
+        self.credentials = HookCredentials(url, key)
+        self._poll_jobs()  # the full list first: a restart finds the jobs it made
+        ours = f"spec.schedulerName={self.settings.name}"
+        for namespace in self.settings.watch_namespaces or (None,):
+            self._mirror("Pod", namespace, self._on_pod, field_selector=ours)
+        slurmd = f"{wk.LABEL_NAME}=slurmd,{wk.LABEL_MANAGED_BY}={wk.MANAGED_BY_VALUE}"
+        self._mirror("Pod", self.settings.namespace, self._on_slurmd_pod, label_selector=slurmd)
+        self._mirror("Node", None, self._on_node)
+        self.hooks.start()
+        self._spawn("poll", self._poll_forever)
+        for index in range(self.settings.workers):
+            self._spawn(f"worker-{index}", self._work)
+        log.info(
+            "scheduler %s: watching %s, hooks at %s, %d placeholder jobs known",
+            self.settings.name,
+            ", ".join(self.settings.watch_namespaces or ("the whole cluster",)),
+            url,
+            len(self._jobs),
+        )
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._queue.close()
+        for watch in list(self._watches):
+            watch.stop()
+        if self.hooks is not None:
+            self.hooks.stop()
+        self._events.shutdown(wait=True)
+        for thread in self._threads:
+            thread.join(timeout=1.0)  # watch threads end at their next event or timeout
+
+    def wait(self) -> None:
+        while not self._stopping.wait(1.0):
+            pass
+
+    def _spawn(self, name: str, target: Callable[..., None], *args: Any) -> None:
+        thread = threading.Thread(
+            target=self._guard(name, target), args=args, name=f"scheduler-{name}", daemon=True
+        )
+        self._threads.append(thread)
+        thread.start()
+
+    def _guard(self, name: str, target: Callable[..., None]) -> Callable[..., None]:
+        def run(*args: Any) -> None:
+            while not self._stopping.is_set():
+                try:
+                    target(*args)
+                    return
+                except ReconcilerError as exc:
+                    log.warning("scheduler %s failed, retrying in 1 s: %s", name, exc)
+                except Exception:
+                    log.exception("scheduler %s failed; retrying in 1 s", name)
+                # A watch resumes from the version it started at: replayed events are
+                # harmless (level-triggered), and a version too old relists (410).
+                self._stopping.wait(1.0)
+
+        return run
+
+    def _load_hooks_key(self) -> bytes:
+        """The HMAC key, in a Secret every replica shares: tokens outlive a restart."""
+        name, namespace = self.settings.hooks_secret_name, self.settings.namespace
+        secret = self._kube.get("v1", "Secret", name, namespace)
+        if secret is None:
+            value = base64.b64encode(secrets.token_bytes(32)).decode()
+            secret = {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {
+                    "name": name,
+                    "namespace": namespace,
+                    "labels": {wk.LABEL_MANAGED_BY: wk.MANAGED_BY_VALUE},
+                },
+                "type": "Opaque",
+                "data": {wk.HOOKS_SECRET_KEY: value},
+            }
+            with contextlib.suppress(KubeApiError):  # another replica made it first
+                self._kube.request_json(
+                    "POST", f"/api/v1/namespaces/{namespace}/secrets", body=secret,
+                    target=f"Secret {namespace}/{name}",
+                )  # fmt: skip
+            secret = self._kube.get("v1", "Secret", name, namespace) or secret
+        return base64.b64decode(secret["data"][wk.HOOKS_SECRET_KEY])
+
+    # ---- watches ----------------------------------------------------------------------
+
+    def _mirror(
+        self,
+        kind: str,
+        namespace: str | None,
+        handle: Callable[[str, Obj], None],
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> None:
+        """List now (so start() returns with a full picture), then follow a watch."""
+        selectors = {"label_selector": label_selector, "field_selector": field_selector}
+        listing = self._kube.list("v1", kind, namespace, **selectors)
+        for obj in listing.items:
+            handle("ADDED", obj)
+        name = f"{kind.lower()}s-{namespace or 'all'}"
+        self._spawn(
+            name, self._follow, kind, namespace, selectors, listing.resource_version, handle
+        )
+
+    def _follow(
+        self,
+        kind: str,
+        namespace: str | None,
+        selectors: dict[str, str | None],
+        resource_version: str,
+        handle: Callable[[str, Obj], None],
+    ) -> None:
+        watch = self._kube.watch(
+            "v1", kind, namespace, resource_version=resource_version, **selectors
+        )
+        self._watches.append(watch)
+        for event, obj in watch:
+            if self._stopping.is_set():
+                return
+            handle(event, obj)
+
+    def _on_pod(self, event: str, pod: Obj) -> None:
+        uid = pod["metadata"]["uid"]
+        with self._lock:
+            if event == "DELETED":
+                self._pods.pop(uid, None)
+            else:
+                self._pods[uid] = pod
+        self._queue.add(uid)
+
+    def _on_slurmd_pod(self, event: str, pod: Obj) -> None:
+        """A slurmd Pod is a Slurm node (slurmd -N <pod name>) on its Kubernetes Node."""
+        name, node = pod["metadata"]["name"], (pod.get("spec") or {}).get("nodeName")
+        with self._lock:
+            if event == "DELETED" or not node:
+                self._kube_node_of.pop(name, None)
+            else:
+                self._kube_node_of[name] = node
+
+    def _on_node(self, event: str, node: Obj) -> None:
+        name = node["metadata"]["name"]
+        with self._lock:
+            if event == "DELETED":
+                self._node_labels.pop(name, None)
+            else:
+                self._node_labels[name] = node["metadata"].get("labels") or {}
+
+    # ---- Slurm: the safety-net poll ---------------------------------------------------
+
+    def _poll_forever(self) -> None:
+        while not self._stopping.wait(self.settings.poll_seconds):
+            try:
+                self._poll_jobs()
+            except ReconcilerError as exc:
+                log.warning("scheduler: polling Slurm jobs failed: %s", exc)
+
+    def _poll_jobs(self) -> None:
+        """One 304 when nothing changed; otherwise refresh every placeholder job we know."""
+        self.counters.polls += 1
+        if self._jobs_since is None:
+            snapshot = self._slurm.operator.jobs()
+        else:
+            snapshot = self._slurm.operator.jobs(since=self._jobs_since)
+            if snapshot is None:
+                self.counters.polls_unchanged += 1
+                return
+        seen: dict[str, SlurmJob] = {}
+        for job in snapshot.items:
+            uid = pod_uid_of(job.name)
+            if uid is not None and (uid not in seen or job.job_id > seen[uid].job_id):
+                seen[uid] = job
+        changed: list[str] = []
+        with self._lock:
+            for uid, job in seen.items():
+                known = self._jobs.get(uid)
+                if known is None or _differs(known, job):
+                    changed.append(uid)
+                # A newer submit in flight (not yet listed) keeps its entry.
+                if known is None or known.job_id <= job.job_id:
+                    self._jobs[uid] = job
+            for uid in [u for u, j in self._jobs.items() if u not in seen]:
+                if self._jobs[uid].submit_time < snapshot.as_of - 1:  # purged, not just made
+                    del self._jobs[uid]
+                    changed.append(uid)
+        self._jobs_since = snapshot.as_of
+        for uid in changed:
+            self._queue.add(uid)
+
+    # ---- hooks ------------------------------------------------------------------------
+
+    def on_hook(self, call: HookCall) -> str:
+        self.counters.hooks += 1
+        with self._lock:
+            job = self._jobs.get(call.pod_uid)
+            if job is not None and job.job_id == call.job_id:
+                if call.kind == "started" and job.state == "PENDING":
+                    self._jobs[call.pod_uid] = replace(job, state="RUNNING", nodes=call.slurm_node)
+                elif call.kind == "signalled" and job.state in ACTIVE_STATES:
+                    self._jobs[call.pod_uid] = replace(job, state="COMPLETING")
+            pod = self._pods.get(call.pod_uid)
+        self._queue.add(call.pod_uid)
+        if call.kind == "started":
+            return "ok"
+        return "wait" if pod is not None and not _finished(pod) else "gone"
+
+    # ---- workers ----------------------------------------------------------------------
+
+    def _work(self) -> None:
+        while True:
+            uid = self._queue.get()
+            if uid is None:
+                return
+            try:
+                self.sync(uid)
+                self._failures.pop(uid, None)
+            except ReconcilerError as exc:
+                self._retry_later(uid, exc)
+            except Exception as exc:
+                log.exception("scheduler: pod uid %s: unexpected failure", uid)
+                self._retry_later(uid, exc)
+            finally:
+                self._queue.done(uid)
+
+    def _retry_later(self, uid: str, exc: Exception) -> None:
+        count = self._failures[uid] = self._failures.get(uid, 0) + 1
+        delay = min(RETRY_BASE_SECONDS * 2 ** (count - 1), RETRY_MAX_SECONDS)
+        log.warning("scheduler: pod uid %s: %s (retry %d in %.1f s)", uid, exc, count, delay)
+        self._queue.add_after(uid, delay)
+
+    def sync(self, uid: str) -> None:
+        """One level-triggered step for one Pod UID."""
+        with self._lock:
+            pod = self._pods.get(uid)
+            job = self._jobs.get(uid)
+        steps = next_steps(
+            pod, job, now=self._clock(), kill_wait_seconds=self.settings.kill_wait_seconds
+        )
+        for step in steps:
+            self._execute(uid, pod, job, step)
+
+    def _execute(self, uid: str, pod: Obj | None, job: SlurmJob | None, step: Step) -> None:
+        if isinstance(step, Admit) and pod is not None:
+            self._admit(pod)
+        elif isinstance(step, Bind) and pod is not None:
+            self._bind(pod, step)
+        elif isinstance(step, DeletePod) and pod is not None:
+            self._delete_pod(pod, step)
+        elif isinstance(step, CancelJob):
+            self._cancel(uid, pod, step)
+        elif isinstance(step, RecheckAt):
+            self._queue.add_after(uid, step.when - self._clock())
+
+    # ---- steps ------------------------------------------------------------------------
+
+    def _admit(self, pod: Obj) -> None:
+        admission = admit(
+            pod,
+            kill_wait_seconds=self.settings.kill_wait_seconds,
+            slurm_version=self.settings.slurm_version,
+        )
+        if isinstance(admission, Rejection):
+            self._refuse(pod, admission.message())
+            return
+        self._submit(pod, admission)
+
+    def _submit(self, pod: Obj, request: PodRequest) -> None:
+        assert self.credentials is not None
+        uid = pod["metadata"]["uid"]
+        spec = placeholder_job_for(
+            pod, request, self.credentials, excluded_nodes=self._excluded_by_affinity(pod)
+        )
+        try:
+            client = self._slurm.for_user(submit_user(request))
+            submitted = client.submit(spec)
+        except (SlurmUnavailableError, SlurmAuthError):
+            raise  # ours to retry, not the Pod's fault
+        except SlurmApiError as exc:
+            if exc.error_number in (None, -1, 5005):  # no verdict on the job itself
+                raise
+            self._refuse(pod, f"Slurm refused the placeholder job: {exc.message}")
+            return
+        job = _pending_job(submitted.job_id, spec, self._clock())
+        with self._lock:
+            self._jobs[uid] = job
+        self.counters.submitted += 1
+        if priority_update_needed(request):
+            self._slurm.operator.update_job(job.job_id, JobUpdate(priority=request.priority))
+        if request.group_id is not None and not self._group_matches(job.job_id, request):
+            return
+        self._annotate(pod, {wk.ANNOTATION_JOB_ID: str(job.job_id)})
+        self._event(
+            pod, wk.EVENT_SUBMITTED, "Submit",
+            f"submitted placeholder Slurm job {job.job_id} ({_describe(spec)})",
+        )  # fmt: skip
+
+    def _group_matches(self, job_id: int, request: PodRequest) -> bool:
+        """slurmrestd 22.05 cannot set a job's group: it is the user's primary group. A Pod
+        that asks for another one is refused rather than run with the wrong group."""
+        job = self._slurm.operator.job(job_id)
+        if job is None or job.group_id in (None, request.group_id):
+            return True
+        self._slurm.operator.cancel(job_id)
+        with self._lock:
+            self._jobs.pop(_uid_of(job), None)
+        pod = self._pod_for_job(job)
+        if pod is not None:
+            self._refuse(
+                pod,
+                f"metadata.annotations['{wk.ANNOTATION_GROUP_ID}']: Slurm 22.05's REST API runs "
+                f"the job with its user's primary group ({job.group_id}), not "
+                f"{request.group_id}; remove the annotation or set it to {job.group_id}",
+            )
+        return False
+
+    def _excluded_by_affinity(self, pod: Obj) -> list[str]:
+        """Slurm nodes on Kubernetes Nodes the Pod's node affinity/selector rules out."""
+        if not has_node_constraints(pod):
+            return []
+        with self._lock:
+            placed = dict(self._kube_node_of)
+            labels = dict(self._node_labels)
+        return sorted(
+            slurm for slurm, node in placed.items() if not node_matches(pod, labels.get(node, {}))
+        )
+
+    def _bind(self, pod: Obj, step: Bind) -> None:
+        uid = pod["metadata"]["uid"]
+        with self._lock:
+            node = self._kube_node_of.get(step.slurm_node)
+            labels = self._node_labels.get(node or "", {})
+        if node is None:
+            log.warning(
+                "scheduler: job %d runs on Slurm node %s, which has no slurmd Pod on a Node yet",
+                step.job_id, step.slurm_node,
+            )  # fmt: skip
+            self._queue.add_after(uid, UNRESOLVED_NODE_RECHECK_SECONDS)
+            return
+        if not node_matches(pod, labels):
+            self._resubmit_elsewhere(pod, step, node)
+            return
+        meta = pod["metadata"]
+        try:
+            self._kube.bind_pod(
+                meta["namespace"], meta["name"], node, pod_uid=uid,
+                annotations={
+                    wk.ANNOTATION_JOB_ID: str(step.job_id),
+                    wk.ANNOTATION_SLURM_NODE: step.slurm_node,
+                },
+            )  # fmt: skip
+        except KubeApiError as exc:
+            if exc.status == 409:  # already bound (by our last run): the watch brings it
+                return
+            raise
+        self.counters.bound += 1
+        self._event(
+            pod, wk.EVENT_SCHEDULED, "Binding",
+            f"Successfully assigned {meta['namespace']}/{meta['name']} to {node}: Slurm job "
+            f"{step.job_id} runs on Slurm node {step.slurm_node}",
+        )  # fmt: skip
+
+    def _resubmit_elsewhere(self, pod: Obj, step: Bind, node: str) -> None:
+        """Slurm chose a node that joined after the job was submitted and that the Pod's node
+        affinity rules out: give the allocation back and submit again with it excluded."""
+        self._slurm.operator.cancel(step.job_id)
+        with self._lock:
+            self._jobs.pop(pod["metadata"]["uid"], None)
+        self._event(
+            pod, wk.EVENT_BIND_FAILED, "Binding",
+            f"Slurm job {step.job_id} got Slurm node {step.slurm_node} on Node {node}, which "
+            "the Pod's node affinity rules out; submitting again without it",
+            type="Warning",
+        )  # fmt: skip
+        self._annotate(pod, {wk.ANNOTATION_JOB_ID: None})
+        self._queue.add(pod["metadata"]["uid"])
+
+    def _delete_pod(self, pod: Obj, step: DeletePod) -> None:
+        meta = pod["metadata"]
+        self._event(pod, step.reason, "Delete", f"{step.message}; deleting the Pod", "Warning")
+        self._kube.delete("v1", "Pod", meta["name"], meta["namespace"])
+        self.counters.pods_deleted += 1
+
+    def _cancel(self, uid: str, pod: Obj | None, step: CancelJob) -> None:
+        if pod is None and not self._pod_is_gone(uid):
+            return
+        try:
+            self._slurm.operator.cancel(step.job_id)
+        except SlurmApiError as exc:
+            if exc.error_number != 2017:  # unknown job: it is gone already
+                raise
+        self.counters.jobs_cancelled += 1
+        with self._lock:
+            job = self._jobs.get(uid)
+            if job is not None and job.job_id == step.job_id:
+                self._jobs[uid] = replace(job, state="CANCELLED")
+        log.info("scheduler: cancelled placeholder job %d: %s", step.job_id, step.message)
+        if pod is not None:
+            self._event(
+                pod, wk.EVENT_RELEASED, "Release",
+                f"cancelled placeholder Slurm job {step.job_id}: {step.message}",
+            )  # fmt: skip
+
+    def _pod_is_gone(self, uid: str) -> bool:
+        """Before cancelling a job whose Pod we do not see: ask the API server. A Pod outside
+        our watch, or a watch that lags, must not lose its job."""
+        with self._lock:
+            job = self._jobs.get(uid)
+        if job is None:
+            return True
+        pod = self._pod_for_job(job)
+        if pod is not None and pod["metadata"].get("uid") == uid:
+            log.info(
+                "scheduler: job %d belongs to Pod %s/%s, which exists but is not watched here",
+                job.job_id, pod["metadata"]["namespace"], pod["metadata"]["name"],
+            )  # fmt: skip
+            return False
+        return True
+
+    def _pod_for_job(self, job: SlurmJob) -> Obj | None:
+        reference = job.name.removeprefix(wk.PLACEHOLDER_JOB_PREFIX).rsplit("@", 1)[0]
+        namespace, _, name = reference.partition("/")
+        if not namespace or not name:
+            return None
+        return self._kube.get("v1", "Pod", name, namespace)
+
+    def _refuse(self, pod: Obj, message: str) -> None:
+        """Event and PodScheduled=False with what to change; not retried until the Pod changes."""
+        self.counters.refused += 1
+        meta = pod["metadata"]
+        self._annotate(pod, {wk.ANNOTATION_REJECTED: fingerprint(pod)})
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        with contextlib.suppress(KubeApiError):
+            self._kube.apply(
+                {"apiVersion": "v1", "kind": "Pod",
+                 "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
+                 "status": {"conditions": [{
+                     "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                     "message": message, "lastTransitionTime": now}]}},
+                field_manager=SCHEDULER_STATUS_MANAGER, force=True, subresource="status",
+            )  # fmt: skip
+        self._event(pod, wk.EVENT_REJECTED, "Scheduling", message, "Warning")
+        log.info("scheduler: refused pod %s/%s: %s", meta["namespace"], meta["name"], message)
+
+    def _annotate(self, pod: Obj, annotations: Mapping[str, str | None]) -> None:
+        meta = pod["metadata"]
+        patch = {"metadata": {"annotations": dict(annotations)}}
+        try:
+            self._kube.request_json(
+                "PATCH",
+                f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}",
+                body=patch,
+                content_type="application/merge-patch+json",
+                target=f"Pod {meta['namespace']}/{meta['name']}",
+            )
+        except KubeApiError as exc:
+            if exc.status != 404:  # the Pod went away meanwhile: nothing to record on
+                raise
+
+    def _event(
+        self, pod: Obj, reason: str, action: str, message: str, type: str = "Normal"
+    ) -> None:
+        """Events go out on their own threads: they never hold up scheduling."""
+
+        def send() -> None:
+            try:
+                self._kube.create_event(
+                    pod, reason=reason, message=message[:1024], action=action, type=type,
+                    reporting_controller=self.settings.name,
+                    reporting_instance=self.settings.name,
+                )  # fmt: skip
+            except ReconcilerError as exc:
+                log.warning("scheduler: event for pod %s failed: %s", _key(pod), exc)
+
+        with contextlib.suppress(RuntimeError):  # shutting down
+            self._events.submit(send)
+
+    # ---- views for tests and status ---------------------------------------------------
+
+    def job_of(self, pod_uid: str) -> SlurmJob | None:
+        with self._lock:
+            return self._jobs.get(pod_uid)
+
+    def known_jobs(self) -> dict[str, SlurmJob]:
+        with self._lock:
+            return dict(self._jobs)
+
+
+def _pending_job(job_id: int, spec: JobSpec, now: float) -> SlurmJob:
+    """What we know of a job we just submitted, until Slurm tells us more."""
+    return SlurmJob(
+        job_id=job_id, name=spec.name or "", state="PENDING", state_reason="None",
+        state_description="", partition=spec.partition or "", nodes="", required_nodes="",
+        excluded_nodes="", reservation="", constraints="", gres=spec.gres or "", user_name="",
+        user_id=None, group_id=None, comment=spec.comment or "", time_limit_minutes=None,
+        priority=0, node_count=1, cpus=spec.cpus_per_task or 0, submit_time=int(now),
+        start_time=0, end_time=0, exit_code=None, batch_host="", flags=frozenset(),
+    )  # fmt: skip
+
+
+def _differs(a: SlurmJob, b: SlurmJob) -> bool:
+    return (a.job_id, a.state, a.nodes) != (b.job_id, b.state, b.nodes)
+
+
+def _finished(pod: Obj) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+def _uid_of(job: SlurmJob) -> str:
+    return pod_uid_of(job.name) or ""
+
+
+def _key(pod: Obj) -> str:
+    return f"{pod['metadata'].get('namespace')}/{pod['metadata'].get('name')}"
+
+
+def _describe(spec: JobSpec) -> str:
+    parts = [f"partition {spec.partition}" if spec.partition else "default partition"]
+    parts.append(f"{spec.cpus_per_task} CPUs, {spec.memory_per_node} MB")
+    if spec.gres:
+        parts.append(spec.gres)
+    for label, value in (
+        ("exclusive", spec.exclusive), ("excluding", spec.excluded_nodes),
+        ("on", spec.required_nodes),
+    ):  # fmt: skip
+        if value:
+            parts.append(f"{label} {value}")
+    return ", ".join(parts)

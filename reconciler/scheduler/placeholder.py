@@ -1,0 +1,153 @@
+"""The placeholder Slurm job of a Pod: its name, its script and its JobSpec. Pure.
+
+The job holds the Pod's resources in Slurm for as long as the Pod exists. Its script tells the
+scheduler's hooks API when Slurm starts it (so the Pod is bound at once, not at the next poll)
+and when Slurm signals it (cancel, time limit, preemption: the scheduler deletes the Pod). Then
+it stays alive until the Pod is gone, so Slurm never hands the Pod's CPUs, memory or GPUs to
+another job while the Pod still runs (Slurm waits for the script through KillWait, and the
+Pod's grace period is below KillWait minus 5 s).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import hostlist
+
+from reconciler import wellknown as wk
+from reconciler.adapters.slurm_rest import JobSpec
+from reconciler.scheduler.admission import PodRequest
+
+ROOT_USER = "root"
+JOB_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+# POSIX sh and curl, which slurmd images carry. Every call is retried: the scheduler may be
+# restarting or failing over, and the job must not end while its Pod exists.
+PLACEHOLDER_SCRIPT = r"""#!/bin/sh
+# Placeholder for Kubernetes Pod $SUNK_POD (uid $SUNK_POD_UID), created by the sunk-reconciler
+# Pod scheduler. It holds this allocation while the Pod runs; do not cancel it by hand unless
+# you mean to delete the Pod.
+hook() {
+  curl -fsS -m 10 -X POST -H "Authorization: Bearer $SUNK_HOOK_TOKEN" \
+    "$SUNK_HOOKS_URL/hooks/v1/pods/$SUNK_POD_UID/$1?job=$SLURM_JOB_ID&node=$SLURMD_NODENAME"
+}
+signalled=0
+trap 'signalled=1' TERM INT HUP USR1 USR2
+n=0
+until hook started >/dev/null 2>&1 || [ $signalled = 1 ] || [ $n -ge 30 ]; do
+  n=$((n + 1)); sleep 1
+done
+while [ $signalled = 0 ]; do sleep 3600 & wait $!; done
+# Slurm is ending this job: the Pod goes first (its grace period), then this script.
+while :; do
+  case "$(hook signalled 2>/dev/null)" in gone*) exit 0 ;; esac
+  sleep 1
+done
+"""
+
+
+@dataclass(frozen=True)
+class HookCredentials:
+    """Where placeholder jobs reach the hooks API, and the key their per-Pod tokens derive from."""
+
+    url: str
+    key: bytes
+
+    def __repr__(self) -> str:
+        return f"HookCredentials(url={self.url!r}, key=***)"
+
+    def token_for(self, pod_uid: str) -> str:
+        return hmac.new(self.key, pod_uid.encode(), hashlib.sha256).hexdigest()
+
+    def verify(self, pod_uid: str, token: str) -> bool:
+        return hmac.compare_digest(self.token_for(pod_uid), token)
+
+
+def job_name_for(pod: Mapping[str, Any]) -> str:
+    """`pod:<namespace>/<name>@<uid>`: readable in squeue, and unique per Pod UID."""
+    meta = pod["metadata"]
+    return f"{wk.PLACEHOLDER_JOB_PREFIX}{meta['namespace']}/{meta['name']}@{meta['uid']}"
+
+
+def pod_uid_of(job_name: str) -> str | None:
+    """The Pod UID a placeholder job's name carries; None for any other job."""
+    if not job_name.startswith(wk.PLACEHOLDER_JOB_PREFIX) or "@" not in job_name:
+        return None
+    return job_name.rsplit("@", 1)[1] or None
+
+
+def submit_user(request: PodRequest) -> str:
+    """Whom the job runs as. slurmctld takes a numeric user name as that uid, so no passwd
+    lookup is needed here (the user must exist on the Slurm nodes, as for any job)."""
+    return str(request.user_id) if request.user_id is not None else ROOT_USER
+
+
+def placeholder_job_for(
+    pod: Mapping[str, Any],
+    request: PodRequest,
+    hooks: HookCredentials,
+    *,
+    excluded_nodes: Sequence[str] = (),
+) -> JobSpec:
+    """The JobSpec for a Pod. `excluded_nodes` adds Slurm nodes whose Kubernetes Node does not
+    satisfy the Pod's node affinity; a candidate pool is never turned into required nodes."""
+    meta = pod["metadata"]
+    excluded = sorted({*request.excluded_nodes, *excluded_nodes})
+    as_root = submit_user(request) == ROOT_USER
+    return JobSpec(
+        script=PLACEHOLDER_SCRIPT,
+        environment={
+            "PATH": JOB_PATH,
+            wk.ENV_HOOKS_URL: hooks.url,
+            wk.ENV_POD_UID: meta["uid"],
+            wk.ENV_POD: f"{meta['namespace']}/{meta['name']}",
+            wk.ENV_HOOK_TOKEN: hooks.token_for(meta["uid"]),
+        },
+        name=job_name_for(pod),
+        partition=request.partition,
+        account=request.account,
+        comment=request.comment,
+        qos=request.qos,
+        reservation=request.reservation,
+        constraints=request.constraints,
+        prefer=request.prefer,
+        # Only an operator may set a priority at submit; a job submitted as another user gets
+        # it by an update from the operator right after (see priority_update_needed).
+        priority=request.priority if as_root else None,
+        time_limit_minutes=request.timeout_minutes,
+        nodes=1,
+        tasks=1,
+        required_nodes=_hostlist(request.required_nodes),
+        excluded_nodes=_hostlist(excluded),
+        gres=f"gpu:{request.gpus}" if request.gpus else None,
+        cpus_per_task=request.cpus,
+        memory_per_node=request.memory_mb,
+        current_working_directory=request.working_dir or "/",
+        standard_output="/dev/null",
+        **_sharing(request),
+    )
+
+
+def priority_update_needed(request: PodRequest) -> bool:
+    return request.priority is not None and submit_user(request) != ROOT_USER
+
+
+def _sharing(request: PodRequest) -> dict[str, Any]:
+    """Slurm's job sharing modes: none = JOB_SHARED_NONE (--exclusive, the whole node),
+    ok = JOB_SHARED_OK (--oversubscribe), user/mcs = --exclusive=user/mcs."""
+    mode = request.exclusive
+    if mode == "none":
+        return {"exclusive": "exclusive"}
+    if mode == "ok":
+        return {"oversubscribe": True}
+    if mode in ("user", "mcs"):
+        return {"exclusive": mode}
+    return {}
+
+
+def _hostlist(nodes: Sequence[str]) -> str | None:
+    return hostlist.collect_hostlist(list(nodes)) if nodes else None

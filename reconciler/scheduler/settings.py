@@ -1,0 +1,68 @@
+"""The scheduler's settings, from the config repo's `scheduler.*` values and flags. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from reconciler import wellknown as wk
+
+DEFAULT_KILL_WAIT_SECONDS = 30  # Slurm's KillWait default, and the chart's (seed 001)
+DEFAULT_POLL_SECONDS = 5.0
+DEFAULT_WORKERS = 8
+DEFAULT_HOOKS_PORT = 8000  # SUNK's --hooks-api-bind-address=:8000 (seed 002)
+
+
+@dataclass(frozen=True)
+class SchedulerSettings:
+    name: str  # the spec.schedulerName Pods set
+    release: str
+    namespace: str  # where the slurmd Pods (and this scheduler) run
+    watch_namespaces: tuple[str, ...] | None  # None: the whole cluster
+    kill_wait_seconds: int = DEFAULT_KILL_WAIT_SECONDS
+    hooks_host: str = "0.0.0.0"
+    hooks_port: int = DEFAULT_HOOKS_PORT
+    hooks_url: str = ""  # how placeholder jobs reach the hooks API; "" derives it
+    poll_seconds: float = DEFAULT_POLL_SECONDS
+    workers: int = DEFAULT_WORKERS
+    slurm_version: tuple[int, int] = (22, 5)
+
+    @property
+    def hooks_secret_name(self) -> str:
+        return f"{self.release}{wk.HOOKS_SECRET_SUFFIX}"
+
+
+def default_scheduler_name(namespace: str, release: str) -> str:
+    """Seed 000's `<namespace>-<release>-slurm-scheduler`, which is also what the examples of
+    seeds 002/003 show (tenant-slurm-staging-slurm-scheduler)."""
+    return f"{namespace}-{release}-slurm-scheduler"
+
+
+def settings_from_values(
+    values: Mapping[str, Any], *, release: str, namespace: str, **overrides: Any
+) -> SchedulerSettings:
+    scheduler = values.get("scheduler") or {}
+    slurm = values.get("slurmConfig") or {}
+    scope = scheduler.get("scope") or {}
+    watch: tuple[str, ...] | None
+    if scope.get("type") == "cluster":
+        watch = None
+    else:
+        watch = _namespaces(scope.get("namespaces")) or (namespace,)
+    kill_wait = scheduler.get("killWait", slurm.get("killWait", DEFAULT_KILL_WAIT_SECONDS))
+    fields: dict[str, Any] = {
+        "name": scheduler.get("name") or default_scheduler_name(namespace, release),
+        "release": release,
+        "namespace": namespace,
+        "watch_namespaces": watch,
+        "kill_wait_seconds": int(kill_wait),
+    }
+    fields.update({k: v for k, v in overrides.items() if v is not None})
+    return SchedulerSettings(**fields)
+
+
+def _namespaces(raw: Any) -> tuple[str, ...]:
+    """SUNK takes a comma-separated string; a YAML list works too."""
+    items = raw.split(",") if isinstance(raw, str) else raw or []
+    return tuple(dict.fromkeys(str(n).strip() for n in items if str(n).strip()))
