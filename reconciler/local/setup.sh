@@ -263,6 +263,23 @@ build_kube() {
   step "install binaries into $KUBE_BIN_DIR" install_binaries
 }
 
+# The user the scheduler's tests and examples run Pods' jobs as (seed 002's "user-id: 1001",
+# "a dedicated user in your Slurm environment for Kubernetes Pods").
+POD_USER=sunk-pods
+POD_UID=1001
+
+ensure_pod_user() {
+  if getent passwd "$POD_UID" >/dev/null; then
+    say "user $POD_UID: exists ($(getent passwd "$POD_UID" | cut -d: -f1))"
+    return
+  fi
+  # Primary group = uid: Slurm runs the job with it, and SUNK's group-id defaults to user-id.
+  getent group "$POD_UID" >/dev/null || step "groupadd $POD_USER ($POD_UID)" \
+    groupadd --gid "$POD_UID" "$POD_USER"
+  step "useradd $POD_USER ($POD_UID)" useradd --uid "$POD_UID" --gid "$POD_UID" \
+    --no-create-home --shell /usr/sbin/nologin "$POD_USER"
+}
+
 main() {
   [ "$(id -u)" = 0 ] || fail "must run as root (it installs Debian packages)"
   mkdir -p "$CACHE_ROOT"
@@ -270,6 +287,7 @@ main() {
   : >"$LOG"
   say "log: $LOG"
   install_packages
+  ensure_pod_user
   build_kube
   say "kube binaries: $KUBE_BIN_DIR"
   say "done in $(elapsed_since "$SETUP_START") s"

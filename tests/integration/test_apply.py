@@ -18,7 +18,6 @@ but another manager's managed-by) are checked after every apply: never modified,
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 import shutil
@@ -35,11 +34,10 @@ import pytest
 
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
-from reconciler.local.ports import listening_ports
 from reconciler.local.slurm import SlurmCluster
-from reconciler.local.stack import STATE_FILE, LocalStack, new_temp_runtime_dir
-from tests.integration.conftest import require_kube_binaries, require_slurm_binaries
+from reconciler.local.stack import LocalStack
 from tests.integration.helpers import wait_for
+from tests.integration.local_up import RunningUp, local_up, reconciler_cli
 
 pytestmark = pytest.mark.integration
 
@@ -74,16 +72,20 @@ CPU_DEFINITION = """
 
 @dataclass
 class Env:
-    runtime: Path
     repo: Path  # the copy the tests edit and apply
     work: Path  # plan files, command output
     jobs: Path  # world-writable: batch jobs write here
-    up: subprocess.Popen[bytes]
-    up_log: Path
-    stack: LocalStack
+    running: RunningUp
     kube: Kube
     bystanders: dict[str, str] = field(default_factory=dict)  # name -> resourceVersion
-    pids: set[int] = field(default_factory=set)
+
+    @property
+    def runtime(self) -> Path:
+        return self.running.runtime
+
+    @property
+    def stack(self) -> LocalStack:
+        return self.running.stack
 
     @property
     def slurm(self) -> SlurmCluster:
@@ -97,9 +99,6 @@ class Env:
 
 @pytest.fixture(scope="module")
 def env(stack_timings: dict[str, float]) -> Iterator[Env]:
-    require_kube_binaries()
-    require_slurm_binaries()
-    runtime = new_temp_runtime_dir("sunk-reconciler-apply-")
     work = Path(tempfile.mkdtemp(prefix="sunk-reconciler-apply-work-"))
     work.chmod(0o755)  # jobs may run as another user
     jobs = work / "jobs"
@@ -108,64 +107,18 @@ def env(stack_timings: dict[str, float]) -> Iterator[Env]:
     up_repo, repo = work / "up-repo", work / "repo"
     shutil.copytree(FIXTURE_REPO, up_repo)
     shutil.copytree(FIXTURE_REPO, repo)
-    up_log = work / "up.log"
-    started = time.monotonic()
-    with up_log.open("wb") as out:
-        up = subprocess.Popen(
-            [sys.executable, "-m", "reconciler", "local", "up", str(up_repo), "--runtime-dir",
-             str(runtime)],
-            stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    env = None
     try:
-        _wait_for_log(up, up_log, "local: ready in", timeout=150)
-        stack_timings["apply tests: `local up` to ready"] = time.monotonic() - started
-        stack = LocalStack.open(runtime)
-        kube = Kube.from_kubeconfig(stack.kube_paths.kubeconfig)
-        env = Env(runtime, repo, work, jobs, up, up_log, stack, kube)
-        _create_bystanders(env)
-        env.pids |= set(stack.recorded_pids())
-        yield env
+        with local_up(
+            up_repo, work / "up.log", prefix="sunk-reconciler-apply-", timings=stack_timings,
+            label="apply tests",
+        ) as running:  # fmt: skip
+            env = Env(
+                repo, work, jobs, running, Kube.from_kubeconfig(running.stack.kube_paths.kubeconfig)
+            )
+            _create_bystanders(env)
+            yield env
     finally:
-        stack = LocalStack.open(runtime) if (runtime / STATE_FILE).exists() else None
-        pids = set(env.pids if env else ()) | set(stack.recorded_pids() if stack else ())
-        ports = (stack.recorded_ports() | _slurmd_ports(stack)) if stack else set()
-        down = _reconciler("local", "down", "--runtime-dir", str(runtime), timeout=90)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            up.wait(timeout=60)
-        if up.poll() is None:
-            up.kill()
-            up.wait()
-        left = stack.leftover_processes(sorted(pids)) if stack else []
-        busy = ports & listening_ports()
-        log = up_log.read_text(errors="replace")
-        shutil.rmtree(runtime, ignore_errors=True)
         shutil.rmtree(work, ignore_errors=True)
-        assert down.returncode == 0, down.stdout + down.stderr
-        assert up.returncode == 0, f"`local up` exited {up.returncode}:\n{log}"
-        assert not left, "processes left after down: " + "; ".join(left)
-        assert not busy, f"ports still listening after down: {sorted(busy)}"
-
-
-def _wait_for_log(
-    process: subprocess.Popen[bytes], log: Path, marker: str, *, timeout: float
-) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        text = log.read_text(errors="replace")
-        if marker in text:
-            return
-        if process.poll() is not None:
-            pytest.fail(f"`local up` exited {process.returncode}:\n{text}")
-        time.sleep(0.2)
-    pytest.fail(f"`local up` not ready after {timeout} s:\n{log.read_text(errors='replace')}")
-
-
-def _slurmd_ports(stack: LocalStack) -> set[int]:
-    """Ports of nodes added after `up` (the stack's state records only the first ones)."""
-    conf = stack.slurm_paths.slurm_conf
-    text = conf.read_text() if conf.exists() else ""
-    return {int(port) for port in re.findall(r"^NodeName=\S+ .*\bPort=(\d+)", text, re.M)}
 
 
 def _create_bystanders(env: Env) -> None:
@@ -193,14 +146,11 @@ def _assert_bystanders_untouched(env: Env) -> None:
 
 
 def _assert_up_alive(env: Env) -> None:
-    log = env.up_log.read_text(errors="replace")
-    if env.up.poll() is not None or "Traceback" in log or "local stack stopped" in log:
-        pytest.fail(_up_output(env))
+    env.running.assert_alive()
 
 
 def _up_output(env: Env) -> str:
-    log = env.up_log.read_text(errors="replace")
-    return f"`local up` (exit status {env.up.poll()}) said:\n{log}"
+    return env.running.output()
 
 
 def _output(env: Env, result: subprocess.CompletedProcess[str]) -> str:
@@ -213,9 +163,7 @@ def _output(env: Env, result: subprocess.CompletedProcess[str]) -> str:
 
 
 def _reconciler(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "reconciler", *args], capture_output=True, text=True, timeout=timeout
-    )
+    return reconciler_cli(*args, timeout=timeout)
 
 
 def _plan(env: Env, *extra: str) -> dict[str, Any]:
@@ -248,7 +196,7 @@ def _apply(env: Env, *extra: str, plan: dict[str, Any] | None = None) -> tuple[s
         done = f"Apply complete: {s['add']} added, {s['change']} changed, {s['destroy']} destroyed."
         assert done in result.stdout, result.stdout
     _assert_bystanders_untouched(env)
-    env.pids |= set(env.stack.recorded_pids())
+    env.running.pids |= set(env.stack.recorded_pids())
     return result.stderr, seconds
 
 
@@ -337,7 +285,7 @@ def _slurmctld_pid(env: Env) -> int:
 
 def _restarts(env: Env) -> int:
     """How often the `up` process restarted slurmctld (it logs each restart)."""
-    return env.up_log.read_text(errors="replace").count("slurmctld restarted")
+    return env.running.log.read_text(errors="replace").count("slurmctld restarted")
 
 
 def _job_state(env: Env, job_id: str) -> str:

@@ -1,0 +1,112 @@
+"""`reconciler local up` as a user runs it (a subprocess), for tests that need the whole stack:
+Kubernetes, Slurm and the node agent, from a config repo.
+
+Teardown is `reconciler local down`, then checks that every process and port is gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from reconciler.local.ports import listening_ports
+from reconciler.local.stack import STATE_FILE, LocalStack, new_temp_runtime_dir
+from tests.integration.conftest import require_kube_binaries, require_slurm_binaries
+
+
+@dataclass
+class RunningUp:
+    runtime: Path
+    up: subprocess.Popen[bytes]
+    log: Path
+    stack: LocalStack
+    pids: set[int]
+
+    def output(self) -> str:
+        return f"`local up` (exit status {self.up.poll()}) said:\n{self.log.read_text('utf-8')}"
+
+    def assert_alive(self) -> None:
+        text = self.log.read_text(errors="replace")
+        if self.up.poll() is not None or "Traceback" in text or "local stack stopped" in text:
+            pytest.fail(self.output())
+
+
+def reconciler_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "reconciler", *args], capture_output=True, text=True, timeout=timeout
+    )
+
+
+@contextlib.contextmanager
+def local_up(
+    repo: Path, log: Path, *, prefix: str, timings: dict[str, float], label: str
+) -> Iterator[RunningUp]:
+    require_kube_binaries()
+    require_slurm_binaries()
+    runtime = new_temp_runtime_dir(prefix)
+    started = time.monotonic()
+    with log.open("wb") as out:
+        up = subprocess.Popen(
+            [sys.executable, "-m", "reconciler", "local", "up", str(repo), "--runtime-dir",
+             str(runtime)],
+            stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    running = None
+    try:
+        _wait_for_log(up, log, "local: ready in", timeout=150)
+        timings[f"{label}: `local up` to ready"] = time.monotonic() - started
+        stack = LocalStack.open(runtime)
+        running = RunningUp(runtime, up, log, stack, set(stack.recorded_pids()))
+        yield running
+    finally:
+        _down(runtime, up, log, running)
+
+
+def _down(runtime: Path, up: subprocess.Popen[bytes], log: Path, running: RunningUp | None) -> None:
+    stack = LocalStack.open(runtime) if (runtime / STATE_FILE).exists() else None
+    pids = set(running.pids if running else ()) | set(stack.recorded_pids() if stack else ())
+    ports = (stack.recorded_ports() | _slurmd_ports(stack)) if stack else set()
+    down = reconciler_cli("local", "down", "--runtime-dir", str(runtime), timeout=90)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        up.wait(timeout=60)
+    if up.poll() is None:
+        up.kill()
+        up.wait()
+    left = stack.leftover_processes(sorted(pids)) if stack else []
+    busy = ports & listening_ports()
+    text = log.read_text(errors="replace")
+    shutil.rmtree(runtime, ignore_errors=True)
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert up.returncode == 0, f"`local up` exited {up.returncode}:\n{text}"
+    assert not left, "processes left after down: " + "; ".join(left)
+    assert not busy, f"ports still listening after down: {sorted(busy)}"
+
+
+def _wait_for_log(
+    process: subprocess.Popen[bytes], log: Path, marker: str, *, timeout: float
+) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = log.read_text(errors="replace")
+        if marker in text:
+            return
+        if process.poll() is not None:
+            pytest.fail(f"`local up` exited {process.returncode}:\n{text}")
+        time.sleep(0.2)
+    pytest.fail(f"`local up` not ready after {timeout} s:\n{log.read_text(errors='replace')}")
+
+
+def _slurmd_ports(stack: LocalStack) -> set[int]:
+    """Ports of nodes added after `up` (the stack's state records only the first ones)."""
+    conf = stack.slurm_paths.slurm_conf
+    text = conf.read_text() if conf.exists() else ""
+    return {int(port) for port in re.findall(r"^NodeName=\S+ .*\bPort=(\d+)", text, re.M)}
