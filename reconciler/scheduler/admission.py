@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
@@ -200,11 +201,12 @@ _STRINGS = {
     wk.ANNOTATION_CWD: "working_dir",
 }
 _INTEGERS = {
-    wk.ANNOTATION_PRIORITY: ("priority", 0),
+    wk.ANNOTATION_PRIORITY: ("priority", 1),
     wk.ANNOTATION_USER_ID: ("user_id", 0),
     wk.ANNOTATION_GROUP_ID: ("group_id", 0),
     wk.ANNOTATION_TIMEOUT: ("timeout_minutes", 1),
 }
+_INTEGER = re.compile(r"-?[0-9]+")
 _NODE_LISTS = {
     wk.ANNOTATION_EXCLUDED_NODES: "excluded_nodes",
     wk.ANNOTATION_REQUIRED_NODES: "required_nodes",
@@ -243,14 +245,15 @@ def _field(key: str) -> str:
 
 
 def _integer(key: str, raw: str, minimum: int, problems: list[Problem]) -> int | None:
+    """Plain decimal digits, as SUNK (Go's strconv) takes them: no "+5", "1_000" or "١٢"."""
     text = str(raw).strip()
-    try:
-        number = int(text, 10)
-    except ValueError:
+    if not _INTEGER.fullmatch(text):
         problems.append(Problem(_field(key), f"must be an integer, got {raw!r}"))
         return None
+    number = int(text)
     if number < minimum:
-        problems.append(Problem(_field(key), f"must be {minimum} or more, got {number}"))
+        why = " (priority 0 holds a job in Slurm)" if key == wk.ANNOTATION_PRIORITY else ""
+        problems.append(Problem(_field(key), f"must be {minimum} or more{why}, got {number}"))
         return None
     return number
 
@@ -258,7 +261,7 @@ def _integer(key: str, raw: str, minimum: int, problems: list[Problem]) -> int |
 def _node_list(key: str, raw: str, problems: list[Problem]) -> tuple[str, ...]:
     """A comma-separated list of Slurm node names; hostlist ranges (gpu-[1-4]) work too."""
     try:
-        nodes = hostlist.expand_hostlist(raw.replace(" ", ""))
+        nodes = hostlist.expand_hostlist(re.sub(r"\s+", "", raw))
     except hostlist.BadHostlist as error:
         problems.append(
             Problem(_field(key), f"not a list of Slurm node names ({error}), got {raw!r}")

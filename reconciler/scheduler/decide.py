@@ -86,7 +86,8 @@ def next_steps(
 
 def recorded_job_id(pod: Obj) -> int | None:
     raw = ((pod.get("metadata") or {}).get("annotations") or {}).get(wk.ANNOTATION_JOB_ID)
-    return int(raw) if raw and str(raw).isdigit() else None
+    text = str(raw or "")
+    return int(text) if text.isascii() and text.isdigit() else None  # "²".isdigit() too
 
 
 def is_refused(pod: Obj) -> bool:

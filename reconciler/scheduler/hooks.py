@@ -61,7 +61,9 @@ class HooksServer:
         self._thread.start()
 
     def stop(self) -> None:
-        self._server.shutdown()
+        if self._thread is not None:  # shutdown() waits for serve_forever: never started, forever
+            self._server.shutdown()
+            self._thread = None
         self._server.server_close()
 
     def _request_class(self) -> type[BaseHTTPRequestHandler]:
@@ -89,7 +91,8 @@ class HooksServer:
         call = parse_call(path)
         if call is None:
             return 404, "unknown hook\n"
-        token = authorization.removeprefix("Bearer ").strip()
+        scheme, _, token = authorization.strip().partition(" ")
+        token = token.strip() if scheme.lower() == "bearer" else ""
         if not token or not self._credentials.verify(call.pod_uid, token):
             log.warning("hooks: refused a call for pod uid %s: bad credentials", call.pod_uid)
             return 403, "forbidden\n"
@@ -109,7 +112,7 @@ def parse_call(path: str) -> HookCall | None:
         return None
     query = parse_qs(parts.query)
     job = (query.get("job") or [""])[0]
-    if not job.isdigit():
+    if not (job.isascii() and job.isdigit()):  # "²".isdigit() too, and int() refuses it
         return None
     kind: HookKind = "started" if rest[1] == "started" else "signalled"
     return HookCall(kind, rest[0], int(job), (query.get("node") or [""])[0])

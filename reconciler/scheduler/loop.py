@@ -48,6 +48,7 @@ from reconciler.scheduler.decide import (
 from reconciler.scheduler.hooks import HookCall, HooksServer
 from reconciler.scheduler.placeholder import (
     HookCredentials,
+    job_name_for,
     placeholder_job_for,
     pod_uid_of,
     priority_update_needed,
@@ -315,13 +316,18 @@ class PodScheduler:
     def on_hook(self, call: HookCall) -> str:
         self.counters.hooks += 1
         with self._lock:
+            pod = self._pods.get(call.pod_uid)
             job = self._jobs.get(call.pod_uid)
+            if (job is None or job.job_id < call.job_id) and pod is not None:
+                # The job started before our submit call returned: note it now, so the Pod is
+                # bound as soon as the submit is recorded, not at the next poll.
+                job = _pending_job(call.job_id, job_name_for(pod), self._clock())
             if job is not None and job.job_id == call.job_id:
                 if call.kind == "started" and job.state == "PENDING":
-                    self._jobs[call.pod_uid] = replace(job, state="RUNNING", nodes=call.slurm_node)
+                    job = replace(job, state="RUNNING", nodes=call.slurm_node)
                 elif call.kind == "signalled" and job.state in ACTIVE_STATES:
-                    self._jobs[call.pod_uid] = replace(job, state="COMPLETING")
-            pod = self._pods.get(call.pod_uid)
+                    job = replace(job, state="COMPLETING")
+                self._jobs[call.pod_uid] = job
         self._queue.add(call.pod_uid)
         if call.kind == "started":
             return "ok"
@@ -403,9 +409,11 @@ class PodScheduler:
                 raise
             self._refuse(pod, f"Slurm refused the placeholder job: {exc.message}")
             return
-        job = _pending_job(submitted.job_id, spec, self._clock())
+        job = _pending_job(submitted.job_id, spec.name or "", self._clock())
         with self._lock:
-            self._jobs[uid] = job
+            known = self._jobs.get(uid)
+            if known is None or known.job_id != job.job_id:  # a hook may have told us more
+                self._jobs[uid] = job
         self.counters.submitted += 1
         if priority_update_needed(request):
             self._slurm.operator.update_job(job.job_id, JobUpdate(priority=request.priority))
@@ -608,14 +616,13 @@ class PodScheduler:
             return dict(self._jobs)
 
 
-def _pending_job(job_id: int, spec: JobSpec, now: float) -> SlurmJob:
+def _pending_job(job_id: int, name: str, now: float) -> SlurmJob:
     """What we know of a job we just submitted, until Slurm tells us more."""
     return SlurmJob(
-        job_id=job_id, name=spec.name or "", state="PENDING", state_reason="None",
-        state_description="", partition=spec.partition or "", nodes="", required_nodes="",
-        excluded_nodes="", reservation="", constraints="", gres=spec.gres or "", user_name="",
-        user_id=None, group_id=None, comment=spec.comment or "", time_limit_minutes=None,
-        priority=0, node_count=1, cpus=spec.cpus_per_task or 0, submit_time=int(now),
+        job_id=job_id, name=name, state="PENDING", state_reason="None", state_description="",
+        partition="", nodes="", required_nodes="", excluded_nodes="", reservation="",
+        constraints="", gres="", user_name="", user_id=None, group_id=None, comment="",
+        time_limit_minutes=None, priority=0, node_count=1, cpus=0, submit_time=int(now),
         start_time=0, end_time=0, exit_code=None, batch_host="", flags=frozenset(),
     )  # fmt: skip
 

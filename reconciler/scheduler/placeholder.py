@@ -36,7 +36,10 @@ hook() {
     "$SUNK_HOOKS_URL/hooks/v1/pods/$SUNK_POD_UID/$1?job=$SLURM_JOB_ID&node=$SLURMD_NODENAME"
 }
 signalled=0
-trap 'signalled=1' TERM INT HUP USR1 USR2
+# SIGTERM is how Slurm ends a job (cancel, time limit, preemption); other signals sent with
+# scancel --signal must not end it while the Pod runs.
+trap 'signalled=1' TERM
+trap '' HUP INT USR1 USR2
 n=0
 until hook started >/dev/null 2>&1 || [ $signalled = 1 ] || [ $n -ge 30 ]; do
   n=$((n + 1)); sleep 1
@@ -64,7 +67,8 @@ class HookCredentials:
         return hmac.new(self.key, pod_uid.encode(), hashlib.sha256).hexdigest()
 
     def verify(self, pod_uid: str, token: str) -> bool:
-        return hmac.compare_digest(self.token_for(pod_uid), token)
+        # As bytes: compare_digest refuses str with non-ASCII (a header can carry any).
+        return hmac.compare_digest(self.token_for(pod_uid).encode(), token.encode())
 
 
 def job_name_for(pod: Mapping[str, Any]) -> str:
