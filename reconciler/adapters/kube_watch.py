@@ -70,6 +70,18 @@ def relist_events(known: dict[str, Obj], items: tuple[Obj, ...]) -> list[Event]:
     return events
 
 
+def lines_of(stream: Any, chunk_size: int = 64 * 1024) -> Iterator[bytes]:
+    """The stream's lines as chunks arrive. Not `readline()`: urllib3 2's response has no
+    peek(), so io's readline reads it one byte per call (about 4 ms of CPU per 2 KB event)."""
+    pending = b""
+    for chunk in stream.stream(chunk_size, decode_content=True):
+        pending += chunk
+        *complete, pending = pending.split(b"\n")
+        yield from complete
+    if pending:
+        yield pending
+
+
 class KubeWatch:
     """Iterable of (event_type, object); see the module docstring. `relists` counts 410s."""
 
@@ -134,7 +146,7 @@ class KubeWatch:
                 raise _Gone from None
             raise
         try:
-            for line in iter(stream.readline, b""):
+            for line in lines_of(stream):
                 event = self._accept(line)
                 if event is not None:
                     yield event
