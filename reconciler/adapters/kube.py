@@ -25,12 +25,14 @@ from urllib.parse import quote
 import urllib3
 from kubernetes import config as kube_config
 from kubernetes.client import ApiClient
+from kubernetes.client import Configuration as KubeConfiguration
 
 from reconciler.adapters.kube_watch import KubeWatch
 from reconciler.errors import KubeApiError, KubeConflictError
 from reconciler.wellknown import FIELD_MANAGER
 
 DEFAULT_TIMEOUT_SECONDS = 30.0
+CONNECTION_POOL_SIZE = 32
 APPLY_CONTENT_TYPE = "application/apply-patch+yaml"
 _LIST_PAGE = 500
 
@@ -126,7 +128,12 @@ class Kube:
     def from_kubeconfig(
         cls, path: Path, *, context: str | None = None, field_manager: str = FIELD_MANAGER
     ) -> Kube:
-        client = kube_config.new_client_from_config(config_file=str(path), context=context)
+        configuration = KubeConfiguration()
+        # Watches, workers and event writers share the pool; the default 10 drops connections.
+        configuration.connection_pool_maxsize = CONNECTION_POOL_SIZE
+        client = kube_config.new_client_from_config(
+            config_file=str(path), context=context, client_configuration=configuration
+        )
         return cls(client, field_manager=field_manager)
 
     def close(self) -> None:

@@ -46,8 +46,7 @@ class HooksServer:
     ) -> None:
         self._credentials = credentials
         self._handler = handler
-        self._server = ThreadingHTTPServer((host, port), self._request_class())
-        self._server.daemon_threads = True
+        self._server = _Server((host, port), self._request_class())
         self._thread: threading.Thread | None = None
 
     @property
@@ -101,6 +100,16 @@ class HooksServer:
         except Exception:
             log.exception("hooks: %s for pod uid %s failed", call.kind, call.pod_uid)
             return 503, "retry\n"
+
+
+class _Server(ThreadingHTTPServer):
+    # Every running placeholder job may call at once (a node drained, a batch preempted).
+    request_queue_size = 1024
+    daemon_threads = True
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        # A job whose curl gave up (timeout) leaves a broken pipe: not worth a traceback.
+        log.debug("hooks: a connection from %s failed", client_address, exc_info=True)
 
 
 def parse_call(path: str) -> HookCall | None:

@@ -46,6 +46,7 @@ from reconciler.scheduler.decide import (
     next_steps,
 )
 from reconciler.scheduler.hooks import HookCall, HooksServer
+from reconciler.scheduler.jobindex import merge_listing
 from reconciler.scheduler.placeholder import (
     HookCredentials,
     job_name_for,
@@ -65,6 +66,7 @@ SCHEDULER_STATUS_MANAGER = "sunk-reconciler-scheduler-status"
 RETRY_BASE_SECONDS = 0.5
 RETRY_MAX_SECONDS = 30.0
 UNRESOLVED_NODE_RECHECK_SECONDS = 2.0
+HOOK_WAIT_SECONDS = 5.0  # below the script's curl timeout (10 s)
 Obj = dict[str, Any]
 
 
@@ -98,8 +100,10 @@ class PodScheduler:
         self._clock = clock
         self._hooks_key = hooks_key
         self._lock = threading.Lock()
+        self._pod_changed = threading.Condition(self._lock)
         self._pods: dict[str, Obj] = {}  # uid -> Pod
         self._jobs: dict[str, SlurmJob] = {}  # Pod uid -> its placeholder job
+        self._learned: dict[str, float] = {}  # Pod uid -> when a hook/submit/cancel updated it
         self._kube_node_of: dict[str, str] = {}  # Slurm node -> Kubernetes Node (slurmd Pods)
         self._node_labels: dict[str, dict[str, str]] = {}
         self._failures: dict[str, int] = {}
@@ -107,7 +111,7 @@ class PodScheduler:
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
         self._watches: list[Any] = []
-        self._events = ThreadPoolExecutor(max_workers=2, thread_name_prefix="scheduler-events")
+        self._events = ThreadPoolExecutor(max_workers=4, thread_name_prefix="scheduler-events")
         self._jobs_since: int | None = None
         self.counters = Counters()
         self.credentials: HookCredentials | None = None
@@ -145,6 +149,8 @@ class PodScheduler:
 
     def stop(self) -> None:
         self._stopping.set()
+        with self._pod_changed:
+            self._pod_changed.notify_all()
         self._queue.close()
         for watch in list(self._watches):
             watch.stop()
@@ -246,11 +252,12 @@ class PodScheduler:
 
     def _on_pod(self, event: str, pod: Obj) -> None:
         uid = pod["metadata"]["uid"]
-        with self._lock:
+        with self._pod_changed:
             if event == "DELETED":
                 self._pods.pop(uid, None)
             else:
                 self._pods[uid] = pod
+            self._pod_changed.notify_all()
         self._queue.add(uid)
 
     def _on_slurmd_pod(self, event: str, pod: Obj) -> None:
@@ -282,6 +289,7 @@ class PodScheduler:
     def _poll_jobs(self) -> None:
         """One 304 when nothing changed; otherwise refresh every placeholder job we know."""
         self.counters.polls += 1
+        sent = time.monotonic()
         if self._jobs_since is None:
             snapshot = self._slurm.operator.jobs()
         else:
@@ -289,27 +297,22 @@ class PodScheduler:
             if snapshot is None:
                 self.counters.polls_unchanged += 1
                 return
-        seen: dict[str, SlurmJob] = {}
-        for job in snapshot.items:
-            uid = pod_uid_of(job.name)
-            if uid is not None and (uid not in seen or job.job_id > seen[uid].job_id):
-                seen[uid] = job
-        changed: list[str] = []
         with self._lock:
-            for uid, job in seen.items():
-                known = self._jobs.get(uid)
-                if known is None or _differs(known, job):
-                    changed.append(uid)
-                # A newer submit in flight (not yet listed) keeps its entry.
-                if known is None or known.job_id <= job.job_id:
-                    self._jobs[uid] = job
-            for uid in [u for u, j in self._jobs.items() if u not in seen]:
-                if self._jobs[uid].submit_time < snapshot.as_of - 1:  # purged, not just made
-                    del self._jobs[uid]
-                    changed.append(uid)
+            merged = merge_listing(self._jobs, self._learned, snapshot.items, sent=sent)
+            self._jobs, self._learned = merged.jobs, merged.learned
         self._jobs_since = snapshot.as_of
-        for uid in changed:
+        for uid in merged.changed:
             self._queue.add(uid)
+
+    def _record_locked(self, uid: str, job: SlurmJob) -> None:
+        self._jobs[uid] = job
+        self._learned[uid] = time.monotonic()
+
+    def _forget_locked(self, uid: str) -> None:
+        """The Pod has no job now (we cancelled it to submit again): a poll already under way
+        must not bring the old one back."""
+        self._jobs.pop(uid, None)
+        self._learned[uid] = time.monotonic()
 
     # ---- hooks ------------------------------------------------------------------------
 
@@ -327,11 +330,25 @@ class PodScheduler:
                     job = replace(job, state="RUNNING", nodes=call.slurm_node)
                 elif call.kind == "signalled" and job.state in ACTIVE_STATES:
                     job = replace(job, state="COMPLETING")
-                self._jobs[call.pod_uid] = job
-        self._queue.add(call.pod_uid)
+                self._record_locked(call.pod_uid, job)
+        self._queue.add(call.pod_uid, urgent=True)  # a bind waits behind no new Pod
         if call.kind == "started":
             return "ok"
-        return "wait" if pod is not None and not _finished(pod) else "gone"
+        return self._wait_pod_gone(call.pod_uid, HOOK_WAIT_SECONDS)
+
+    def _wait_pod_gone(self, uid: str, seconds: float) -> str:
+        """Answer `signalled` when the Pod is gone, or `wait` after a while (the job asks
+        again): one request per job every few seconds, not a busy poll."""
+        deadline = time.monotonic() + seconds
+        with self._pod_changed:
+            while True:
+                pod = self._pods.get(uid)
+                if pod is None or _finished(pod):
+                    return "gone"
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or self._stopping.is_set():
+                    return "wait"
+                self._pod_changed.wait(remaining)
 
     # ---- workers ----------------------------------------------------------------------
 
@@ -413,13 +430,13 @@ class PodScheduler:
         with self._lock:
             known = self._jobs.get(uid)
             if known is None or known.job_id != job.job_id:  # a hook may have told us more
-                self._jobs[uid] = job
+                self._record_locked(uid, job)
         self.counters.submitted += 1
         if priority_update_needed(request):
             self._slurm.operator.update_job(job.job_id, JobUpdate(priority=request.priority))
         if request.group_id is not None and not self._group_matches(job.job_id, request):
             return
-        self._annotate(pod, {wk.ANNOTATION_JOB_ID: str(job.job_id)})
+        self._in_background(self._annotate, pod, {wk.ANNOTATION_JOB_ID: str(job.job_id)})
         self._event(
             pod, wk.EVENT_SUBMITTED, "Submit",
             f"submitted placeholder Slurm job {job.job_id} ({_describe(spec)})",
@@ -433,7 +450,7 @@ class PodScheduler:
             return True
         self._slurm.operator.cancel(job_id)
         with self._lock:
-            self._jobs.pop(_uid_of(job), None)
+            self._forget_locked(_uid_of(job))
         pod = self._pod_for_job(job)
         if pod is not None:
             self._refuse(
@@ -495,7 +512,7 @@ class PodScheduler:
         affinity rules out: give the allocation back and submit again with it excluded."""
         self._slurm.operator.cancel(step.job_id)
         with self._lock:
-            self._jobs.pop(pod["metadata"]["uid"], None)
+            self._forget_locked(pod["metadata"]["uid"])
         self._event(
             pod, wk.EVENT_BIND_FAILED, "Binding",
             f"Slurm job {step.job_id} got Slurm node {step.slurm_node} on Node {node}, which "
@@ -523,7 +540,7 @@ class PodScheduler:
         with self._lock:
             job = self._jobs.get(uid)
             if job is not None and job.job_id == step.job_id:
-                self._jobs[uid] = replace(job, state="CANCELLED")
+                self._record_locked(uid, replace(job, state="CANCELLED"))
         log.info("scheduler: cancelled placeholder job %d: %s", step.job_id, step.message)
         if pod is not None:
             self._event(
@@ -602,8 +619,20 @@ class PodScheduler:
             except ReconcilerError as exc:
                 log.warning("scheduler: event for pod %s failed: %s", _key(pod), exc)
 
+        self._in_background(send)
+
+    def _in_background(self, action: Callable[..., None], *args: Any) -> None:
+        """Writes that inform users (Events, the job-id annotation) stay off the path from
+        Pod to bound Pod; a failure is logged, and the next step does not depend on them."""
+
+        def run() -> None:
+            try:
+                action(*args)
+            except ReconcilerError as exc:
+                log.warning("scheduler: background write failed: %s", exc)
+
         with contextlib.suppress(RuntimeError):  # shutting down
-            self._events.submit(send)
+            self._events.submit(run)
 
     # ---- views for tests and status ---------------------------------------------------
 
@@ -625,10 +654,6 @@ def _pending_job(job_id: int, name: str, now: float) -> SlurmJob:
         time_limit_minutes=None, priority=0, node_count=1, cpus=0, submit_time=int(now),
         start_time=0, end_time=0, exit_code=None, batch_host="", flags=frozenset(),
     )  # fmt: skip
-
-
-def _differs(a: SlurmJob, b: SlurmJob) -> bool:
-    return (a.job_id, a.state, a.nodes) != (b.job_id, b.state, b.nodes)
 
 
 def _finished(pod: Obj) -> bool:

@@ -24,9 +24,14 @@ class WorkQueue:
         self._counter = itertools.count()
         self._closed = False
 
-    def add(self, key: str) -> None:
+    def add(self, key: str, *, urgent: bool = False) -> None:
+        """Queue a key; `urgent` puts it first (a Pod whose job just started goes ahead of
+        a backlog of new Pods)."""
         with self._cond:
-            self._add_locked(key)
+            if urgent and key in self._waiting:
+                self._queue.remove(key)
+                self._waiting.discard(key)
+            self._add_locked(key, urgent=urgent)
 
     def add_after(self, key: str, delay: float) -> None:
         if delay <= 0:
@@ -67,12 +72,15 @@ class WorkQueue:
         with self._cond:
             return len(self._queue) + len(self._delayed)
 
-    def _add_locked(self, key: str) -> None:
+    def _add_locked(self, key: str, *, urgent: bool = False) -> None:
         if key in self._processing:
             self._dirty.add(key)
         elif key not in self._waiting:
             self._waiting.add(key)
-            self._queue.append(key)
+            if urgent:
+                self._queue.appendleft(key)
+            else:
+                self._queue.append(key)
             self._cond.notify()
 
     def _promote_due_locked(self) -> None:

@@ -237,3 +237,12 @@ def test_model_every_add_is_handled_once_after_it(ops: list[str]) -> None:
         queue.done(key)
     rest = drain(queue)
     assert sorted(rest) == sorted(unhandled)
+
+
+def test_an_urgent_key_goes_ahead_of_the_backlog() -> None:
+    queue = WorkQueue()
+    for key in ("a", "b", "c"):
+        queue.add(key)
+    queue.add("c", urgent=True)
+    queue.add("d", urgent=True)
+    assert [queue.get() for _ in range(4)] == ["d", "c", "a", "b"]
