@@ -17,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
 from reconciler.adapters.slurm_jwt import MintedTokens
 from reconciler.adapters.slurm_rest import JobSpec, SlurmJob, SlurmRestApi, connect
+from reconciler.local.ports import free_port
 from reconciler.local.slurm import SlurmCluster, current_user
 from reconciler.scheduler.clients import SlurmClients
 from reconciler.scheduler.loop import PodScheduler
@@ -71,6 +72,7 @@ class Env:
     api: SlurmRestApi
     scheduler: PodScheduler
     work: Path
+    new_scheduler: Callable[[], PodScheduler]
 
     @property
     def slurm(self) -> SlurmCluster:
@@ -109,13 +111,18 @@ def _with_scheduler(running: RunningUp, repo: Path, work: Path) -> Iterator[Env]
     assert settings.name == SCHEDULER
     key = slurm.paths.jwt_key
     clients = SlurmClients(slurm.rest_url(), MintedTokens(key, current_user()), jwt_key=key)
-    scheduler = PodScheduler(kube, clients, settings)
-    scheduler.start()
+
+    def new_scheduler() -> PodScheduler:
+        scheduler = PodScheduler(kube, clients, settings)
+        scheduler.start()
+        return scheduler
+
     api = connect(slurm.rest_url(), MintedTokens(key, current_user()))
+    env = Env(running, kube, api, new_scheduler(), work, new_scheduler)
     try:
-        yield Env(running, kube, api, scheduler, work)
+        yield env
     finally:
-        scheduler.stop()
+        env.scheduler.stop()
         clients.close()
         api.close()
 
@@ -510,55 +517,78 @@ def test_a_high_priority_pod_preempts_a_slurm_job(
 def test_kill_9_mid_flight_then_restart_gives_no_duplicate_or_orphan(
     env: Env, pods: list[str]
 ) -> None:
-    """A second scheduler name, run as `reconciler schedule` subprocesses: killed while it
-    submits, then restarted; every Pod ends with exactly one job, and deleting the Pods ends
-    every one of them."""
+    """`reconciler schedule` subprocesses in place of the in-process scheduler: killed while
+    it submits, then restarted: every Pod ends with exactly one job. Killed again, and half the
+    Pods deleted while it is down: the next one cancels exactly their jobs (no orphans)."""
+    env.scheduler.stop()  # one scheduler at a time, as in production
+    try:
+        _crash_and_restart(env, pods, env.work / "schedule.log")
+    finally:
+        env.scheduler = env.new_scheduler()
+
+
+def _crash_and_restart(env: Env, pods: list[str], log: Path) -> None:
     other = "crash-test-scheduler"
-    log = env.work / "schedule.log"
-    count = 20
-    first = _schedule_process(env, other, log)
-    names = [unique(f"crash-{i}") for i in range(count)]
+    # One hooks address for all three runs, as a Service gives in a cluster: jobs made by a
+    # killed scheduler reach the next one.
+    port = free_port()
+    first = _schedule_process(env, other, log, port)
     uids = {}
-    for name in names:
+    for name in [unique(f"crash-{i}") for i in range(20)]:
         manifest = _pod_spec(name, cpu="100m", memory="64Mi", schedulerName=other)
         uids[name] = _create(env, pods, manifest)["metadata"]["uid"]
     wait_for(lambda: len({pod_uid_of(j.name) for j in _placeholders(env)} & set(uids.values()))
              >= 3, 30, "a few submits")  # fmt: skip
-    first.send_signal(signal.SIGKILL)
-    first.wait()
-    second = _schedule_process(env, other, log)
+    _kill_9(first)
+    second = _schedule_process(env, other, log, port)
+    for name in uids:
+        _wait_bound(env, name, timeout=60)
+    for name, uid in uids.items():
+        jobs = _jobs_for(env, uid)
+        assert len(jobs) == 1, f"pod {name}: jobs {[(j.job_id, j.state) for j in jobs]}"
+        assert jobs[0].state == "RUNNING"
+    _kill_9(second)
+    deleted = sorted(uids)[::2]
+    for name in deleted:
+        env.kube.delete("v1", "Pod", name, NAMESPACE, grace_period_seconds=0)
+    for name in deleted:
+        _wait_gone(env, name)
+    time.sleep(3)  # nobody watches: their jobs run on
+    assert all(_jobs_for(env, uids[n])[0].state == "RUNNING" for n in deleted)
+    third = _schedule_process(env, other, log, port)
     try:
-        for name in names:
-            _wait_bound(env, name, timeout=60)
-        for name, uid in uids.items():
-            jobs = _jobs_for(env, uid)
-            assert len(jobs) == 1, f"pod {name}: jobs {[(j.job_id, j.state) for j in jobs]}"
-            assert jobs[0].state == "RUNNING"
-        for name in names:
+        ended = ("CANCELLED", "COMPLETED")
+        wait_for(lambda: all(_jobs_for(env, uids[n])[0].state in ended for n in deleted), 30,
+                 "the orphaned jobs to be cancelled")  # fmt: skip
+        kept = [n for n in uids if n not in deleted]
+        assert all(_jobs_for(env, uids[n])[0].state == "RUNNING" for n in kept)
+        for name in kept:
             env.kube.delete("v1", "Pod", name, NAMESPACE, grace_period_seconds=0)
-        wait_for(
-            lambda: not [j for u in uids.values() for j in _jobs_for(env, u)
-                         if j.state in ("RUNNING", "PENDING")],
-            30, "every job to end with its Pod",
-        )  # fmt: skip
+        wait_for(lambda: all(_jobs_for(env, uids[n])[0].state in ended for n in kept), 30,
+                 "every job to end with its Pod")  # fmt: skip
     finally:
-        second.send_signal(signal.SIGTERM)
+        third.send_signal(signal.SIGTERM)
         try:
-            second.wait(timeout=20)
+            third.wait(timeout=20)
         except subprocess.TimeoutExpired:
-            second.kill()
-            second.wait()
-    assert second.returncode == 0, log.read_text()
+            third.kill()
+            third.wait()
+    assert third.returncode == 0, log.read_text()
     assert "Traceback" not in log.read_text(), log.read_text()
 
 
-def _schedule_process(env: Env, name: str, log: Path) -> subprocess.Popen[bytes]:
+def _kill_9(process: subprocess.Popen[bytes]) -> None:
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+
+
+def _schedule_process(env: Env, name: str, log: Path, port: int) -> subprocess.Popen[bytes]:
     offset = log.stat().st_size if log.exists() else 0
     with log.open("ab") as out:
         process = subprocess.Popen(
             [sys.executable, "-m", "reconciler", "schedule", "--runtime-dir",
              str(env.running.runtime), "--scheduler-name", name, "--watch-namespace", NAMESPACE,
-             "--hooks-api-bind-address", "127.0.0.1:0", "--poll-interval", "1"],
+             "--hooks-api-bind-address", f"127.0.0.1:{port}", "--poll-interval", "1"],
             stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )  # fmt: skip
     wait_for(lambda: "scheduling Pods" in log.read_text()[offset:] or process.poll() is not None,
