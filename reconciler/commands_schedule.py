@@ -10,6 +10,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
 from reconciler.commands_apply import target_args, tokens_from_args
 from reconciler.commands_compile import load
@@ -96,7 +97,7 @@ def connect_scheduler(args: argparse.Namespace, settings: SchedulerSettings) -> 
 
         stack = open_stack(args.runtime_dir or default_runtime_dir(args.name))
         kubeconfig, url, key, user = scheduler_endpoints(stack)
-        kube = Kube.from_kubeconfig(kubeconfig, field_manager="sunk-reconciler-scheduler")
+        kube = Kube.from_kubeconfig(kubeconfig, field_manager=wk.SCHEDULER_FIELD_MANAGER)
         return PodScheduler(kube, SlurmClients(url, tokens_for(key, user), jwt_key=key), settings)
     if not args.slurm_url:
         raise ReconcilerError(
@@ -104,7 +105,7 @@ def connect_scheduler(args: argparse.Namespace, settings: SchedulerSettings) -> 
             "--kubeconfig) for a cluster"
         )
     kubeconfig = args.kubeconfig or os.environ.get("KUBECONFIG") or Path.home() / ".kube/config"
-    kube = Kube.from_kubeconfig(Path(kubeconfig), field_manager="sunk-reconciler-scheduler")
+    kube = Kube.from_kubeconfig(Path(kubeconfig), field_manager=wk.SCHEDULER_FIELD_MANAGER)
     clients = SlurmClients(args.slurm_url, tokens_from_args(args), jwt_key=args.slurm_jwt_key)
     return PodScheduler(kube, clients, settings)
 

@@ -28,8 +28,11 @@ ANNOTATION_DEFAULT_CONTAINER: Final = "kubectl.kubernetes.io/default-container"
 # Slurm: every drain we make carries this reason prefix; we only ever resume those.
 DRAIN_REASON_PREFIX: Final = "reconciler:"
 
-# Server-side apply field manager.
+# Server-side apply field managers.
 FIELD_MANAGER: Final = "sunk-reconciler"
+SCHEDULER_FIELD_MANAGER: Final = "sunk-reconciler-scheduler"
+# Pod status gets its own manager: 1.20 does not record the subresource in managed fields.
+SCHEDULER_STATUS_MANAGER: Final = "sunk-reconciler-scheduler-status"
 
 # Kubernetes Node labels SUNK users select GPUs by (seeds 000/002/003).
 NODE_LABEL_GPU_CLASS: Final = "gpu.nvidia.com/class"

@@ -10,29 +10,23 @@ a restart anywhere resumes from what the Pod and the job say.
 
 from __future__ import annotations
 
-import base64
-import contextlib
 import logging
-import secrets
 import threading
 import time
-from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
 from typing import Any
 
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
 from reconciler.adapters.slurm_rest import JobSpec, JobUpdate, SlurmJob
 from reconciler.errors import (
-    KubeApiError,
     ReconcilerError,
     SlurmApiError,
     SlurmAuthError,
     SlurmUnavailableError,
 )
-from reconciler.scheduler.admission import PodRequest, Rejection, admit, fingerprint
+from reconciler.scheduler.admission import PodRequest, Rejection, admit
 from reconciler.scheduler.affinity import has_node_constraints, node_matches
 from reconciler.scheduler.clients import SlurmClients
 from reconciler.scheduler.decide import (
@@ -55,14 +49,12 @@ from reconciler.scheduler.placeholder import (
     priority_update_needed,
     submit_user,
 )
+from reconciler.scheduler.pod_writer import PodWriter, load_hooks_key
 from reconciler.scheduler.settings import SchedulerSettings
 from reconciler.scheduler.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
 
-SCHEDULER_MANAGER = "sunk-reconciler-scheduler"
-# Pod status gets its own manager (1.20 does not record the subresource in managed fields).
-SCHEDULER_STATUS_MANAGER = "sunk-reconciler-scheduler-status"
 RETRY_BASE_SECONDS = 0.5
 RETRY_MAX_SECONDS = 30.0
 UNRESOLVED_NODE_RECHECK_SECONDS = 2.0
@@ -111,7 +103,7 @@ class PodScheduler:
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
         self._watches: list[Any] = []
-        self._events = ThreadPoolExecutor(max_workers=4, thread_name_prefix="scheduler-events")
+        self._pods_out = PodWriter(kube, settings.name)
         self._jobs_since: int | None = None
         self.counters = Counters()
         self.credentials: HookCredentials | None = None
@@ -121,12 +113,14 @@ class PodScheduler:
 
     def start(self) -> None:
         """Load what exists (jobs, Pods, Nodes), then watch; returns once scheduling runs."""
-        key = self._hooks_key or self._load_hooks_key()
+        key = self._hooks_key or load_hooks_key(
+            self._kube, self.settings.namespace, self.settings.hooks_secret_name
+        )
         self.hooks = HooksServer(
             self.settings.hooks_host, self.settings.hooks_port, HookCredentials("", key),
             self.on_hook,
         )  # fmt: skip
-        url = self.settings.hooks_url or f"http://127.0.0.1:{self.hooks.port}"
+        url = self.settings.hooks_url or self._default_hooks_url(self.hooks.port)
         self.credentials = HookCredentials(url, key)
         self._poll_jobs()  # the full list first: a restart finds the jobs it made
         ours = f"spec.schedulerName={self.settings.name}"
@@ -147,6 +141,17 @@ class PodScheduler:
             len(self._jobs),
         )
 
+    def _default_hooks_url(self, port: int) -> str:
+        host = self.settings.hooks_host
+        if host in ("", "0.0.0.0", "::"):
+            log.warning(
+                "scheduler: placeholder jobs will call the hooks API at 127.0.0.1:%d; on a "
+                "cluster set --hooks-url to an address every slurmd reaches (e.g. a Service)",
+                port,
+            )
+            host = "127.0.0.1"
+        return f"http://{host}:{port}"
+
     def stop(self) -> None:
         self._stopping.set()
         with self._pod_changed:
@@ -156,7 +161,7 @@ class PodScheduler:
             watch.stop()
         if self.hooks is not None:
             self.hooks.stop()
-        self._events.shutdown(wait=True)
+        self._pods_out.close()
         for thread in self._threads:
             thread.join(timeout=1.0)  # watch threads end at their next event or timeout
 
@@ -186,31 +191,6 @@ class PodScheduler:
                 self._stopping.wait(1.0)
 
         return run
-
-    def _load_hooks_key(self) -> bytes:
-        """The HMAC key, in a Secret every replica shares: tokens outlive a restart."""
-        name, namespace = self.settings.hooks_secret_name, self.settings.namespace
-        secret = self._kube.get("v1", "Secret", name, namespace)
-        if secret is None:
-            value = base64.b64encode(secrets.token_bytes(32)).decode()
-            secret = {
-                "apiVersion": "v1",
-                "kind": "Secret",
-                "metadata": {
-                    "name": name,
-                    "namespace": namespace,
-                    "labels": {wk.LABEL_MANAGED_BY: wk.MANAGED_BY_VALUE},
-                },
-                "type": "Opaque",
-                "data": {wk.HOOKS_SECRET_KEY: value},
-            }
-            with contextlib.suppress(KubeApiError):  # another replica made it first
-                self._kube.request_json(
-                    "POST", f"/api/v1/namespaces/{namespace}/secrets", body=secret,
-                    target=f"Secret {namespace}/{name}",
-                )  # fmt: skip
-            secret = self._kube.get("v1", "Secret", name, namespace) or secret
-        return base64.b64decode(secret["data"][wk.HOOKS_SECRET_KEY])
 
     # ---- watches ----------------------------------------------------------------------
 
@@ -436,8 +416,8 @@ class PodScheduler:
             self._slurm.operator.update_job(job.job_id, JobUpdate(priority=request.priority))
         if request.group_id is not None and not self._group_matches(job.job_id, request):
             return
-        self._in_background(self._annotate, pod, {wk.ANNOTATION_JOB_ID: str(job.job_id)})
-        self._event(
+        self._pods_out.annotate_later(pod, {wk.ANNOTATION_JOB_ID: str(job.job_id)})
+        self._pods_out.event(
             pod, wk.EVENT_SUBMITTED, "Submit",
             f"submitted placeholder Slurm job {job.job_id} ({_describe(spec)})",
         )  # fmt: skip
@@ -488,20 +468,14 @@ class PodScheduler:
             self._resubmit_elsewhere(pod, step, node)
             return
         meta = pod["metadata"]
-        try:
-            self._kube.bind_pod(
-                meta["namespace"], meta["name"], node, pod_uid=uid,
-                annotations={
-                    wk.ANNOTATION_JOB_ID: str(step.job_id),
-                    wk.ANNOTATION_SLURM_NODE: step.slurm_node,
-                },
-            )  # fmt: skip
-        except KubeApiError as exc:
-            if exc.status == 409:  # already bound (by our last run): the watch brings it
-                return
-            raise
+        recorded = {
+            wk.ANNOTATION_JOB_ID: str(step.job_id),
+            wk.ANNOTATION_SLURM_NODE: step.slurm_node,
+        }
+        if not self._pods_out.bind(pod, node, recorded):
+            return
         self.counters.bound += 1
-        self._event(
+        self._pods_out.event(
             pod, wk.EVENT_SCHEDULED, "Binding",
             f"Successfully assigned {meta['namespace']}/{meta['name']} to {node}: Slurm job "
             f"{step.job_id} runs on Slurm node {step.slurm_node}",
@@ -513,19 +487,19 @@ class PodScheduler:
         self._slurm.operator.cancel(step.job_id)
         with self._lock:
             self._forget_locked(pod["metadata"]["uid"])
-        self._event(
+        self._pods_out.event(
             pod, wk.EVENT_BIND_FAILED, "Binding",
             f"Slurm job {step.job_id} got Slurm node {step.slurm_node} on Node {node}, which "
             "the Pod's node affinity rules out; submitting again without it",
             type="Warning",
         )  # fmt: skip
-        self._annotate(pod, {wk.ANNOTATION_JOB_ID: None})
+        self._pods_out.annotate(pod, {wk.ANNOTATION_JOB_ID: None})
         self._queue.add(pod["metadata"]["uid"])
 
     def _delete_pod(self, pod: Obj, step: DeletePod) -> None:
-        meta = pod["metadata"]
-        self._event(pod, step.reason, "Delete", f"{step.message}; deleting the Pod", "Warning")
-        self._kube.delete("v1", "Pod", meta["name"], meta["namespace"])
+        message = f"{step.message}; deleting the Pod"
+        self._pods_out.event(pod, step.reason, "Delete", message, "Warning")
+        self._pods_out.delete(pod)
         self.counters.pods_deleted += 1
 
     def _cancel(self, uid: str, pod: Obj | None, step: CancelJob) -> None:
@@ -543,7 +517,7 @@ class PodScheduler:
                 self._record_locked(uid, replace(job, state="CANCELLED"))
         log.info("scheduler: cancelled placeholder job %d: %s", step.job_id, step.message)
         if pod is not None:
-            self._event(
+            self._pods_out.event(
                 pod, wk.EVENT_RELEASED, "Release",
                 f"cancelled placeholder Slurm job {step.job_id}: {step.message}",
             )  # fmt: skip
@@ -569,70 +543,12 @@ class PodScheduler:
         namespace, _, name = reference.partition("/")
         if not namespace or not name:
             return None
-        return self._kube.get("v1", "Pod", name, namespace)
+        return self._pods_out.get(namespace, name)
 
     def _refuse(self, pod: Obj, message: str) -> None:
-        """Event and PodScheduled=False with what to change; not retried until the Pod changes."""
         self.counters.refused += 1
-        meta = pod["metadata"]
-        self._annotate(pod, {wk.ANNOTATION_REJECTED: fingerprint(pod)})
-        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        with contextlib.suppress(KubeApiError):
-            self._kube.apply(
-                {"apiVersion": "v1", "kind": "Pod",
-                 "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
-                 "status": {"conditions": [{
-                     "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-                     "message": message, "lastTransitionTime": now}]}},
-                field_manager=SCHEDULER_STATUS_MANAGER, force=True, subresource="status",
-            )  # fmt: skip
-        self._event(pod, wk.EVENT_REJECTED, "Scheduling", message, "Warning")
-        log.info("scheduler: refused pod %s/%s: %s", meta["namespace"], meta["name"], message)
-
-    def _annotate(self, pod: Obj, annotations: Mapping[str, str | None]) -> None:
-        meta = pod["metadata"]
-        patch = {"metadata": {"annotations": dict(annotations)}}
-        try:
-            self._kube.request_json(
-                "PATCH",
-                f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}",
-                body=patch,
-                content_type="application/merge-patch+json",
-                target=f"Pod {meta['namespace']}/{meta['name']}",
-            )
-        except KubeApiError as exc:
-            if exc.status != 404:  # the Pod went away meanwhile: nothing to record on
-                raise
-
-    def _event(
-        self, pod: Obj, reason: str, action: str, message: str, type: str = "Normal"
-    ) -> None:
-        """Events go out on their own threads: they never hold up scheduling."""
-
-        def send() -> None:
-            try:
-                self._kube.create_event(
-                    pod, reason=reason, message=message[:1024], action=action, type=type,
-                    reporting_controller=self.settings.name,
-                    reporting_instance=self.settings.name,
-                )  # fmt: skip
-            except ReconcilerError as exc:
-                log.warning("scheduler: event for pod %s failed: %s", _key(pod), exc)
-
-        self._in_background(send)
-
-    def _in_background(self, action: Callable[..., None], *args: Any) -> None:
-        """Writes that inform users (Events, the job-id annotation) stay off the path from
-        Pod to bound Pod; a failure is logged, and the next step does not depend on them."""
-
-        def run() -> None:
-            try:
-                action(*args)
-            except ReconcilerError as exc:
-                log.warning("scheduler: background write failed: %s", exc)
-
-        with contextlib.suppress(RuntimeError):  # shutting down
-            self._events.submit(run)
+        self._pods_out.refuse(pod, message)
+        log.info("scheduler: refused pod %s: %s", _key(pod), message)
 
     # ---- views for tests and status ---------------------------------------------------
 
