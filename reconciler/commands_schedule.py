@@ -19,6 +19,7 @@ from reconciler.scheduler.clients import SlurmClients
 from reconciler.scheduler.loop import PodScheduler
 from reconciler.scheduler.settings import (
     DEFAULT_HOOKS_PORT,
+    DEFAULT_WORKERS,
     SchedulerSettings,
     settings_from_values,
 )
@@ -52,7 +53,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     cmd.add_argument("--hooks-url", help="URL jobs use to reach it (default: http://<bind>)")
     cmd.add_argument("--poll-interval", type=float, metavar="SECONDS", help="safety-net poll")
-    cmd.add_argument("--workers", type=int, help="Pods handled in parallel (default 8)")
+    cmd.add_argument(
+        "--workers", type=int, help=f"Pods handled in parallel (default {DEFAULT_WORKERS})"
+    )
     target_args(cmd)
     cmd.set_defaults(func=run_schedule)
 

@@ -17,18 +17,20 @@ class WorkQueue:
         self._clock = clock
         self._cond = threading.Condition()
         self._queue: deque[str] = deque()
+        self._urgent: deque[str] = deque()  # served first, in their own order (FIFO)
         self._waiting: set[str] = set()
         self._processing: set[str] = set()
         self._dirty: set[str] = set()
+        self._dirty_urgent: set[str] = set()
         self._delayed: list[tuple[float, int, str]] = []
         self._counter = itertools.count()
         self._closed = False
 
     def add(self, key: str, *, urgent: bool = False) -> None:
-        """Queue a key; `urgent` puts it first (a Pod whose job just started goes ahead of
-        a backlog of new Pods)."""
+        """Queue a key; `urgent` keys are served before the others, first come first served
+        (a Pod whose job just started goes ahead of a backlog of new Pods)."""
         with self._cond:
-            if urgent and key in self._waiting:
+            if urgent and key in self._waiting and key in self._queue:
                 self._queue.remove(key)
                 self._waiting.discard(key)
             self._add_locked(key, urgent=urgent)
@@ -48,8 +50,8 @@ class WorkQueue:
                 if self._closed:
                     return None
                 self._promote_due_locked()
-                if self._queue:
-                    key = self._queue.popleft()
+                if self._urgent or self._queue:
+                    key = (self._urgent or self._queue).popleft()
                     self._waiting.discard(key)
                     self._processing.add(key)
                     return key
@@ -60,8 +62,10 @@ class WorkQueue:
         with self._cond:
             self._processing.discard(key)
             if key in self._dirty:
+                urgent = key in self._dirty_urgent
                 self._dirty.discard(key)
-                self._add_locked(key)
+                self._dirty_urgent.discard(key)
+                self._add_locked(key, urgent=urgent)
 
     def close(self) -> None:
         with self._cond:
@@ -70,17 +74,16 @@ class WorkQueue:
 
     def __len__(self) -> int:
         with self._cond:
-            return len(self._queue) + len(self._delayed)
+            return len(self._urgent) + len(self._queue) + len(self._delayed)
 
     def _add_locked(self, key: str, *, urgent: bool = False) -> None:
         if key in self._processing:
             self._dirty.add(key)
+            if urgent:
+                self._dirty_urgent.add(key)
         elif key not in self._waiting:
             self._waiting.add(key)
-            if urgent:
-                self._queue.appendleft(key)
-            else:
-                self._queue.append(key)
+            (self._urgent if urgent else self._queue).append(key)
             self._cond.notify()
 
     def _promote_due_locked(self) -> None:

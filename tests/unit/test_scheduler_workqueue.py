@@ -245,4 +245,14 @@ def test_an_urgent_key_goes_ahead_of_the_backlog() -> None:
         queue.add(key)
     queue.add("c", urgent=True)
     queue.add("d", urgent=True)
-    assert [queue.get() for _ in range(4)] == ["d", "c", "a", "b"]
+    assert [queue.get() for _ in range(4)] == ["c", "d", "a", "b"]
+
+
+def test_a_key_made_urgent_while_handled_comes_back_urgent() -> None:
+    queue = WorkQueue()
+    queue.add("a")
+    assert queue.get() == "a"
+    queue.add("b")
+    queue.add("a", urgent=True)
+    queue.done("a")
+    assert queue.get() == "a"
