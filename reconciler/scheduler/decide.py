@@ -77,8 +77,10 @@ def next_steps(
         return _while_deleting(meta, job, now=now, kill_wait=kill_wait_seconds)
     if job is None:
         return _without_job(pod)
-    if not spec.get("nodeName") and is_refused(pod) and job.state not in ACTIVE_STATES:
-        return []  # refused after a submit (its job was cancelled then): stays refused
+    if not spec.get("nodeName") and is_refused(pod):
+        # Refused after a submit (group-id, a node the affinity rules out): no job may hold
+        # resources for it; it stays refused until it changes.
+        return [CancelJob(job.job_id, "its Pod was refused")] if job.state in ACTIVE_STATES else []
     if spec.get("nodeName"):
         return _bound(job)
     return _unbound(job)

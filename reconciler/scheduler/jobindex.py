@@ -8,7 +8,7 @@ just-bound Pod's job looks requeued (the benchmark caught it).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
 
 from reconciler.adapters.slurm_rest import SlurmJob
@@ -22,10 +22,15 @@ class Merged:
     changed: list[str]  # Pod uids to look at again
 
 
-def placeholders_by_uid(jobs: Iterable[SlurmJob]) -> dict[str, SlurmJob]:
-    """Our jobs by Pod UID; of several for one Pod (a resubmit), the newest."""
+def placeholders_by_uid(
+    jobs: Iterable[SlurmJob], abandoned: Container[int] = ()
+) -> dict[str, SlurmJob]:
+    """Our jobs by Pod UID; of several for one Pod (a resubmit), the newest. `abandoned` jobs
+    (cancelled to submit again, or for a refused Pod) no longer stand for their Pod."""
     found: dict[str, SlurmJob] = {}
     for job in jobs:
+        if job.job_id in abandoned:
+            continue
         uid = pod_uid_of(job.name)
         if uid is not None and (uid not in found or job.job_id > found[uid].job_id):
             found[uid] = job
@@ -38,11 +43,12 @@ def merge_listing(
     listed: Iterable[SlurmJob],
     *,
     sent: float,
+    abandoned: Container[int] = (),
 ) -> Merged:
     """`known` updated by a full job list whose request left at `sent` (same clock as
     `learned`). A job missing from the list was purged by Slurm (MinJobAge), unless we
     learned of it after the list was asked for."""
-    seen = placeholders_by_uid(listed)
+    seen = placeholders_by_uid(listed, abandoned)
     fresh = {uid for uid, at in learned.items() if at > sent}
     jobs = dict(known)
     changed: list[str] = []

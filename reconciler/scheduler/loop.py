@@ -96,6 +96,7 @@ class PodScheduler:
         self._pods: dict[str, Obj] = {}  # uid -> Pod
         self._jobs: dict[str, SlurmJob] = {}  # Pod uid -> its placeholder job
         self._learned: dict[str, float] = {}  # Pod uid -> when a hook/submit/cancel updated it
+        self._abandoned: set[int] = set()  # jobs we cancelled to submit again or to refuse
         self._kube_node_of: dict[str, str] = {}  # Slurm node -> Kubernetes Node (slurmd Pods)
         self._node_labels: dict[str, dict[str, str]] = {}
         self._failures: dict[str, int] = {}
@@ -278,7 +279,9 @@ class PodScheduler:
                 self.counters.polls_unchanged += 1
                 return
         with self._lock:
-            merged = merge_listing(self._jobs, self._learned, snapshot.items, sent=sent)
+            merged = merge_listing(
+                self._jobs, self._learned, snapshot.items, sent=sent, abandoned=self._abandoned
+            )
             self._jobs, self._learned = merged.jobs, merged.learned
         self._jobs_since = snapshot.as_of
         for uid in merged.changed:
@@ -288,17 +291,20 @@ class PodScheduler:
         self._jobs[uid] = job
         self._learned[uid] = time.monotonic()
 
-    def _forget_locked(self, uid: str) -> None:
-        """The Pod has no job now (we cancelled it to submit again): a poll already under way
-        must not bring the old one back."""
+    def _forget_locked(self, uid: str, job_id: int) -> None:
+        """The Pod has no job now (we cancelled it to submit again, or to refuse the Pod):
+        neither a poll nor a late hook of the old job may bring it back."""
         self._jobs.pop(uid, None)
         self._learned[uid] = time.monotonic()
+        self._abandoned.add(job_id)
 
     # ---- hooks ------------------------------------------------------------------------
 
     def on_hook(self, call: HookCall) -> str:
         self.counters.hooks += 1
         with self._lock:
+            if call.job_id in self._abandoned:  # its Pod has moved on: let the job end
+                return "ok" if call.kind == "started" else "gone"
             pod = self._pods.get(call.pod_uid)
             job = self._jobs.get(call.pod_uid)
             if (job is None or job.job_id < call.job_id) and pod is not None:
@@ -430,7 +436,7 @@ class PodScheduler:
             return True
         self._slurm.operator.cancel(job_id)
         with self._lock:
-            self._forget_locked(_uid_of(job))
+            self._forget_locked(_uid_of(job), job_id)
         pod = self._pod_for_job(job)
         if pod is not None:
             self._refuse(
@@ -486,7 +492,7 @@ class PodScheduler:
         affinity rules out: give the allocation back and submit again with it excluded."""
         self._slurm.operator.cancel(step.job_id)
         with self._lock:
-            self._forget_locked(pod["metadata"]["uid"])
+            self._forget_locked(pod["metadata"]["uid"], step.job_id)
         self._pods_out.event(
             pod, wk.EVENT_BIND_FAILED, "Binding",
             f"Slurm job {step.job_id} got Slurm node {step.slurm_node} on Node {node}, which "

@@ -408,6 +408,21 @@ def test_admission_failure_gives_an_event_and_no_job(env: Env, pods: list[str], 
     assert not [j for j in _jobs_for(env, uid) if j.state != "CANCELLED"]
 
 
+def test_a_group_slurm_22_05_cannot_give_is_refused_and_its_job_cancelled(
+    env: Env, pods: list[str]
+) -> None:
+    name = unique("group")
+    uid = _create(env, pods, _pod_spec(name, annotations={
+        wk.ANNOTATION_USER_ID: "1001", wk.ANNOTATION_GROUP_ID: "0",
+    }))["metadata"]["uid"]  # fmt: skip
+    [event] = wait_for(lambda: _events(env, name, wk.EVENT_REJECTED), 15, "refusal")
+    assert "primary group (1001), not 0" in event["message"], event["message"]
+    wait_for(lambda: all(j.state in ("CANCELLED", "COMPLETED") for j in _jobs_for(env, uid)),
+             15, "its job to be cancelled")  # fmt: skip
+    pod = _pod(env, name)
+    assert pod is not None and not pod["spec"].get("nodeName")
+
+
 def test_a_refused_pod_is_admitted_once_fixed(env: Env, pods: list[str]) -> None:
     name = unique("fixed")
     _create(env, pods, _pod_spec(name, annotations={wk.ANNOTATION_PRIORITY: "high"}))

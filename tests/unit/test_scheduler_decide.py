@@ -300,3 +300,8 @@ def test_decisions_are_pure(state: str | None, node: str | None, phase: str, gon
             assert step.job_id == 12
     if gone:
         assert all(isinstance(step, CancelJob) for step in first)
+
+
+def test_a_refused_pod_never_keeps_a_running_job() -> None:
+    job = slurm_job(state="RUNNING", nodes="n1")
+    assert steps(refused_pod(), job) == [CancelJob(job.job_id, "its Pod was refused")]

@@ -55,3 +55,8 @@ def test_other_jobs_are_ignored_and_the_newest_of_a_resubmit_wins() -> None:
     plain = dataclasses.replace(slurm_job(), name="train.sh", job_id=3)
     found = placeholders_by_uid([plain, job(A, 7, "CANCELLED"), job(A, 9)])
     assert list(found) == [A] and found[A].job_id == 9
+
+
+def test_an_abandoned_job_never_stands_for_its_pod_again() -> None:
+    merged = merge_listing({}, {}, [job(A, 7, "CANCELLED")], sent=1.0, abandoned={7})
+    assert merged.jobs == {} and merged.changed == []
