@@ -73,6 +73,10 @@ class LocalStackError(ReconcilerError):
     """A daemon of the local stack (etcd, kube-apiserver, munged, slurmctld, ...) failed."""
 
 
+class SourceError(ReconcilerError):
+    """The config repo could not be fetched: a git remote, a watched directory, an artifact."""
+
+
 # --- I/O adapters (reconciler/adapters/). No message here ever carries a token or key. ---
 
 
