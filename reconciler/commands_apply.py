@@ -18,6 +18,7 @@ from reconciler.apply.live_reader import read_live, server_views
 from reconciler.commands_compile import load, print_warnings, repo_args
 from reconciler.compile.desired import DesiredState, compile_desired_state
 from reconciler.compile.profile import Profile
+from reconciler.config.repo import Config
 from reconciler.errors import ReconcilerError
 from reconciler.plan.diff import plan_changes
 from reconciler.plan.jsonout import plan_from_dict, plan_to_dict, render_json
@@ -120,7 +121,11 @@ def tokens_from_args(args: argparse.Namespace) -> TokenSource:
 
 
 def live_plan(args: argparse.Namespace) -> tuple[Plan, Target, DesiredState]:
-    config = load(args)
+    return plan_config(load(args), args)
+
+
+def plan_config(config: Config, args: argparse.Namespace) -> tuple[Plan, Target, DesiredState]:
+    """The plan for a loaded config against the target the args name (CLI and daemon)."""
     shape = compile_desired_state(config)  # the declared nodes do not depend on the profile
     declared = [n.name for n in (*shape.slurm_nodes, *shape.spare_nodes)]
     target, profile = resolve_target(args, config.settings.namespace, declared)

@@ -1,0 +1,1 @@
+"""The daemon: sources -> compile -> plan -> apply on each revision, the scheduler beside it."""

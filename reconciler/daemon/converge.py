@@ -1,0 +1,132 @@
+"""One convergence: a revision of the config repo -> compile -> plan -> apply, recorded.
+
+A revision that fails to load, compile, plan or apply is recorded as failed with its error;
+the cluster keeps the last good revision (apply refuses an unrestartable plan before changing
+anything, and a failure mid-apply is retried once from a fresh plan before it is reported).
+A resync re-plans the revision already applied: changes found then were made by hand (drift),
+and applying reverts them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+
+from reconciler.adapters.kube import Kube
+from reconciler.apply.executor import ApplyOptions, apply_plan
+from reconciler.commands_apply import plan_config
+from reconciler.config.files import read_library, read_repo
+from reconciler.config.repo import load_config
+from reconciler.daemon.status import Status, read_status, write_status
+from reconciler.errors import ReconcilerError
+from reconciler.sources import Revision
+
+log = logging.getLogger(__name__)
+
+APPLY_ATTEMPTS = 2
+
+
+@dataclass(frozen=True)
+class Outcome:
+    revision: Revision
+    state: str  # applied | unchanged | failed
+    summary: str = ""
+    error: str = ""
+    drift: bool = False
+    seconds: float = 0.0
+
+
+class Converger:
+    """Holds what the cluster was last brought to; `converge` is called by one thread at a
+    time (the daemon's loop)."""
+
+    def __init__(
+        self,
+        target_args: argparse.Namespace,
+        kube: Kube,
+        *,
+        release: str | None = None,
+        namespace: str | None = None,
+        options: ApplyOptions | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._args = target_args
+        self._kube = kube  # for the status ConfigMap
+        self._release = release
+        self._namespace = namespace
+        self._options = options or ApplyOptions()
+        self._clock = clock
+        self.status = Status()
+        self._known: tuple[str | None, str | None] = (release, namespace)
+
+    def converge(self, revision: Revision, *, resync: bool = False) -> Outcome:
+        started = self._clock()
+        try:
+            config = load_config(
+                read_repo(revision.path), read_library(),
+                release=self._release, namespace=self._namespace,
+            )  # fmt: skip
+        except ReconcilerError as error:
+            failed = Outcome(revision, "failed", error=str(error))
+            return self._record(revision, failed, started, release=self._known[0],
+                                namespace=self._known[1])  # fmt: skip
+        release, namespace = config.settings.release, config.settings.namespace
+        self._known = (release, namespace)
+        if not self.status.revision:
+            self.status = read_status(self._kube, namespace, release) or Status()
+        outcome = self._plan_and_apply(revision, config, resync=resync)
+        return self._record(revision, outcome, started, release=release, namespace=namespace)
+
+    def _plan_and_apply(self, revision: Revision, config: object, *, resync: bool) -> Outcome:
+        error = ""
+        for attempt in range(1, APPLY_ATTEMPTS + 1):
+            try:
+                plan, target, _ = plan_config(config, self._args)  # type: ignore[arg-type]
+                if not plan.has_changes:
+                    return Outcome(revision, "unchanged", summary="no changes")
+                summary = plan.summary()
+                text = f"{summary.add} added, {summary.change} changed, {summary.destroy} destroyed"
+                log.info("converge: %s: applying (%s)", revision, text)
+                apply_plan(plan, target, self._options, lambda line: log.info("apply: %s", line))
+                drift = resync and revision.id == self.status.applied_revision
+                return Outcome(revision, "applied", summary=text, drift=drift)
+            except ReconcilerError as failure:
+                error = str(failure)
+                log.warning("converge: %s: attempt %d failed: %s", revision, attempt, error)
+        return Outcome(revision, "failed", error=error)
+
+    def _record(
+        self,
+        revision: Revision,
+        outcome: Outcome,
+        started: float,
+        *,
+        release: str | None = None,
+        namespace: str | None = None,
+    ) -> Outcome:
+        outcome = replace(outcome, seconds=self._clock() - started)
+        now = datetime.fromtimestamp(self._clock(), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        status = replace(
+            self.status, revision=revision.id, origin=revision.origin, state=outcome.state,
+            summary=outcome.summary, error=outcome.error, attempted_at=now,
+        )  # fmt: skip
+        if outcome.state != "failed":
+            status = replace(status, applied_revision=revision.id, applied_at=now)
+        if outcome.drift:
+            status = replace(status, drift_corrected=str(int(status.drift_corrected or 0) + 1))
+        self.status = status
+        release = release or self._release
+        namespace = namespace or self._namespace
+        if release and namespace:
+            try:
+                write_status(self._kube, namespace, release, status)
+            except ReconcilerError as error:
+                log.warning("converge: cannot write the status ConfigMap: %s", error)
+        level = logging.WARNING if outcome.state == "failed" else logging.INFO
+        log.log(level, "converge: %s: %s %s", revision, outcome.state,
+                outcome.error or outcome.summary)  # fmt: skip
+        return outcome

@@ -1,0 +1,62 @@
+"""The daemon's status, in a ConfigMap anyone can read (`reconciler status`, kubectl):
+the revision it last tried, how that went, and the revision the cluster holds.
+
+The ConfigMap carries our managed-by label but not the release label, so plans never see it
+as a release object to prune.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from reconciler import wellknown as wk
+from reconciler.adapters.kube import Kube
+
+STATUS_SUFFIX = "-reconciler-status"
+
+
+@dataclass(frozen=True)
+class Status:
+    revision: str = ""  # the revision last tried
+    origin: str = ""
+    state: str = ""  # applied | unchanged | failed
+    summary: str = ""  # "1 added, 2 changed, 0 destroyed"
+    error: str = ""
+    attempted_at: str = ""
+    applied_revision: str = ""  # what the cluster holds: the last revision applied or unchanged
+    applied_at: str = ""
+    drift_corrected: str = "0"  # resyncs that found and reverted changes made by hand
+
+    def as_data(self) -> dict[str, str]:
+        return {_camel(k): str(v) for k, v in asdict(self).items()}
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, str]) -> Status:
+        return cls(**{f.name: str(data.get(_camel(f.name), "")) for f in fields(cls)})
+
+
+def status_name(release: str) -> str:
+    return f"{release}{STATUS_SUFFIX}"
+
+
+def write_status(kube: Kube, namespace: str, release: str, status: Status) -> None:
+    kube.apply(
+        {"apiVersion": "v1", "kind": "ConfigMap",
+         "metadata": {"name": status_name(release), "namespace": namespace,
+                      "labels": {wk.LABEL_MANAGED_BY: wk.MANAGED_BY_VALUE,
+                                 wk.LABEL_COMPONENT: "status"}},
+         "data": status.as_data()},
+        force=True,
+    )  # fmt: skip
+
+
+def read_status(kube: Kube, namespace: str, release: str) -> Status | None:
+    found: Any = kube.get("v1", "ConfigMap", status_name(release), namespace)
+    return Status.from_data(found.get("data") or {}) if found else None
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(word.capitalize() for word in rest)

@@ -1,0 +1,126 @@
+"""Convergence on the real local stack, from a real git remote: push -> applied; a broken push
+-> failed with its error and the cluster left as it was; a fix -> applied; a hand edit ->
+reverted by a resync, counted as drift. The status ConfigMap says each of these."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reconciler.adapters.kube import Kube
+from reconciler.daemon.converge import Converger
+from reconciler.daemon.status import read_status
+from reconciler.sources.git import GitSource
+from tests.integration.local_up import local_up
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURE_REPO = ROOT / "fixtures" / "config-repo"
+NAMESPACE, RELEASE = "slurm", "slurm"
+STATEFULSET = "slurm-gpu-small"
+
+
+@dataclass
+class Env:
+    kube: Kube
+    author: Path  # the clone users push from
+    source: GitSource
+    converger: Converger
+
+
+def git(cwd: Path, *args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True)
+    return done.stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def env(stack_timings: dict[str, float]) -> Iterator[Env]:
+    work = Path(tempfile.mkdtemp(prefix="sunk-reconciler-converge-"))
+    try:
+        bare, author = work / "config.git", work / "author"
+        git(work, "init", "-q", "--bare", "-b", "main", str(bare))
+        shutil.copytree(FIXTURE_REPO, author)
+        git(author, "init", "-q", "-b", "main")
+        git(author, "config", "user.email", "ops@example.com")
+        git(author, "config", "user.name", "Ops")
+        git(author, "add", ".")
+        git(author, "commit", "-q", "-m", "the fixture repo")
+        git(author, "remote", "add", "origin", str(bare))
+        git(author, "push", "-q", "origin", "main")
+        with local_up(
+            author, work / "up.log", prefix="sunk-reconciler-converge-", timings=stack_timings,
+            label="converge tests",
+        ) as running:  # fmt: skip
+            kube = Kube.from_kubeconfig(running.stack.kube_paths.kubeconfig)
+            args = argparse.Namespace(local=True, runtime_dir=running.runtime, name="unused")
+            yield Env(kube, author, GitSource(str(bare), "main", work / "checkout"),
+                      Converger(args, kube))  # fmt: skip
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def push(env: Env, old: str, new: str, message: str, file: str = "values.yaml") -> str:
+    path = env.author / file
+    text = path.read_text()
+    assert old in text, f"{old!r} not in {file}"
+    path.write_text(text.replace(old, new, 1))
+    git(env.author, "commit", "-q", "-am", message)
+    git(env.author, "push", "-q", "origin", "main")
+    return git(env.author, "rev-parse", "HEAD")
+
+
+def nccl_debug(env: Env) -> str:
+    sts: Any = env.kube.get("apps/v1", "StatefulSet", STATEFULSET, NAMESPACE)
+    [slurmd] = [c for c in sts["spec"]["template"]["spec"]["containers"] if c["name"] == "slurmd"]
+    return next(e["value"] for e in slurmd["env"] if e["name"] == "NCCL_DEBUG")
+
+
+def test_converge_follows_git_and_keeps_the_last_good_revision(env: Env) -> None:
+    first = env.converger.converge(env.source.fetch())
+    assert first.state == "unchanged", first  # `local up` applied the same repo
+
+    head = push(env, "value: WARN", "value: INFO", "more NCCL logs")
+    applied = env.converger.converge(env.source.fetch())
+    assert (applied.state, applied.revision.id) == ("applied", head), applied
+    assert "1 changed" in applied.summary and nccl_debug(env) == "INFO"
+
+    broken = push(env, "compute:\n", "compute: [\n", "oops")
+    failed = env.converger.converge(env.source.fetch())
+    assert failed.state == "failed" and "values.yaml:" in failed.error, failed
+    assert nccl_debug(env) == "INFO", "a broken revision changed the cluster"
+    status = read_status(env.kube, NAMESPACE, RELEASE)
+    assert status is not None
+    assert (status.revision, status.state, status.applied_revision) == (broken, "failed", head)
+    assert "values.yaml:" in status.error
+
+    fixed = push(env, "compute: [\n", "compute:\n", "fix")
+    outcome = env.converger.converge(env.source.fetch())
+    assert outcome.state == "unchanged", outcome  # the fix brings back what is applied
+    status = read_status(env.kube, NAMESPACE, RELEASE)
+    assert status is not None and (status.state, status.applied_revision) == ("unchanged", fixed)
+
+
+def test_a_resync_reverts_a_hand_edit_and_counts_it(env: Env) -> None:
+    revision = env.source.fetch()
+    env.converger.converge(revision)
+    before = int(env.converger.status.drift_corrected)
+    wanted = nccl_debug(env)
+    slurmd = {"name": "slurmd", "env": [{"name": "NCCL_DEBUG", "value": "TRACE"}]}
+    env.kube.request_json(  # what `kubectl edit` does
+        "PATCH", f"/apis/apps/v1/namespaces/{NAMESPACE}/statefulsets/{STATEFULSET}",
+        body={"spec": {"template": {"spec": {"containers": [slurmd]}}}},
+        content_type="application/strategic-merge-patch+json",
+    )  # fmt: skip
+    assert nccl_debug(env) == "TRACE"
+    outcome = env.converger.converge(revision, resync=True)
+    assert outcome.state == "applied" and outcome.drift, outcome
+    assert nccl_debug(env) == wanted
+    status = read_status(env.kube, NAMESPACE, RELEASE)
+    assert status is not None and int(status.drift_corrected) == before + 1
