@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -34,3 +37,16 @@ class FixedToken:
 
     def token(self) -> str:
         return self._value
+
+
+def stop_cleanly(process: subprocess.Popen[bytes], log: Path, timeout: float = 30) -> None:
+    """SIGTERM, then SIGKILL if it hangs; it must have exited 0 without a traceback."""
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    text = log.read_text(errors="replace")
+    assert process.returncode == 0, text
+    assert "Traceback" not in text, text

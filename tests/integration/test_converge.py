@@ -7,7 +7,11 @@ from __future__ import annotations
 import argparse
 import shutil
 import subprocess
+import sys
 import tempfile
+import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,8 +22,10 @@ import pytest
 from reconciler.adapters.kube import Kube
 from reconciler.daemon.converge import Converger
 from reconciler.daemon.status import read_status
+from reconciler.local.ports import free_port
 from reconciler.sources.git import GitSource
-from tests.integration.local_up import local_up
+from tests.integration.helpers import stop_cleanly, wait_for
+from tests.integration.local_up import local_up, reconciler_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE_REPO = ROOT / "fixtures" / "config-repo"
@@ -124,3 +130,55 @@ def test_a_resync_reverts_a_hand_edit_and_counts_it(env: Env) -> None:
     assert nccl_debug(env) == wanted
     status = read_status(env.kube, NAMESPACE, RELEASE)
     assert status is not None and int(status.drift_corrected) == before + 1
+
+
+def test_reconciler_run_applies_a_push_and_reverts_a_hand_edit(env: Env, tmp_path: Path) -> None:
+    """The daemon as users run it: a push is applied within the fetch interval, a hand edit
+    is reverted at the next resync, /readyz /metrics and `reconciler status` tell the story,
+    SIGTERM stops it cleanly."""
+    port = free_port()
+    runtime = env.converger._args.runtime_dir  # the module's stack
+    bare = env.source.url
+    log = tmp_path / "run.log"
+    with log.open("wb") as out:
+        daemon = subprocess.Popen(
+            [sys.executable, "-m", "reconciler", "run", "--git-url", bare, "--runtime-dir",
+             str(runtime), "--interval", "1", "--resync", "4", "--listen", f"127.0.0.1:{port}",
+             "--hooks-api-bind-address", "127.0.0.1:0", "--workdir", str(tmp_path / "w")],
+            stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        wait_for(lambda: _get(port, "/readyz")[0] == 200, 30, "readyz: " + log.read_text())
+        before = nccl_debug(env)
+        after = "WARN" if before != "WARN" else "INFO"
+        pushed_at = time.monotonic()
+        head = push(env, f"value: {before}", f"value: {after}", "from the daemon test")
+        wait_for(lambda: nccl_debug(env) == after, 15, "the push to be applied")
+        latency = time.monotonic() - pushed_at
+        assert latency < 5, f"push to applied took {latency:.1f} s with a 1 s interval"
+        status = reconciler_cli("status", "--runtime-dir", str(runtime))
+        shown = dict(line.split(":", 1) for line in status.stdout.splitlines())
+        assert shown["appliedRevision"].strip() == head, status.stdout + status.stderr
+        slurmd = {"name": "slurmd", "env": [{"name": "NCCL_DEBUG", "value": "TRACE"}]}
+        env.kube.request_json(
+            "PATCH", f"/apis/apps/v1/namespaces/{NAMESPACE}/statefulsets/{STATEFULSET}",
+            body={"spec": {"template": {"spec": {"containers": [slurmd]}}}},
+            content_type="application/strategic-merge-patch+json",
+        )  # fmt: skip
+        wait_for(lambda: nccl_debug(env) == after, 15, "the resync to revert the hand edit")
+        metrics = _get(port, "/metrics")[1]
+        assert 'reconciler_reconciles_total{state="applied"}' in metrics
+        assert "reconciler_drift_corrections_total 1.0" in metrics, metrics
+        assert "reconciler_scheduler_polls_total" in metrics
+    finally:
+        stop_cleanly(daemon, log)
+
+
+def _get(port: int, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, ""
+    except OSError:
+        return 0, ""

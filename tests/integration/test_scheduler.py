@@ -35,7 +35,7 @@ from reconciler.scheduler.clients import SlurmClients
 from reconciler.scheduler.loop import PodScheduler
 from reconciler.scheduler.placeholder import pod_uid_of
 from reconciler.scheduler.settings import settings_from_values
-from tests.integration.helpers import unique, wait_for
+from tests.integration.helpers import stop_cleanly, unique, wait_for
 from tests.integration.local_up import RunningUp, local_up
 
 pytestmark = pytest.mark.integration
@@ -582,14 +582,7 @@ def _crash_and_restart(env: Env, pods: list[str], log: Path) -> None:
         wait_for(lambda: all(_jobs_for(env, uids[n])[0].state in ended for n in kept), 30,
                  "every job to end with its Pod")  # fmt: skip
     finally:
-        third.send_signal(signal.SIGTERM)
-        try:
-            third.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            third.kill()
-            third.wait()
-    assert third.returncode == 0, log.read_text()
-    assert "Traceback" not in log.read_text(), log.read_text()
+        stop_cleanly(third, log)
 
 
 def _kill_9(process: subprocess.Popen[bytes]) -> None:

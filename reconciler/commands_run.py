@@ -1,0 +1,149 @@
+"""`reconciler run` (the GitOps daemon) and `reconciler status` (what it last did)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+from reconciler import wellknown as wk
+from reconciler.adapters.kube import Kube
+from reconciler.commands_apply import target_args
+from reconciler.commands_schedule import connect_scheduler
+from reconciler.config.files import read_library, read_repo
+from reconciler.config.repo import load_config
+from reconciler.daemon.converge import Converger
+from reconciler.daemon.run import Daemon, RunSettings
+from reconciler.daemon.status import read_status, status_name
+from reconciler.errors import ReconcilerError
+from reconciler.scheduler.settings import DEFAULT_HOOKS_PORT, settings_from_values
+from reconciler.sources import Source
+from reconciler.sources.directory import DirectorySource
+from reconciler.sources.flux import FluxArtifactSource
+from reconciler.sources.git import GitSource
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    run = sub.add_parser(
+        "run",
+        help="the daemon: converge the cluster to the config repo, and schedule Pods",
+        description=(
+            "Fetch the config repo on an interval, compile, plan and apply each new revision "
+            "(a failed one is recorded and the last good one stays applied), re-plan the "
+            "applied revision on a longer interval to revert changes made by hand, and run "
+            "the Pod scheduler in the same process. /healthz, /readyz and /metrics are served "
+            "on --listen."
+        ),
+    )
+    source = run.add_argument_group("source (one)")
+    source.add_argument("--git-url", help="a git remote to clone and fetch")
+    source.add_argument("--git-branch", default="main", help="its branch (default: main)")
+    source.add_argument("--git-subdir", default="", help="the config repo's folder in it")
+    source.add_argument("--source-dir", type=Path, help="a directory kept fresh by a sidecar")
+    source.add_argument(
+        "--flux-git-repository", metavar="NS/NAME", help="a Flux GitRepository's artifact"
+    )
+    run.add_argument("--workdir", type=Path, help="where clones and artifacts go (a temp dir)")
+    run.add_argument("--interval", type=float, default=30.0, help="fetch every N s (30)")
+    run.add_argument("--resync", type=float, default=300.0, help="re-plan every N s (300)")
+    run.add_argument("--listen", default="127.0.0.1:8080", help="health/metrics HOST:PORT")
+    run.add_argument("--release", help="release name (default: reconciler.yaml, else 'slurm')")
+    run.add_argument("--namespace", help="namespace (default: reconciler.yaml, else 'slurm')")
+    run.add_argument("--no-scheduler", action="store_true", help="do not schedule Pods")
+    run.add_argument(
+        "--hooks-api-bind-address", default=f"0.0.0.0:{DEFAULT_HOOKS_PORT}", metavar="HOST:PORT"
+    )
+    run.add_argument("--hooks-url", help="URL placeholder jobs use to reach the hooks API")
+    target_args(run)
+    run.set_defaults(func=run_daemon)
+
+    status = sub.add_parser("status", help="what the daemon last did (its status ConfigMap)")
+    status.add_argument("--release", default="slurm")
+    status.add_argument("--namespace", default="slurm")
+    target_args(status)
+    status.set_defaults(func=run_status)
+
+
+def run_daemon(args: argparse.Namespace) -> int:
+    kube = _kube(args)
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="sunk-reconciler-run-"))
+    source = _source(args, kube, workdir)
+    first = source.fetch()  # fails loudly at start: a wrong URL is better seen now
+    config = load_config(
+        read_repo(first.path), read_library(), release=args.release, namespace=args.namespace
+    )
+    release, namespace = config.settings.release, config.settings.namespace
+    scheduler = None
+    if not args.no_scheduler and (config.values.get("scheduler") or {}).get("enabled", True):
+        host, _, port = args.hooks_api_bind_address.rpartition(":")
+        settings = settings_from_values(
+            config.values, release=release, namespace=namespace, hooks_host=host or "0.0.0.0",
+            hooks_port=int(port), hooks_url=args.hooks_url,
+        )  # fmt: skip
+        scheduler = connect_scheduler(args, settings)
+    host, _, port = args.listen.rpartition(":")
+    daemon = Daemon(
+        source,
+        Converger(args, kube, release=args.release, namespace=args.namespace),
+        RunSettings(args.interval, args.resync, host or "127.0.0.1", int(port)),
+        scheduler=scheduler,
+    )
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    daemon.start()
+    print(
+        f"reconciler run: {getattr(source, 'origin', source)} -> {namespace}/{release}; "
+        f"health and metrics on port {daemon.port}"
+        + ("" if scheduler is None else f"; scheduling Pods as {scheduler.settings.name}"),
+        flush=True,
+    )
+    stop.wait()
+    daemon.stop()
+    return 0
+
+
+def run_status(args: argparse.Namespace) -> int:
+    status = read_status(_kube(args), args.namespace, args.release)
+    if status is None:
+        raise ReconcilerError(
+            f"no status ConfigMap {args.namespace}/{status_name(args.release)}",
+            hint="`reconciler run` writes it after its first revision",
+        )
+    for key, value in status.as_data().items():
+        print(f"{key + ':':<18} {value}")
+    return 0
+
+
+def _kube(args: argparse.Namespace) -> Kube:
+    if args.local or args.runtime_dir:
+        from reconciler.local.stack import default_runtime_dir
+        from reconciler.local.target import open_stack
+
+        stack = open_stack(args.runtime_dir or default_runtime_dir(args.name))
+        return Kube.from_kubeconfig(stack.kube_paths.kubeconfig)
+    path = args.kubeconfig or os.environ.get("KUBECONFIG") or Path.home() / ".kube/config"
+    return Kube.from_kubeconfig(Path(path), field_manager=wk.FIELD_MANAGER)
+
+
+def _source(args: argparse.Namespace, kube: Kube, workdir: Path) -> Source:
+    chosen: list[Any] = [x for x in (args.git_url, args.source_dir, args.flux_git_repository) if x]
+    if len(chosen) != 1:
+        raise ReconcilerError(
+            "run needs exactly one source",
+            hint="--git-url URL, --source-dir DIR or --flux-git-repository NS/NAME",
+        )
+    if args.git_url:
+        return GitSource(args.git_url, args.git_branch, workdir / "git", subdir=args.git_subdir)
+    if args.source_dir:
+        return DirectorySource(args.source_dir)
+    namespace, _, name = str(args.flux_git_repository).partition("/")
+    if not namespace or not name:
+        raise ReconcilerError(
+            f"--flux-git-repository {args.flux_git_repository!r}: expected NAMESPACE/NAME"
+        )
+    return FluxArtifactSource(kube, namespace, name, workdir / "flux")

@@ -1,0 +1,82 @@
+"""Prometheus metrics of the daemon, in a registry of its own (served at /metrics)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
+
+from reconciler.daemon.converge import Outcome
+from reconciler.scheduler.loop import Counters
+
+
+class DaemonMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.reconcile_seconds = Histogram(
+            "reconciler_reconcile_duration_seconds",
+            "Time to load, compile, plan and apply one revision",
+            ["state"],
+            registry=self.registry,
+            buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300),
+        )
+        self.reconciles = Counter(
+            "reconciler_reconciles", "Revisions converged, by outcome", ["state"],
+            registry=self.registry,
+        )  # fmt: skip
+        self.applied_at = Gauge(
+            "reconciler_last_applied_timestamp_seconds",
+            "When the cluster last matched a revision (applied or unchanged)",
+            registry=self.registry,
+        )
+        self.applied_revision = Gauge(
+            "reconciler_applied_revision_info", "The revision the cluster holds (value 1)",
+            ["revision"], registry=self.registry,
+        )  # fmt: skip
+        self.drift = Counter(
+            "reconciler_drift_corrections", "Resyncs that reverted changes made by hand",
+            registry=self.registry,
+        )  # fmt: skip
+
+    def record(self, outcome: Outcome, now: float) -> None:
+        self.reconcile_seconds.labels(outcome.state).observe(outcome.seconds)
+        self.reconciles.labels(outcome.state).inc()
+        if outcome.drift:
+            self.drift.inc()
+        if outcome.state != "failed":
+            self.applied_at.set(now)
+            self.applied_revision.clear()
+            self.applied_revision.labels(outcome.revision.id).set(1)
+
+    def watch_scheduler(self, counters: Callable[[], Counters | None]) -> None:
+        self.registry.register(_SchedulerCollector(counters))
+
+
+_SCHEDULER_COUNTERS = {
+    "submitted": "Placeholder jobs submitted",
+    "bound": "Pods bound to a Node",
+    "refused": "Pods refused at admission",
+    "pods_deleted": "Pods deleted because their job ended",
+    "jobs_cancelled": "Placeholder jobs cancelled",
+    "polls": "Polls of Slurm's job list",
+    "polls_unchanged": "Polls answered 304 Not Modified",
+    "hooks": "Calls from placeholder jobs to the hooks API",
+}
+
+
+class _SchedulerCollector(Collector):
+    """The scheduler's own counters, read at scrape time."""
+
+    def __init__(self, counters: Callable[[], Counters | None]) -> None:
+        self._counters = counters
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        counters = self._counters()
+        if counters is None:
+            return
+        for field, text in _SCHEDULER_COUNTERS.items():
+            family = CounterMetricFamily(f"reconciler_scheduler_{field}", text)
+            family.add_metric([], float(getattr(counters, field)))
+            yield family

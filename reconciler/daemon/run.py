@@ -1,0 +1,171 @@
+"""`reconciler run`: fetch the source on an interval, converge each new revision, resync the
+applied one, and run the Pod scheduler beside it, all in one process.
+
+apscheduler runs the two periodic jobs on one worker thread, so a fetch and a resync never
+converge at the same time; a directory source's watcher asks for a run at once when files
+change. The Pod scheduler has threads of its own and keeps scheduling while a revision is
+being applied. SIGTERM: the convergence under way finishes, then everything stops.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.schedulers.background import BackgroundScheduler
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from reconciler.daemon.converge import Converger, Outcome
+from reconciler.daemon.metrics import DaemonMetrics
+from reconciler.errors import ReconcilerError
+from reconciler.scheduler.loop import PodScheduler
+from reconciler.sources import Revision, Source
+from reconciler.sources.directory import DirectorySource
+
+log = logging.getLogger(__name__)
+
+FETCH_JOB, RESYNC_JOB = "fetch", "resync"
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    interval_seconds: float = 30.0
+    resync_seconds: float = 300.0
+    listen_host: str = "127.0.0.1"
+    listen_port: int = 8080
+
+
+class Daemon:
+    def __init__(
+        self,
+        source: Source,
+        converger: Converger,
+        settings: RunSettings,
+        *,
+        scheduler: PodScheduler | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._source = source
+        self._converger = converger
+        self._settings = settings
+        self._pod_scheduler = scheduler
+        self._clock = clock
+        self.metrics = DaemonMetrics()
+        self.metrics.watch_scheduler(lambda: scheduler.counters if scheduler else None)
+        self._jobs = BackgroundScheduler(
+            executors={"default": ThreadPoolExecutor(1)},
+            job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
+        )
+        self._tried: str | None = None  # the last revision id converged
+        self._ready = threading.Event()
+        self._stopping = threading.Event()
+        self._http = ThreadingHTTPServer(
+            (settings.listen_host, settings.listen_port), self._handler_class()
+        )
+        self._http.daemon_threads = True
+
+    @property
+    def port(self) -> int:
+        return int(self._http.server_address[1])
+
+    # ---- lifecycle ----------------------------------------------------------------------
+
+    def start(self) -> None:
+        threading.Thread(target=self._http.serve_forever, name="daemon-http", daemon=True).start()
+        if self._pod_scheduler is not None:
+            self._pod_scheduler.start()
+        now = datetime.now(UTC)
+        self._jobs.add_job(
+            self._fetch_and_converge, "interval", seconds=self._settings.interval_seconds,
+            id=FETCH_JOB, next_run_time=now,
+        )  # fmt: skip
+        self._jobs.add_job(
+            self._resync, "interval", seconds=self._settings.resync_seconds, id=RESYNC_JOB
+        )
+        self._jobs.start()
+        if isinstance(self._source, DirectorySource):
+            threading.Thread(
+                target=self._watch_directory, args=(self._source,), name="daemon-watch",
+                daemon=True,
+            ).start()  # fmt: skip
+
+    def stop(self) -> None:
+        """Let the convergence under way finish, then stop everything."""
+        self._stopping.set()
+        self._jobs.shutdown(wait=True)
+        if self._pod_scheduler is not None:
+            self._pod_scheduler.stop()
+        self._http.shutdown()
+        self._http.server_close()
+
+    def run_now(self) -> None:
+        """Fetch and converge at once (a webhook, a changed directory)."""
+        if not self._stopping.is_set():
+            self._jobs.modify_job(FETCH_JOB, next_run_time=datetime.now(UTC))
+
+    # ---- the two jobs ---------------------------------------------------------------------
+
+    def _fetch_and_converge(self) -> None:
+        revision = self._fetch()
+        if revision is not None and revision.id != self._tried:
+            self._converge(revision, resync=False)
+
+    def _resync(self) -> None:
+        revision = self._fetch()
+        if revision is not None:
+            self._converge(revision, resync=revision.id == self._tried)
+
+    def _fetch(self) -> Revision | None:
+        try:
+            return self._source.fetch()
+        except ReconcilerError as error:
+            log.warning("daemon: fetching the config repo failed: %s", error)
+            return None
+
+    def _converge(self, revision: Revision, *, resync: bool) -> Outcome:
+        outcome = self._converger.converge(revision, resync=resync)
+        self._tried = revision.id
+        self.metrics.record(outcome, self._clock())
+        self._ready.set()
+        return outcome
+
+    def _watch_directory(self, source: DirectorySource) -> None:
+        while not self._stopping.is_set():
+            if source.wait_for_change(self._stopping, timeout_ms=1000):
+                self.run_now()
+
+    # ---- HTTP: health, readiness, metrics -----------------------------------------------
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        daemon = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                status, body, kind = daemon.answer(self.path)
+                self.send_response(status)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: object) -> None:
+                return
+
+        return Handler
+
+    def answer(self, path: str) -> tuple[int, bytes, str]:
+        if path == "/healthz":
+            return 200, b"ok\n", "text/plain"
+        if path == "/readyz":
+            if self._ready.is_set():
+                return 200, b"ok\n", "text/plain"
+            return 503, b"the first revision has not been converged yet\n", "text/plain"
+        if path == "/metrics":
+            return 200, generate_latest(self.metrics.registry), CONTENT_TYPE_LATEST
+        return 404, b"not found\n", "text/plain"
