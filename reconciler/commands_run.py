@@ -26,6 +26,8 @@ from reconciler.sources.directory import DirectorySource
 from reconciler.sources.flux import FluxArtifactSource
 from reconciler.sources.git import GitSource
 
+WEBHOOK_SECRET_ENV = "RECONCILER_WEBHOOK_SECRET"
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     run = sub.add_parser(
@@ -51,6 +53,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--interval", type=float, default=30.0, help="fetch every N s (30)")
     run.add_argument("--resync", type=float, default=300.0, help="re-plan every N s (300)")
     run.add_argument("--listen", default="127.0.0.1:8080", help="health/metrics HOST:PORT")
+    run.add_argument(
+        "--webhook-secret-file", type=Path,
+        help=f"serve POST /webhook for GitHub/Gitea/GitLab pushes (or ${WEBHOOK_SECRET_ENV})",
+    )  # fmt: skip
     run.add_argument("--release", help="release name (default: reconciler.yaml, else 'slurm')")
     run.add_argument("--namespace", help="namespace (default: reconciler.yaml, else 'slurm')")
     run.add_argument("--no-scheduler", action="store_true", help="do not schedule Pods")
@@ -89,7 +95,14 @@ def run_daemon(args: argparse.Namespace) -> int:
     daemon = Daemon(
         source,
         Converger(args, kube, release=args.release, namespace=args.namespace),
-        RunSettings(args.interval, args.resync, host or "127.0.0.1", int(port)),
+        RunSettings(
+            args.interval,
+            args.resync,
+            host or "127.0.0.1",
+            int(port),
+            webhook_secret=_webhook_secret(args),
+            branch=args.git_branch,
+        ),
         scheduler=scheduler,
     )
     stop = threading.Event()
@@ -117,6 +130,18 @@ def run_status(args: argparse.Namespace) -> int:
     for key, value in status.as_data().items():
         print(f"{key + ':':<18} {value}")
     return 0
+
+
+def _webhook_secret(args: argparse.Namespace) -> bytes | None:
+    if args.webhook_secret_file:
+        try:
+            return args.webhook_secret_file.read_bytes().strip()
+        except OSError as error:
+            raise ReconcilerError(
+                f"cannot read --webhook-secret-file {args.webhook_secret_file}: {error.strerror}"
+            ) from None
+    value = os.environ.get(WEBHOOK_SECRET_ENV, "").strip()
+    return value.encode() if value else None
 
 
 def _kube(args: argparse.Namespace) -> Kube:

@@ -23,6 +23,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from reconciler.daemon.converge import Converger, Outcome
 from reconciler.daemon.metrics import DaemonMetrics
+from reconciler.daemon.webhook import judge
 from reconciler.errors import ReconcilerError
 from reconciler.scheduler.loop import PodScheduler
 from reconciler.sources import Revision, Source
@@ -33,12 +34,20 @@ log = logging.getLogger(__name__)
 FETCH_JOB, RESYNC_JOB = "fetch", "resync"
 
 
+MAX_WEBHOOK_BYTES = 1024 * 1024
+
+
 @dataclass(frozen=True)
 class RunSettings:
     interval_seconds: float = 30.0
     resync_seconds: float = 300.0
     listen_host: str = "127.0.0.1"
     listen_port: int = 8080
+    webhook_secret: bytes | None = None  # POST /webhook is served only with a secret
+    branch: str = "main"  # the branch whose pushes the webhook acts on
+
+    def __repr__(self) -> str:
+        return f"RunSettings(interval={self.interval_seconds}, resync={self.resync_seconds})"
 
 
 class Daemon:
@@ -154,10 +163,31 @@ class Daemon:
                 self.end_headers()
                 self.wfile.write(body)
 
+            def do_POST(self) -> None:
+                length = min(int(self.headers.get("Content-Length") or 0), MAX_WEBHOOK_BYTES)
+                body = self.rfile.read(length)
+                status, text = daemon.webhook(self.path, dict(self.headers.items()), body)
+                payload = text.encode() + b"\n"
+                self.send_response(status)
+                self.send_header("Content-Type", "text/plain")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
             def log_message(self, format: str, *args: object) -> None:
                 return
 
         return Handler
+
+    def webhook(self, path: str, headers: dict[str, str], body: bytes) -> tuple[int, str]:
+        secret = self._settings.webhook_secret
+        if path != "/webhook" or secret is None:
+            return 404, "not found"
+        verdict = judge(headers, body, secret, self._settings.branch)
+        log.info("daemon: webhook: %s", verdict.message)
+        if verdict.fetch:
+            self.run_now()
+        return verdict.status, verdict.message
 
     def answer(self, path: str) -> tuple[int, bytes, str]:
         if path == "/healthz":

@@ -5,6 +5,9 @@ reverted by a resync, counted as drift. The status ConfigMap says each of these.
 from __future__ import annotations
 
 import argparse
+import hashlib
+import hmac
+import json
 import shutil
 import subprocess
 import sys
@@ -136,17 +139,8 @@ def test_reconciler_run_applies_a_push_and_reverts_a_hand_edit(env: Env, tmp_pat
     """The daemon as users run it: a push is applied within the fetch interval, a hand edit
     is reverted at the next resync, /readyz /metrics and `reconciler status` tell the story,
     SIGTERM stops it cleanly."""
-    port = free_port()
-    runtime = env.converger._args.runtime_dir  # the module's stack
-    bare = env.source.url
-    log = tmp_path / "run.log"
-    with log.open("wb") as out:
-        daemon = subprocess.Popen(
-            [sys.executable, "-m", "reconciler", "run", "--git-url", bare, "--runtime-dir",
-             str(runtime), "--interval", "1", "--resync", "4", "--listen", f"127.0.0.1:{port}",
-             "--hooks-api-bind-address", "127.0.0.1:0", "--workdir", str(tmp_path / "w")],
-            stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+    daemon, port, log = _start_daemon(env, tmp_path, "--interval", "1", "--resync", "4")
+    runtime = env.converger._args.runtime_dir
     try:
         wait_for(lambda: _get(port, "/readyz")[0] == 200, 30, "readyz: " + log.read_text())
         before = nccl_debug(env)
@@ -172,6 +166,58 @@ def test_reconciler_run_applies_a_push_and_reverts_a_hand_edit(env: Env, tmp_pat
         assert "reconciler_scheduler_polls_total" in metrics
     finally:
         stop_cleanly(daemon, log)
+
+
+def test_a_webhook_push_is_applied_at_once(env: Env, tmp_path: Path) -> None:
+    """A 60 s fetch interval: only the webhook can make this quick."""
+    secret = tmp_path / "secret"
+    secret.write_text("s3cret\n")
+    daemon, port, log = _start_daemon(
+        env, tmp_path, "--interval", "60", "--webhook-secret-file", str(secret)
+    )
+    try:
+        wait_for(lambda: _get(port, "/readyz")[0] == 200, 30, "readyz: " + log.read_text())
+        before = nccl_debug(env)
+        after = "WARN" if before != "WARN" else "INFO"
+        push(env, f"value: {before}", f"value: {after}", "pushed, with a webhook")
+        body = json.dumps({"ref": "refs/heads/main"}).encode()
+        signature = hmac.new(b"s3cret", body, hashlib.sha256).hexdigest()
+        sent = time.monotonic()
+        assert _post(port, "/webhook", body, {"X-Hub-Signature-256": "bad"}) == 401
+        assert _post(port, "/webhook", body, {"X-Hub-Signature-256": f"sha256={signature}"}) == 202
+        wait_for(lambda: nccl_debug(env) == after, 15, "the webhook push to be applied")
+        latency = time.monotonic() - sent
+        assert latency < 3, f"webhook to applied took {latency:.1f} s"
+        print(f"webhook -> applied: {latency:.2f} s")
+    finally:
+        stop_cleanly(daemon, log)
+
+
+def _start_daemon(
+    env: Env, tmp_path: Path, *extra: str
+) -> tuple[subprocess.Popen[bytes], int, Path]:
+    port = free_port()
+    log = tmp_path / "run.log"
+    with log.open("wb") as out:
+        daemon = subprocess.Popen(
+            [sys.executable, "-m", "reconciler", "run", "--git-url", env.source.url,
+             "--runtime-dir", str(env.converger._args.runtime_dir), "--listen",
+             f"127.0.0.1:{port}", "--hooks-api-bind-address", "127.0.0.1:0", "--workdir",
+             str(tmp_path / "w"), *extra],
+            stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    return daemon, port, log
+
+
+def _post(port: int, path: str, body: bytes, headers: dict[str, str]) -> int:
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}{path}", data=body, headers=headers, method="POST"
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as error:
+        return error.code
 
 
 def _get(port: int, path: str) -> tuple[int, str]:
