@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import socket
+import sys
 import tempfile
 import threading
 from pathlib import Path
@@ -17,6 +19,7 @@ from reconciler.commands_schedule import connect_scheduler
 from reconciler.config.files import read_library, read_repo
 from reconciler.config.repo import load_config
 from reconciler.daemon.converge import Converger
+from reconciler.daemon.lease import LeaderElector
 from reconciler.daemon.run import Daemon, RunSettings
 from reconciler.daemon.status import read_status, status_name
 from reconciler.errors import ReconcilerError
@@ -60,6 +63,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--release", help="release name (default: reconciler.yaml, else 'slurm')")
     run.add_argument("--namespace", help="namespace (default: reconciler.yaml, else 'slurm')")
     run.add_argument("--no-scheduler", action="store_true", help="do not schedule Pods")
+    run.add_argument(
+        "--leader-elect", action="store_true",
+        help="several replicas, one active: hold the Lease <release>-reconciler to act",
+    )  # fmt: skip
+    run.add_argument("--lease-duration", type=float, default=15.0, metavar="SECONDS")
+    run.add_argument("--identity", help="this replica's name in the Lease (host name and PID)")
     run.add_argument(
         "--hooks-api-bind-address", default=f"0.0.0.0:{DEFAULT_HOOKS_PORT}", metavar="HOST:PORT"
     )
@@ -108,7 +117,9 @@ def run_daemon(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    daemon.start()
+    elector = _elect(args, kube, namespace, release, daemon) if args.leader_elect else None
+    if elector is None:
+        daemon.start()
     print(
         f"reconciler run: {getattr(source, 'origin', source)} -> {namespace}/{release}; "
         f"health and metrics on port {daemon.port}"
@@ -117,7 +128,32 @@ def run_daemon(args: argparse.Namespace) -> int:
     )
     stop.wait()
     daemon.stop()
+    if elector is not None:
+        elector.stop(release=True)
     return 0
+
+
+def _elect(
+    args: argparse.Namespace, kube: Kube, namespace: str, release: str, daemon: Daemon
+) -> LeaderElector:
+    identity = args.identity or f"{socket.gethostname()}-{os.getpid()}"
+    elector = LeaderElector(
+        kube, namespace, f"{release}-reconciler", identity,
+        duration=args.lease_duration, renew=args.lease_duration / 3,
+    )  # fmt: skip
+
+    def lost() -> None:
+        # Another replica may be acting already: not one more write from this one.
+        print(f"reconciler run: {identity} lost the lease; exiting", file=sys.stderr, flush=True)
+        os._exit(1)
+
+    daemon.serve()
+    threading.Thread(
+        target=elector.run, args=(daemon.start, lost), name="leader-election", daemon=True
+    ).start()
+    print(f"reconciler run: {identity} waits for the lease {namespace}/{release}-reconciler",
+          flush=True)  # fmt: skip
+    return elector
 
 
 def run_status(args: argparse.Namespace) -> int:

@@ -78,6 +78,7 @@ class Daemon:
             (settings.listen_host, settings.listen_port), self._handler_class()
         )
         self._http.daemon_threads = True
+        self._serving = False
 
     @property
     def port(self) -> int:
@@ -85,8 +86,17 @@ class Daemon:
 
     # ---- lifecycle ----------------------------------------------------------------------
 
+    def serve(self) -> None:
+        """Health and metrics only (a follower waiting for the lease serves these too)."""
+        if not self._serving:
+            self._serving = True
+            threading.Thread(
+                target=self._http.serve_forever, name="daemon-http", daemon=True
+            ).start()
+
     def start(self) -> None:
-        threading.Thread(target=self._http.serve_forever, name="daemon-http", daemon=True).start()
+        """Everything: converge and schedule (the leader, or the only replica)."""
+        self.serve()
         if self._pod_scheduler is not None:
             self._pod_scheduler.start()
         now = datetime.now(UTC)
@@ -107,10 +117,12 @@ class Daemon:
     def stop(self) -> None:
         """Let the convergence under way finish, then stop everything."""
         self._stopping.set()
-        self._jobs.shutdown(wait=True)
-        if self._pod_scheduler is not None:
-            self._pod_scheduler.stop()
-        self._http.shutdown()
+        if self._jobs.running:
+            self._jobs.shutdown(wait=True)
+            if self._pod_scheduler is not None:
+                self._pod_scheduler.stop()
+        if self._serving:
+            self._http.shutdown()
         self._http.server_close()
 
     def run_now(self) -> None:

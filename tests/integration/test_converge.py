@@ -15,7 +15,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -191,6 +191,44 @@ def test_a_webhook_push_is_applied_at_once(env: Env, tmp_path: Path) -> None:
         print(f"webhook -> applied: {latency:.2f} s")
     finally:
         stop_cleanly(daemon, log)
+
+
+def test_two_replicas_one_leader_and_a_takeover_after_kill_9(env: Env, tmp_path: Path) -> None:
+    duration = 3.0
+    replicas = {}
+    for name in ("replica-a", "replica-b"):
+        folder = tmp_path / name
+        folder.mkdir()
+        replicas[name] = _start_daemon(
+            env, folder, "--leader-elect", "--lease-duration", str(duration), "--identity", name
+        )
+    try:
+        leader = wait_for(_lease_holder(env), 30, "a leader")
+        follower = next(n for n in replicas if n != leader)
+        for _ in range(3):  # it keeps the lease while alive
+            time.sleep(duration / 2)
+            assert _lease_holder(env)() == leader
+        killed_at = time.monotonic()
+        replicas[leader][0].kill()
+        replicas[leader][0].wait()
+        wait_for(lambda: _lease_holder(env)() == follower, 4 * duration, "the takeover")
+        takeover = time.monotonic() - killed_at
+        print(f"takeover after kill -9: {takeover:.2f} s (lease {duration} s)")
+        assert takeover < duration + duration / 3 + 1.5, takeover
+        port = replicas[follower][1]
+        wait_for(lambda: _get(port, "/readyz")[0] == 200, 30, "the new leader to converge")
+    finally:
+        for process, _, log in replicas.values():
+            if process.poll() is None:  # the survivor: SIGTERM, released lease, exit 0
+                stop_cleanly(process, log)
+
+
+def _lease_holder(env: Env) -> Callable[[], str | None]:
+    def holder() -> str | None:
+        lease = env.kube.get("coordination.k8s.io/v1", "Lease", "slurm-reconciler", NAMESPACE)
+        return ((lease or {}).get("spec") or {}).get("holderIdentity") or None
+
+    return holder
 
 
 def _start_daemon(
