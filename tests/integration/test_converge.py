@@ -193,6 +193,24 @@ def test_a_webhook_push_is_applied_at_once(env: Env, tmp_path: Path) -> None:
         stop_cleanly(daemon, log)
 
 
+def test_a_sidecar_directory_drives_a_change(env: Env, tmp_path: Path) -> None:
+    """--source-dir, as git-sync or an Argo CD CMP keeps it: an edit is applied at once."""
+    checkout = tmp_path / "synced"
+    shutil.copytree(env.source.fetch().path, checkout, ignore=shutil.ignore_patterns(".git"))
+    daemon, port, log = _start_daemon(env, tmp_path, "--interval", "60", source=checkout)
+    try:
+        wait_for(lambda: _get(port, "/readyz")[0] == 200, 30, "readyz: " + log.read_text())
+        values = checkout / "values.yaml"
+        before = nccl_debug(env)
+        after = "WARN" if before != "WARN" else "INFO"
+        edited_at = time.monotonic()
+        values.write_text(values.read_text().replace(f"value: {before}", f"value: {after}", 1))
+        wait_for(lambda: nccl_debug(env) == after, 15, "the edit to be applied")
+        print(f"directory edit -> applied: {time.monotonic() - edited_at:.2f} s")
+    finally:
+        stop_cleanly(daemon, log)
+
+
 def test_two_replicas_one_leader_and_a_takeover_after_kill_9(env: Env, tmp_path: Path) -> None:
     duration = 3.0
     replicas = {}
@@ -232,13 +250,14 @@ def _lease_holder(env: Env) -> Callable[[], str | None]:
 
 
 def _start_daemon(
-    env: Env, tmp_path: Path, *extra: str
+    env: Env, tmp_path: Path, *extra: str, source: Path | None = None
 ) -> tuple[subprocess.Popen[bytes], int, Path]:
     port = free_port()
     log = tmp_path / "run.log"
+    chosen = ["--source-dir", str(source)] if source else ["--git-url", env.source.url]
     with log.open("wb") as out:
         daemon = subprocess.Popen(
-            [sys.executable, "-m", "reconciler", "run", "--git-url", env.source.url,
+            [sys.executable, "-m", "reconciler", "run", *chosen,
              "--runtime-dir", str(env.converger._args.runtime_dir), "--listen",
              f"127.0.0.1:{port}", "--hooks-api-bind-address", "127.0.0.1:0", "--workdir",
              str(tmp_path / "w"), *extra],
