@@ -27,6 +27,13 @@ from reconciler.daemon.converge import Converger
 from reconciler.daemon.status import read_status
 from reconciler.local.ports import free_port
 from reconciler.sources.git import GitSource
+from tests.integration.flux_fixture import (
+    install_crd,
+    publish,
+    remove_crd,
+    serving_artifacts,
+    tarball,
+)
 from tests.integration.helpers import stop_cleanly, wait_for
 from tests.integration.local_up import local_up, reconciler_cli
 
@@ -211,6 +218,40 @@ def test_a_sidecar_directory_drives_a_change(env: Env, tmp_path: Path) -> None:
         stop_cleanly(daemon, log)
 
 
+def test_a_flux_artifact_drives_a_change(env: Env, tmp_path: Path) -> None:
+    """--flux-git-repository: each new artifact source-controller publishes is applied."""
+    install_crd(env.kube)
+    served = serving_artifacts()
+    artifacts = next(served)
+    try:
+        repo = env.source.fetch().path
+        files = {
+            str(p.relative_to(repo)): p.read_text()
+            for p in repo.rglob("*") if p.is_file() and ".git" not in p.parts
+        }  # fmt: skip
+        current = nccl_debug(env)
+        after = "WARN" if current != "WARN" else "INFO"
+        publish(env.kube, artifacts, "config", "main@sha1:" + "1" * 40, tarball(files),
+                namespace=NAMESPACE)  # fmt: skip
+        daemon, port, log = _start_daemon(
+            env, tmp_path, "--interval", "1", flux=f"{NAMESPACE}/config"
+        )
+        try:
+            wait_for(lambda: _get(port, "/readyz")[0] == 200, 30, "readyz: " + log.read_text())
+            edited = dict(files)
+            edited["values.yaml"] = files["values.yaml"].replace(
+                f"value: {current}", f"value: {after}", 1
+            )
+            publish(env.kube, artifacts, "config", "main@sha1:" + "2" * 40, tarball(edited),
+                    namespace=NAMESPACE)  # fmt: skip
+            wait_for(lambda: nccl_debug(env) == after, 15, "the new artifact to be applied")
+        finally:
+            stop_cleanly(daemon, log)
+    finally:
+        served.close()
+        remove_crd(env.kube)
+
+
 def test_two_replicas_one_leader_and_a_takeover_after_kill_9(env: Env, tmp_path: Path) -> None:
     duration = 3.0
     replicas = {}
@@ -250,11 +291,13 @@ def _lease_holder(env: Env) -> Callable[[], str | None]:
 
 
 def _start_daemon(
-    env: Env, tmp_path: Path, *extra: str, source: Path | None = None
+    env: Env, tmp_path: Path, *extra: str, source: Path | None = None, flux: str = ""
 ) -> tuple[subprocess.Popen[bytes], int, Path]:
     port = free_port()
     log = tmp_path / "run.log"
     chosen = ["--source-dir", str(source)] if source else ["--git-url", env.source.url]
+    if flux:
+        chosen = ["--flux-git-repository", flux]
     with log.open("wb") as out:
         daemon = subprocess.Popen(
             [sys.executable, "-m", "reconciler", "run", *chosen,
