@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 
 from reconciler.errors import ReconcilerError
+from reconciler.settings import layered_defaults
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -27,6 +28,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _subcommand(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices[name]
+
+
 def _register_optional(sub: argparse._SubParsersAction, module: str) -> None:
     """Let a package area add its own subcommands through `register(subparsers)`."""
     import importlib
@@ -40,15 +46,25 @@ def _register_optional(sub: argparse._SubParsersAction, module: str) -> None:
     mod.register(sub)
 
 
+# Long-running commands take settings from the environment and a config file too.
+LAYERED_COMMANDS = ("run",)
+DAEMON_COMMANDS = ("run", "schedule")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    daemon = bool(argv) and argv[0] in DAEMON_COMMANDS
     logging.basicConfig(
-        level=logging.INFO if os.environ.get("RECONCILER_DEBUG") else logging.WARNING,
+        level=logging.INFO if daemon or os.environ.get("RECONCILER_DEBUG") else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
     parser = build_parser()
-    args = parser.parse_args(argv)
     try:
+        if argv and argv[0] in LAYERED_COMMANDS:
+            command = _subcommand(parser, argv[0])
+            command.set_defaults(**layered_defaults(command, argv))
+        args = parser.parse_args(argv)
         return int(args.func(args) or 0)
     except ReconcilerError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -24,6 +24,7 @@ from reconciler.daemon.run import Daemon, RunSettings
 from reconciler.daemon.status import read_status, status_name
 from reconciler.errors import ReconcilerError
 from reconciler.scheduler.settings import DEFAULT_HOOKS_PORT, settings_from_values
+from reconciler.settings import describe_environment
 from reconciler.sources import Source
 from reconciler.sources.directory import DirectorySource
 from reconciler.sources.flux import FluxArtifactSource
@@ -73,7 +74,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--hooks-api-bind-address", default=f"0.0.0.0:{DEFAULT_HOOKS_PORT}", metavar="HOST:PORT"
     )
     run.add_argument("--hooks-url", help="URL placeholder jobs use to reach the hooks API")
+    run.add_argument("--config", type=Path, help="a YAML file of settings (see below)")
     target_args(run)
+    run.epilog = describe_environment(run)
     run.set_defaults(func=run_daemon)
 
     status = sub.add_parser("status", help="what the daemon last did (its status ConfigMap)")
