@@ -157,9 +157,9 @@ def test_reconciler_run_applies_a_push_and_reverts_a_hand_edit(env: Env, tmp_pat
         wait_for(lambda: nccl_debug(env) == after, 15, "the push to be applied")
         latency = time.monotonic() - pushed_at
         assert latency < 5, f"push to applied took {latency:.1f} s with a 1 s interval"
-        status = reconciler_cli("status", "--runtime-dir", str(runtime))
-        shown = dict(line.split(":", 1) for line in status.stdout.splitlines())
-        assert shown["appliedRevision"].strip() == head, status.stdout + status.stderr
+        # The status is written just after the apply the test saw: wait for it.
+        wait_for(lambda: _shown_status(runtime).get("appliedRevision") == head, 10,
+                 "`reconciler status` to show the pushed revision")  # fmt: skip
         slurmd = {"name": "slurmd", "env": [{"name": "NCCL_DEBUG", "value": "TRACE"}]}
         env.kube.request_json(
             "PATCH", f"/apis/apps/v1/namespaces/{NAMESPACE}/statefulsets/{STATEFULSET}",
@@ -167,9 +167,11 @@ def test_reconciler_run_applies_a_push_and_reverts_a_hand_edit(env: Env, tmp_pat
             content_type="application/strategic-merge-patch+json",
         )  # fmt: skip
         wait_for(lambda: nccl_debug(env) == after, 15, "the resync to revert the hand edit")
+        # The revert is visible a moment before the daemon records it: wait for the metric.
+        wait_for(lambda: "reconciler_drift_corrections_total 1.0" in _get(port, "/metrics")[1],
+                 10, "the drift correction to be counted")  # fmt: skip
         metrics = _get(port, "/metrics")[1]
         assert 'reconciler_reconciles_total{state="applied"}' in metrics
-        assert "reconciler_drift_corrections_total 1.0" in metrics, metrics
         assert "reconciler_scheduler_polls_total" in metrics
     finally:
         stop_cleanly(daemon, log)
@@ -318,6 +320,11 @@ def _post(port: int, path: str, body: bytes, headers: dict[str, str]) -> int:
             return int(response.status)
     except urllib.error.HTTPError as error:
         return error.code
+
+
+def _shown_status(runtime: Path) -> dict[str, str]:
+    shown = reconciler_cli("status", "--runtime-dir", str(runtime)).stdout
+    return {k: v.strip() for k, v in (line.split(":", 1) for line in shown.splitlines())}
 
 
 def _get(port: int, path: str) -> tuple[int, str]:
