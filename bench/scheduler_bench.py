@@ -1024,19 +1024,28 @@ def clean_up(loader: LoadGenerator, api: SlurmRestApi, count: int) -> Cleanup:
     return Cleanup(pods_gone, jobs_gone, [PodTimes(**p) for p in deleted_times])
 
 
+def instrumented_scheduler(
+    stack: Stack, settings: SchedulerSettings
+) -> tuple[Kube, Kube, SlurmClients, PodScheduler, Instrument]:
+    """The bench's own client, the scheduler's, and a PodScheduler (not started) with timing
+    wrappers."""
+    kube = Kube.from_kubeconfig(stack.kubeconfig, field_manager="scheduler-bench")
+    sched_kube = Kube.from_kubeconfig(stack.kubeconfig, field_manager=wk.SCHEDULER_FIELD_MANAGER)
+    clients = SlurmClients(stack.rest_url, MintedTokens(stack.jwt_key, stack.user),
+                           jwt_key=stack.jwt_key)  # fmt: skip
+    scheduler = PodScheduler(sched_kube, clients, settings)
+    instrument = Instrument()
+    instrument.attach(scheduler, clients, sched_kube)
+    return kube, sched_kube, clients, scheduler, instrument
+
+
 def run_scheduler(
     stack: Stack, count: int, workers: int, creators: int, timeout: float, steady: float,
     paced_count: int, paced_rate: float, captured: LogCapture,
 ) -> SchedResult:  # fmt: skip
     """The burst, its cleanup, then the paced Pods with the same scheduler, and their cleanup."""
     settings = bench_settings(workers)
-    kube = Kube.from_kubeconfig(stack.kubeconfig, field_manager="scheduler-bench")
-    sched_kube = Kube.from_kubeconfig(stack.kubeconfig, field_manager="sunk-reconciler-scheduler")
-    clients = SlurmClients(stack.rest_url, MintedTokens(stack.jwt_key, stack.user),
-                           jwt_key=stack.jwt_key)  # fmt: skip
-    scheduler = PodScheduler(sched_kube, clients, settings)
-    instrument = Instrument()
-    instrument.attach(scheduler, clients, sched_kube)
+    kube, sched_kube, clients, scheduler, instrument = instrumented_scheduler(stack, settings)
     loader: LoadGenerator | None = None
     started_scheduler = False
     try:
@@ -1120,13 +1129,7 @@ def run_backlog(
     """Pods for a scheduler name nothing watches yet; then a scheduler of that name starts:
     its bind rate does not depend on how fast the API server creates Pods."""
     settings = bench_settings(workers, "-backlog")
-    kube = Kube.from_kubeconfig(stack.kubeconfig, field_manager="scheduler-bench")
-    sched_kube = Kube.from_kubeconfig(stack.kubeconfig, field_manager="sunk-reconciler-scheduler")
-    clients = SlurmClients(stack.rest_url, MintedTokens(stack.jwt_key, stack.user),
-                           jwt_key=stack.jwt_key)  # fmt: skip
-    scheduler = PodScheduler(sched_kube, clients, settings)
-    instrument = Instrument()
-    instrument.attach(scheduler, clients, sched_kube)
+    kube, sched_kube, clients, scheduler, instrument = instrumented_scheduler(stack, settings)
     loader: LoadGenerator | None = None
     started_scheduler = False
     try:

@@ -98,14 +98,25 @@ def resolve_target(
         )
     tokens = tokens_from_args(args)
     env = {"SLURM_CONF": str(args.slurm_conf)} if args.slurm_conf else {}
-    kubeconfig = args.kubeconfig or os.environ.get("KUBECONFIG") or Path.home() / ".kube/config"
     target = Target(
-        kube=Kube.from_kubeconfig(Path(kubeconfig)),
+        kube=Kube.from_kubeconfig(kubeconfig_of(args)),
         slurm=connect(args.slurm_url, tokens),
         scontrol=Scontrol(tokens, env=env),
         namespace=namespace,
     )
     return target, Profile()
+
+
+def kubeconfig_of(args: argparse.Namespace) -> Path:
+    """The local stack's kubeconfig with --local/--runtime-dir; else --kubeconfig, then
+    $KUBECONFIG, then ~/.kube/config."""
+    if args.local or args.runtime_dir:
+        from reconciler.local.stack import default_runtime_dir
+        from reconciler.local.target import open_stack
+
+        stack = open_stack(args.runtime_dir or default_runtime_dir(args.name))
+        return stack.kube_paths.kubeconfig
+    return Path(args.kubeconfig or os.environ.get("KUBECONFIG") or Path.home() / ".kube/config")
 
 
 def tokens_from_args(args: argparse.Namespace) -> TokenSource:

@@ -12,9 +12,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
-from reconciler.commands_apply import target_args
+from reconciler.commands_apply import kubeconfig_of, target_args
 from reconciler.commands_schedule import connect_scheduler
 from reconciler.config.files import read_library, read_repo
 from reconciler.config.repo import load_config
@@ -184,14 +183,7 @@ def _webhook_secret(args: argparse.Namespace) -> bytes | None:
 
 
 def _kube(args: argparse.Namespace) -> Kube:
-    if args.local or args.runtime_dir:
-        from reconciler.local.stack import default_runtime_dir
-        from reconciler.local.target import open_stack
-
-        stack = open_stack(args.runtime_dir or default_runtime_dir(args.name))
-        return Kube.from_kubeconfig(stack.kube_paths.kubeconfig)
-    path = args.kubeconfig or os.environ.get("KUBECONFIG") or Path.home() / ".kube/config"
-    return Kube.from_kubeconfig(Path(path), field_manager=wk.FIELD_MANAGER)
+    return Kube.from_kubeconfig(kubeconfig_of(args))
 
 
 def _source(args: argparse.Namespace, kube: Kube, workdir: Path) -> Source:

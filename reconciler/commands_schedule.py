@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import signal
 import threading
-from pathlib import Path
+from dataclasses import replace
 from typing import Any
 
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
-from reconciler.commands_apply import target_args, tokens_from_args
+from reconciler.adapters.slurm_jwt import MintedTokens
+from reconciler.commands_apply import kubeconfig_of, target_args, tokens_from_args
 from reconciler.commands_compile import load
 from reconciler.errors import ReconcilerError
 from reconciler.scheduler.clients import SlurmClients
@@ -81,16 +81,10 @@ def scheduler_settings(args: argparse.Namespace) -> SchedulerSettings:
         workers=args.workers,
     )
     if args.all_namespaces:
-        settings = _replace(settings, watch_namespaces=None)
+        settings = replace(settings, watch_namespaces=None)
     elif args.watch_namespace:
-        settings = _replace(settings, watch_namespaces=tuple(args.watch_namespace))
+        settings = replace(settings, watch_namespaces=tuple(args.watch_namespace))
     return settings
-
-
-def _replace(settings: SchedulerSettings, **changes: Any) -> SchedulerSettings:
-    from dataclasses import replace
-
-    return replace(settings, **changes)
 
 
 def connect_scheduler(args: argparse.Namespace, settings: SchedulerSettings) -> PodScheduler:
@@ -101,22 +95,15 @@ def connect_scheduler(args: argparse.Namespace, settings: SchedulerSettings) -> 
         stack = open_stack(args.runtime_dir or default_runtime_dir(args.name))
         kubeconfig, url, key, user = scheduler_endpoints(stack)
         kube = Kube.from_kubeconfig(kubeconfig, field_manager=wk.SCHEDULER_FIELD_MANAGER)
-        return PodScheduler(kube, SlurmClients(url, tokens_for(key, user), jwt_key=key), settings)
+        return PodScheduler(kube, SlurmClients(url, MintedTokens(key, user), jwt_key=key), settings)
     if not args.slurm_url:
         raise ReconcilerError(
             "schedule needs a cluster: --local for the local stack, or --slurm-url (with "
             "--kubeconfig) for a cluster"
         )
-    kubeconfig = args.kubeconfig or os.environ.get("KUBECONFIG") or Path.home() / ".kube/config"
-    kube = Kube.from_kubeconfig(Path(kubeconfig), field_manager=wk.SCHEDULER_FIELD_MANAGER)
+    kube = Kube.from_kubeconfig(kubeconfig_of(args), field_manager=wk.SCHEDULER_FIELD_MANAGER)
     clients = SlurmClients(args.slurm_url, tokens_from_args(args), jwt_key=args.slurm_jwt_key)
     return PodScheduler(kube, clients, settings)
-
-
-def tokens_for(key: Path, user: str) -> Any:
-    from reconciler.adapters.slurm_jwt import MintedTokens
-
-    return MintedTokens(key, user)
 
 
 def run_schedule(args: argparse.Namespace) -> int:

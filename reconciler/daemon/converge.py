@@ -20,7 +20,7 @@ from reconciler.adapters.kube import Kube
 from reconciler.apply.executor import ApplyOptions, apply_plan
 from reconciler.commands_apply import plan_config
 from reconciler.config.files import read_library, read_repo
-from reconciler.config.repo import load_config
+from reconciler.config.repo import Config, load_config
 from reconciler.daemon.status import Status, read_status, write_status
 from reconciler.errors import ReconcilerError
 from reconciler.sources import Revision
@@ -81,11 +81,11 @@ class Converger:
         outcome = self._plan_and_apply(revision, config, resync=resync)
         return self._record(revision, outcome, started, release=release, namespace=namespace)
 
-    def _plan_and_apply(self, revision: Revision, config: object, *, resync: bool) -> Outcome:
+    def _plan_and_apply(self, revision: Revision, config: Config, *, resync: bool) -> Outcome:
         error = ""
         for attempt in range(1, APPLY_ATTEMPTS + 1):
             try:
-                plan, target, _ = plan_config(config, self._args)  # type: ignore[arg-type]
+                plan, target, _ = plan_config(config, self._args)
                 if not plan.has_changes:
                     return Outcome(revision, "unchanged", summary="no changes")
                 summary = plan.summary()
