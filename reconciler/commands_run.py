@@ -52,6 +52,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     source.add_argument(
         "--flux-git-repository", metavar="NS/NAME", help="a Flux GitRepository's artifact"
     )
+    source.add_argument(
+        "--verify-signatures", action="store_true",
+        help="refuse a git head that is not signed by a key in --trusted-keys",
+    )  # fmt: skip
+    source.add_argument(
+        "--trusted-keys", type=Path, metavar="FILE",
+        help="the public keys allowed to sign (gpg --export --armor KEYID... > FILE)",
+    )  # fmt: skip
     run.add_argument("--workdir", type=Path, help="where clones and artifacts go (a temp dir)")
     run.add_argument("--interval", type=float, default=30.0, help="fetch every N s (30)")
     run.add_argument("--resync", type=float, default=300.0, help="re-plan every N s (300)")
@@ -194,7 +202,16 @@ def _source(args: argparse.Namespace, kube: Kube, workdir: Path) -> Source:
             hint="--git-url URL, --source-dir DIR or --flux-git-repository NS/NAME",
         )
     if args.git_url:
-        return GitSource(args.git_url, args.git_branch, workdir / "git", subdir=args.git_subdir)
+        return GitSource(
+            args.git_url, args.git_branch, workdir / "git", subdir=args.git_subdir,
+            verify_signatures=args.verify_signatures, trusted_keys=args.trusted_keys,
+        )  # fmt: skip
+    if args.verify_signatures or args.trusted_keys:
+        raise ReconcilerError(
+            "--verify-signatures and --trusted-keys work with --git-url only",
+            hint="a --source-dir or Flux source is verified by what fetches it "
+            "(Flux: the GitRepository's spec.verify)",
+        )
     if args.source_dir:
         return DirectorySource(args.source_dir)
     namespace, _, name = str(args.flux_git_repository).partition("/")

@@ -74,7 +74,12 @@ class LocalStackError(ReconcilerError):
 
 
 class SourceError(ReconcilerError):
-    """The config repo could not be fetched: a git remote, a watched directory, an artifact."""
+    """The config repo could not be fetched: a git remote, a watched directory, an artifact.
+    `revision` is set when one was fetched but refused (an unsigned commit, a bad digest)."""
+
+    def __init__(self, message: str, *, revision: str = "", hint: str | None = None):
+        super().__init__(message, hint=hint)
+        self.revision = revision
 
 
 # --- I/O adapters (reconciler/adapters/). No message here ever carries a token or key. ---

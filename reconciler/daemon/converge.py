@@ -22,7 +22,7 @@ from reconciler.commands_apply import plan_config
 from reconciler.config.files import read_library, read_repo
 from reconciler.config.repo import Config, load_config
 from reconciler.daemon.status import Status, read_status, write_status
-from reconciler.errors import ReconcilerError
+from reconciler.errors import ReconcilerError, SourceError
 from reconciler.sources import Revision
 
 log = logging.getLogger(__name__)
@@ -80,6 +80,15 @@ class Converger:
             self.status = read_status(self._kube, namespace, release) or Status()
         outcome = self._plan_and_apply(revision, config, resync=resync)
         return self._record(revision, outcome, started, release=release, namespace=namespace)
+
+    def refused(self, revision: Revision, error: SourceError) -> Outcome | None:
+        """A fetched revision the source refused (unsigned, bad digest) is recorded as
+        failed, once; the applied one stays. None when it was already recorded."""
+        if (self.status.revision, self.status.error) == (revision.id, str(error)):
+            return None
+        failed = Outcome(revision, "failed", error=str(error))
+        return self._record(revision, failed, self._clock(), release=self._known[0],
+                            namespace=self._known[1])  # fmt: skip
 
     def _plan_and_apply(self, revision: Revision, config: Config, *, resync: bool) -> Outcome:
         error = ""

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -24,7 +25,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from reconciler.daemon.converge import Converger, Outcome
 from reconciler.daemon.metrics import DaemonMetrics
 from reconciler.daemon.webhook import judge
-from reconciler.errors import ReconcilerError
+from reconciler.errors import ReconcilerError, SourceError
 from reconciler.scheduler.loop import PodScheduler
 from reconciler.sources import Revision, Source
 from reconciler.sources.directory import DirectorySource
@@ -145,6 +146,15 @@ class Daemon:
     def _fetch(self) -> Revision | None:
         try:
             return self._source.fetch()
+        except SourceError as error:
+            log.warning("daemon: fetching the config repo failed: %s", error)
+            if error.revision:  # fetched, then refused: `reconciler status` must say so
+                origin = getattr(self._source, "origin", "")
+                refused = Revision(error.revision, Path(), origin, "refused by the source")
+                outcome = self._converger.refused(refused, error)
+                if outcome is not None:
+                    self.metrics.record(outcome, self._clock())
+            return None
         except ReconcilerError as error:
             log.warning("daemon: fetching the config repo failed: %s", error)
             return None

@@ -23,7 +23,7 @@ PACKAGES=(
   munge slurmctld slurmd slurmrestd slurm-client slurm-wlm-jwt-plugin
   etcd-server mariadb-server slurmdbd
   golang-go rsync make build-essential dpkg-dev golang-github-modern-go-reflect2-dev
-  openssl curl ca-certificates
+  openssl curl ca-certificates gnupg
 )
 
 SETUP_START=$(date +%s.%N)

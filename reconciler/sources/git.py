@@ -3,7 +3,8 @@
 The checkout is moved to the fetched head with a hard reset, so it always holds exactly that
 commit: files a commit removes are gone, files nobody committed are not there. Credentials
 belong in the URL's credential helper or an SSH key, never in logs: the URL is shown without
-its password.
+its password. With --verify-signatures the fetched head is checked against --trusted-keys
+before the reset, so a head that is unsigned or signed by another key is never checked out.
 """
 
 from __future__ import annotations
@@ -17,18 +18,34 @@ import git
 
 from reconciler.errors import SourceError
 from reconciler.sources import Revision
+from reconciler.sources.signatures import verifier_for
 
 log = logging.getLogger(__name__)
 
 
 class GitSource:
-    def __init__(self, url: str, branch: str, workdir: Path, *, subdir: str = "") -> None:
+    def __init__(
+        self,
+        url: str,
+        branch: str,
+        workdir: Path,
+        *,
+        subdir: str = "",
+        verify_signatures: bool = False,
+        trusted_keys: Path | None = None,
+    ) -> None:
         self.url = url
         self.branch = branch
         self._workdir = Path(workdir)
         self._subdir = subdir.strip("/")
         self._lock = threading.Lock()  # a webhook and the poll may ask at once
         self._repo: git.Repo | None = None
+        # Its GNUPGHOME goes beside the checkout: inside it, `git clean` would remove it.
+        self._verifier = verifier_for(verify_signatures, trusted_keys, self._workdir.parent)
+        self._verified: str | None = None  # the last head found trusted: not checked again
+        if self._verifier is not None:
+            log.info("source: commits must be signed by one of %d keys of %s",
+                     len(self._verifier.fingerprints), self._verifier.keyring)  # fmt: skip
 
     @property
     def origin(self) -> str:
@@ -42,6 +59,7 @@ class GitSource:
                     f"+refs/heads/{self.branch}:refs/remotes/origin/{self.branch}", prune=True
                 )
                 head = repo.commit(f"origin/{self.branch}")
+                self._verify(head.hexsha)  # before the reset: a refused head is never checked out
                 repo.git.reset("--hard", head.hexsha)
                 repo.git.clean("-ffdx")
             except (git.GitCommandError, git.BadName, ValueError) as error:
@@ -57,6 +75,20 @@ class GitSource:
                 f"{head.summary} ({head.author.name})",
             )
 
+    def _verify(self, sha: str) -> None:
+        if self._verifier is None or sha == self._verified:
+            return
+        verdict = self._verifier.verify(self._workdir, sha)
+        if not verdict.trusted:
+            raise SourceError(
+                f"refusing commit {sha[:12]} of branch {self.branch!r} of {redacted(self.url)}: "
+                f"{verdict.reason}",
+                revision=sha,
+                hint=verdict.hint,
+            )
+        log.info("source: %s is signed by trusted key 0x%s", sha[:12], verdict.signer)
+        self._verified = sha
+
     def _open(self) -> git.Repo:
         if self._repo is not None:
             return self._repo
@@ -65,8 +97,9 @@ class GitSource:
             return self._repo
         log.info("source: cloning %s", self.origin)
         try:
+            # No checkout yet: fetch() makes it, after the head's signature is verified.
             self._repo = git.Repo.clone_from(
-                self.url, self._workdir, branch=self.branch, single_branch=True
+                self.url, self._workdir, branch=self.branch, single_branch=True, no_checkout=True
             )
         except git.GitCommandError as error:
             raise SourceError(

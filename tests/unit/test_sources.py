@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 import threading
 import time
 from pathlib import Path
@@ -12,47 +11,37 @@ import pytest
 from reconciler.errors import SourceError
 from reconciler.sources.directory import DirectorySource, content_hash
 from reconciler.sources.git import GitSource, redacted, redacted_text
-
-
-def sh(cwd: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", *args], cwd=cwd, check=True, capture_output=True, text=True
-    ).stdout.strip()
+from tests.unit.git_remote import git, new_remote
 
 
 @pytest.fixture
 def remote(tmp_path: Path) -> tuple[Path, Path]:
     """A bare repo with branch main, and a clone users push from."""
-    bare, work = tmp_path / "remote.git", tmp_path / "author"
-    sh(tmp_path, "init", "-q", "--bare", "-b", "main", str(bare))
-    sh(tmp_path, "clone", "-q", str(bare), str(work))
-    sh(work, "config", "user.email", "ops@example.com")
-    sh(work, "config", "user.name", "Ops")
-    sh(work, "checkout", "-q", "-b", "main")
+    bare, work = new_remote(tmp_path)
     (work / "values.yaml").write_text("release: a\n")
-    sh(work, "add", ".")
-    sh(work, "commit", "-q", "-m", "first")
-    sh(work, "push", "-q", "origin", "main")
+    git(work, "add", ".")
+    git(work, "commit", "-q", "-m", "first")
+    git(work, "push", "-q", "origin", "main")
     return bare, work
 
 
 def push(work: Path, file: str, text: str | None, message: str) -> str:
     path = work / file
     if text is None:
-        sh(work, "rm", "-q", file)
+        git(work, "rm", "-q", file)
     else:
         path.write_text(text)
-        sh(work, "add", file)
-    sh(work, "commit", "-q", "-m", message)
-    sh(work, "push", "-q", "origin", "main")
-    return sh(work, "rev-parse", "HEAD")
+        git(work, "add", file)
+    git(work, "commit", "-q", "-m", message)
+    git(work, "push", "-q", "origin", "main")
+    return git(work, "rev-parse", "HEAD")
 
 
 def test_git_source_follows_pushes(remote: tuple[Path, Path], tmp_path: Path) -> None:
     bare, work = remote
     source = GitSource(str(bare), "main", tmp_path / "checkout")
     first = source.fetch()
-    assert first.id == sh(work, "rev-parse", "HEAD")
+    assert first.id == git(work, "rev-parse", "HEAD")
     assert (first.path / "values.yaml").read_text() == "release: a\n"
     assert first.summary == "first (Ops)"
     assert source.fetch().id == first.id  # nothing new: the same revision
