@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 
 from reconciler.errors import ReconcilerError
+from reconciler.logs import configure_logging
 from reconciler.settings import layered_defaults
 
 
@@ -54,20 +55,21 @@ DAEMON_COMMANDS = ("run", "schedule")
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     daemon = bool(argv) and argv[0] in DAEMON_COMMANDS
-    logging.basicConfig(
-        level=logging.INFO if daemon or os.environ.get("RECONCILER_DEBUG") else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    level = logging.INFO if daemon or os.environ.get("RECONCILER_DEBUG") else logging.WARNING
+    configure_logging("text", level)
     parser = build_parser()
     try:
         if argv and argv[0] in LAYERED_COMMANDS:
             command = _subcommand(parser, argv[0])
             command.set_defaults(**layered_defaults(command, argv))
         args = parser.parse_args(argv)
+        configure_logging(getattr(args, "log_format", "text"), level)
         return int(args.func(args) or 0)
     except ReconcilerError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        if daemon:  # a collector reading JSON lines sees why the daemon stopped
+            logging.getLogger("reconciler").error("error: %s", exc)
+        else:
+            print(f"error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
 from reconciler.adapters.scontrol import Scontrol
 from reconciler.adapters.slurm_jwt import MintedTokens, ProvidedToken, TokenSource
@@ -66,7 +67,10 @@ def target_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--local", action="store_true", help="the stack of `reconciler local up`")
     group.add_argument("--name", default="default", help="local stack name (default: default)")
     group.add_argument("--runtime-dir", type=Path, help="local stack runtime directory")
-    group.add_argument("--kubeconfig", type=Path, help="default: $KUBECONFIG, ~/.kube/config")
+    group.add_argument(
+        "--kubeconfig", type=Path,
+        help="default: $KUBECONFIG, ~/.kube/config, else the Pod's service account",
+    )  # fmt: skip
     group.add_argument("--slurm-url", help="slurmrestd base URL, e.g. http://slurm-rest:6820")
     group.add_argument("--slurm-user", default="root", help="Slurm user of the JWT (root)")
     group.add_argument("--slurm-jwt-key", type=Path, help="HS256 key to mint tokens with")
@@ -89,7 +93,8 @@ def resolve_target(
         from reconciler.local.target import local_profile_of, local_target, open_stack
 
         stack = open_stack(args.runtime_dir or default_runtime_dir(args.name))
-        return local_target(stack, namespace), local_profile_of(stack, nodes)
+        target = local_target(stack, namespace, kubeconfig=args.kubeconfig)
+        return target, local_profile_of(stack, nodes)
     if not args.slurm_url:
         raise ReconcilerError(
             "plan needs a cluster: --local for the local stack, or --slurm-url (with "
@@ -107,16 +112,22 @@ def resolve_target(
     return target, Profile()
 
 
-def kubeconfig_of(args: argparse.Namespace) -> Path:
-    """The local stack's kubeconfig with --local/--runtime-dir; else --kubeconfig, then
-    $KUBECONFIG, then ~/.kube/config."""
+def kubeconfig_of(args: argparse.Namespace) -> Path | None:
+    """--kubeconfig if given (with --local too: the local stack's Slurm under another
+    identity); else the local stack's with --local/--runtime-dir; else $KUBECONFIG, then
+    ~/.kube/config; None in a Pod that has neither (its service account)."""
+    if args.kubeconfig:
+        return Path(args.kubeconfig)
     if args.local or args.runtime_dir:
         from reconciler.local.stack import default_runtime_dir
         from reconciler.local.target import open_stack
 
         stack = open_stack(args.runtime_dir or default_runtime_dir(args.name))
         return stack.kube_paths.kubeconfig
-    return Path(args.kubeconfig or os.environ.get("KUBECONFIG") or Path.home() / ".kube/config")
+    if os.environ.get("KUBECONFIG"):
+        return Path(os.environ["KUBECONFIG"])
+    home = Path.home() / ".kube/config"
+    return None if os.environ.get(wk.ENV_IN_CLUSTER) and not home.exists() else home
 
 
 def tokens_from_args(args: argparse.Namespace) -> TokenSource:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import socket
-import sys
 import tempfile
 import threading
 from pathlib import Path
@@ -22,6 +22,7 @@ from reconciler.daemon.lease import LeaderElector
 from reconciler.daemon.run import Daemon, RunSettings
 from reconciler.daemon.status import read_status, status_name
 from reconciler.errors import ReconcilerError
+from reconciler.logs import log_format_arg
 from reconciler.scheduler.settings import DEFAULT_HOOKS_PORT, settings_from_values
 from reconciler.settings import describe_environment
 from reconciler.sources import Source
@@ -30,6 +31,8 @@ from reconciler.sources.flux import FluxArtifactSource
 from reconciler.sources.git import GitSource
 
 WEBHOOK_SECRET_ENV = "RECONCILER_WEBHOOK_SECRET"
+
+log = logging.getLogger("reconciler.run")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -82,6 +85,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     run.add_argument("--hooks-url", help="URL placeholder jobs use to reach the hooks API")
     run.add_argument("--config", type=Path, help="a YAML file of settings (see below)")
+    log_format_arg(run)
     target_args(run)
     run.epilog = describe_environment(run)
     run.set_defaults(func=run_daemon)
@@ -124,18 +128,19 @@ def run_daemon(args: argparse.Namespace) -> int:
         ),
         scheduler=scheduler,
     )
+    if scheduler is not None:  # bind latency and Slurm requests on /metrics
+        scheduler.observe(bind=daemon.metrics.observe_bind, slurm=daemon.metrics.observe_slurm)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     elector = _elect(args, kube, namespace, release, daemon) if args.leader_elect else None
     if elector is None:
         daemon.start()
-    print(
-        f"reconciler run: {getattr(source, 'origin', source)} -> {namespace}/{release}; "
-        f"health and metrics on port {daemon.port}"
-        + ("" if scheduler is None else f"; scheduling Pods as {scheduler.settings.name}"),
-        flush=True,
-    )
+    log.info(
+        "reconciler run: %s -> %s/%s; health and metrics on port %d%s",
+        getattr(source, "origin", source), namespace, release, daemon.port,
+        "" if scheduler is None else f"; scheduling Pods as {scheduler.settings.name}",
+    )  # fmt: skip
     stop.wait()
     daemon.stop()
     if elector is not None:
@@ -154,15 +159,17 @@ def _elect(
 
     def lost() -> None:
         # Another replica may be acting already: not one more write from this one.
-        print(f"reconciler run: {identity} lost the lease; exiting", file=sys.stderr, flush=True)
+        log.error("reconciler run: %s lost the lease; exiting", identity)
+        logging.shutdown()
         os._exit(1)
 
     daemon.serve()
     threading.Thread(
         target=elector.run, args=(daemon.start, lost), name="leader-election", daemon=True
     ).start()
-    print(f"reconciler run: {identity} waits for the lease {namespace}/{release}-reconciler",
-          flush=True)  # fmt: skip
+    log.info(
+        "reconciler run: %s waits for the lease %s/%s-reconciler", identity, namespace, release
+    )
     return elector
 
 

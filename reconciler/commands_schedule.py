@@ -15,6 +15,7 @@ from reconciler.adapters.slurm_jwt import MintedTokens
 from reconciler.commands_apply import kubeconfig_of, target_args, tokens_from_args
 from reconciler.commands_compile import load
 from reconciler.errors import ReconcilerError
+from reconciler.logs import log_format_arg
 from reconciler.scheduler.clients import SlurmClients
 from reconciler.scheduler.loop import PodScheduler
 from reconciler.scheduler.settings import (
@@ -57,6 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--workers", type=int, help=f"Pods handled in parallel (default {DEFAULT_WORKERS})"
     )
     target_args(cmd)
+    log_format_arg(cmd)
     cmd.set_defaults(func=run_schedule)
 
 
@@ -94,7 +96,9 @@ def connect_scheduler(args: argparse.Namespace, settings: SchedulerSettings) -> 
 
         stack = open_stack(args.runtime_dir or default_runtime_dir(args.name))
         kubeconfig, url, key, user = scheduler_endpoints(stack)
-        kube = Kube.from_kubeconfig(kubeconfig, field_manager=wk.SCHEDULER_FIELD_MANAGER)
+        kube = Kube.from_kubeconfig(
+            args.kubeconfig or kubeconfig, field_manager=wk.SCHEDULER_FIELD_MANAGER
+        )
         return PodScheduler(kube, SlurmClients(url, MintedTokens(key, user), jwt_key=key), settings)
     if not args.slurm_url:
         raise ReconcilerError(
@@ -113,11 +117,10 @@ def run_schedule(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     scheduler.start()
-    print(
-        f"scheduling Pods with schedulerName {settings.name} "
-        f"(hooks on port {scheduler.hooks.port if scheduler.hooks else '?'}); Ctrl-C stops",
-        flush=True,
-    )
+    log.info(
+        "scheduling Pods with schedulerName %s (hooks on port %s); Ctrl-C stops",
+        settings.name, scheduler.hooks.port if scheduler.hooks else "?",
+    )  # fmt: skip
     stop.wait()
     scheduler.stop()
     return 0

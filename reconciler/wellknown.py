@@ -79,6 +79,8 @@ ENV_HOOKS_URL: Final = "SUNK_HOOKS_URL"
 ENV_POD_UID: Final = "SUNK_POD_UID"
 ENV_POD: Final = "SUNK_POD"
 ENV_HOOK_TOKEN: Final = "SUNK_HOOK_TOKEN"  # a secret: never logged
+# Set by the kubelet in every container: we run in a Pod, with a service account.
+ENV_IN_CLUSTER: Final = "KUBERNETES_SERVICE_HOST"
 HOOKS_PATH_PREFIX: Final = "/hooks/v1/pods/"
 
 # The Secret holding the key hook credentials are derived from (shared by all replicas).

@@ -126,14 +126,26 @@ class Kube:
 
     @classmethod
     def from_kubeconfig(
-        cls, path: Path, *, context: str | None = None, field_manager: str = FIELD_MANAGER
+        cls, path: Path | None, *, context: str | None = None, field_manager: str = FIELD_MANAGER
     ) -> Kube:
+        """A kubeconfig file; None means in a Pod, with its service account's token."""
         configuration = KubeConfiguration()
         # Watches, workers and event writers share the pool; the default 10 drops connections.
         configuration.connection_pool_maxsize = CONNECTION_POOL_SIZE
-        client = kube_config.new_client_from_config(
-            config_file=str(path), context=context, client_configuration=configuration
-        )
+        try:
+            if path is None:
+                # The loader rereads the token file: projected tokens expire every hour.
+                kube_config.load_incluster_config(client_configuration=configuration)
+                return cls(ApiClient(configuration), field_manager=field_manager)
+            client = kube_config.new_client_from_config(
+                config_file=str(path), context=context, client_configuration=configuration
+            )
+        except (kube_config.ConfigException, OSError) as exc:
+            where = "the Pod's service account" if path is None else f"kubeconfig {path}"
+            raise KubeApiError(
+                f"cannot use {where}: {exc}",
+                hint="pass --kubeconfig FILE, or set $KUBECONFIG",
+            ) from None
         return cls(client, field_manager=field_manager)
 
     def close(self) -> None:

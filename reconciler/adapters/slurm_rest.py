@@ -12,7 +12,7 @@ T and with *everything* otherwise, never a per-object delta. So `jobs(since=T)` 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, Protocol, TypeVar, overload
 
@@ -49,6 +49,13 @@ SIGNALS = frozenset(
 )
 
 T = TypeVar("T")
+
+# Told of every request a client sends: the operation (the SlurmRestApi method's name: "jobs",
+# "submit", "cancel", ...), its seconds, and whether it succeeded. A failure is a transport
+# error, an HTTP error or Slurm's `errors` array; an answer such as "no such job" from `job()`
+# or 304 from `jobs(since=...)` is a success. It runs on the caller's thread: keep it cheap,
+# and it must not raise.
+SlurmObserver = Callable[[str, float, bool], None]
 
 
 @dataclass(frozen=True)
@@ -259,13 +266,15 @@ def connect(
     *,
     api_version: str = "v0.0.38",
     timeout: float = DEFAULT_TIMEOUT_SECONDS,
+    observe: SlurmObserver | None = None,
 ) -> SlurmRestApi:
-    """A client for slurmrestd at `url` ("http://host:port", no version path)."""
+    """A client for slurmrestd at `url` ("http://host:port", no version path); `observe`, if
+    given, is told of each request (metrics)."""
     if api_version != "v0.0.38":
         raise SlurmArgumentError("api_version", api_version, "only v0.0.38 is implemented")
     from reconciler.adapters.slurm_v0038 import SlurmRestV0038  # the one version-specific module
 
-    return SlurmRestV0038(Transport(url, tokens, timeout=timeout))
+    return SlurmRestV0038(Transport(url, tokens, timeout=timeout), observe=observe)
 
 
 def check_signal(signal: str | None) -> str | None:

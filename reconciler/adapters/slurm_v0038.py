@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import fields
+from time import perf_counter
 from typing import Any, TypeVar, overload
 from urllib.parse import quote
 
@@ -26,6 +27,7 @@ from reconciler.adapters.slurm_rest import (
     JobUpdate,
     SlurmJob,
     SlurmNode,
+    SlurmObserver,
     SlurmPartition,
     SlurmReservation,
     Snapshot,
@@ -219,25 +221,28 @@ def update_to_wire(update: JobUpdate) -> dict[str, Any]:
 
 
 class SlurmRestV0038:
-    """SlurmRestApi over `openapi/v0.0.38`."""
+    """SlurmRestApi over `openapi/v0.0.38`. `observe` (see SlurmObserver) times each request
+    with its error checks; arguments are checked before it and answers mapped after it."""
 
     api_version = "v0.0.38"
 
-    def __init__(self, transport: Transport) -> None:
+    def __init__(self, transport: Transport, *, observe: SlurmObserver | None = None) -> None:
         self._http = transport
+        self._observe = observe
 
     def ping(self) -> None:
-        self._checked("GET", "/ping")
+        self._timed("ping", self._checked, "GET", "/ping")
 
     @overload
     def nodes(self, since: None = None) -> Snapshot[SlurmNode]: ...
     @overload
     def nodes(self, since: int) -> Snapshot[SlurmNode] | None: ...
     def nodes(self, since: int | None = None) -> Snapshot[SlurmNode] | None:
-        return self._snapshot("/nodes", "nodes", node_from_wire, since)
+        return self._snapshot("nodes", "/nodes", "nodes", node_from_wire, since)
 
     def node(self, name: str) -> SlurmNode | None:
-        found = self._one(f"/node/{_segment(name)}", "nodes", ERR_INVALID_NODE_NAME)
+        path = f"/node/{_segment(name)}"
+        found = self._timed("node", self._one, path, "nodes", ERR_INVALID_NODE_NAME)
         return node_from_wire(found) if found is not None else None
 
     @overload
@@ -245,45 +250,65 @@ class SlurmRestV0038:
     @overload
     def partitions(self, since: int) -> Snapshot[SlurmPartition] | None: ...
     def partitions(self, since: int | None = None) -> Snapshot[SlurmPartition] | None:
-        return self._snapshot("/partitions", "partitions", partition_from_wire, since)
+        return self._snapshot("partitions", "/partitions", "partitions", partition_from_wire, since)
 
     @overload
     def reservations(self, since: None = None) -> Snapshot[SlurmReservation]: ...
     @overload
     def reservations(self, since: int) -> Snapshot[SlurmReservation] | None: ...
     def reservations(self, since: int | None = None) -> Snapshot[SlurmReservation] | None:
-        return self._snapshot("/reservations", "reservations", reservation_from_wire, since)
+        return self._snapshot(
+            "reservations", "/reservations", "reservations", reservation_from_wire, since
+        )
 
     @overload
     def jobs(self, since: None = None) -> JobsSnapshot: ...
     @overload
     def jobs(self, since: int) -> JobsSnapshot | None: ...
     def jobs(self, since: int | None = None) -> JobsSnapshot | None:
-        return self._snapshot("/jobs", "jobs", job_from_wire, since)
+        return self._snapshot("jobs", "/jobs", "jobs", job_from_wire, since)
 
     def job(self, job_id: int) -> SlurmJob | None:
-        found = self._one(f"/job/{_job_id(job_id)}", "jobs", ERR_INVALID_JOB_ID)
+        path = f"/job/{_job_id(job_id)}"
+        found = self._timed("job", self._one, path, "jobs", ERR_INVALID_JOB_ID)
         return job_from_wire(found) if found is not None else None
 
     def submit(self, spec: JobSpec) -> SubmittedJob:
+        return self._timed("submit", self._submit, submission_to_wire(spec))
+
+    def update_job(self, job_id: int, update: JobUpdate) -> None:
+        path, body = f"/job/{_job_id(job_id)}", update_to_wire(update)
+        self._timed("update_job", self._checked, "POST", path, json=body)
+
+    def cancel(self, job_id: int, signal: str | None = None) -> None:
+        """Signal (default KILL) a job; a finished job is fine, an unknown id raises (2017)."""
+        path, name = f"/job/{_job_id(job_id)}", check_signal(signal)
+        params = {"signal": name} if name else None
+        self._timed("cancel", self._checked, "DELETE", path, params=params)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _timed(self, operation: str, call: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        observe = self._observe
+        if observe is None:
+            return call(*args, **kwargs)
+        started = perf_counter()
+        try:
+            result = call(*args, **kwargs)
+        except Exception:
+            observe(operation, perf_counter() - started, False)
+            raise
+        observe(operation, perf_counter() - started, True)
+        return result
+
+    def _submit(self, body: dict[str, Any]) -> SubmittedJob:
         path = "/job/submit"
-        response = self._http.request("POST", BASE + path, json=submission_to_wire(spec))
+        response = self._http.request("POST", BASE + path, json=body)
         job_id = response.body.get("job_id")
         if not isinstance(job_id, int) or job_id <= 0:
             raise api_error(f"POST {BASE}{path}", response.status, response.errors)
         return SubmittedJob(job_id, tuple(str(e) for e in response.errors))
-
-    def update_job(self, job_id: int, update: JobUpdate) -> None:
-        self._checked("POST", f"/job/{_job_id(job_id)}", json=update_to_wire(update))
-
-    def cancel(self, job_id: int, signal: str | None = None) -> None:
-        """Signal (default KILL) a job; a finished job is fine, an unknown id raises (2017)."""
-        name = check_signal(signal)
-        params = {"signal": name} if name else None
-        self._checked("DELETE", f"/job/{_job_id(job_id)}", params=params)
-
-    def close(self) -> None:
-        self._http.close()
 
     def _checked(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
         """A request whose `errors`, even inside a 200, mean failure."""
@@ -293,16 +318,23 @@ class SlurmRestV0038:
         return response.body
 
     def _snapshot(
-        self, path: str, key: str, convert: Callable[[Wire], T], since: int | None
+        self, operation: str, path: str, key: str, convert: Callable[[Wire], T], since: int | None
     ) -> Snapshot[T] | None:
         as_of = as_of_now()
         params = {"update_time": since} if since is not None else None
+        body = self._timed(operation, self._listing, path, params)
+        if body is None:
+            return None
+        return Snapshot(tuple(convert(d) for d in body.get(key) or ()), as_of)
+
+    def _listing(self, path: str, params: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The body of a list, or None for 304 (unchanged)."""
         response = self._http.request("GET", BASE + path, params=params)
         if response.status == 304:
             return None
         if response.errors:
             raise api_error(f"GET {BASE}{path}", response.status, response.errors)
-        return Snapshot(tuple(convert(d) for d in response.body.get(key) or ()), as_of)
+        return response.body
 
     def _one(self, path: str, key: str, not_found: int) -> Wire | None:
         response = self._http.request("GET", BASE + path, allow=frozenset({500}))

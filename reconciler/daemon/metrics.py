@@ -39,6 +39,27 @@ class DaemonMetrics:
             "reconciler_drift_corrections", "Resyncs that reverted changes made by hand",
             registry=self.registry,
         )  # fmt: skip
+        self.pod_bind_seconds = Histogram(
+            "reconciler_scheduler_pod_bind_seconds",
+            "From a Pod's creationTimestamp (whole seconds: up to 1 s early) to the scheduler's "
+            "successful binding of it to a Node",
+            registry=self.registry,
+            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 20, 30, 60, 120, 300),
+        )
+        self.slurm_request_seconds = Histogram(
+            "reconciler_slurm_request_seconds",
+            "The scheduler's slurmrestd requests (failed ones too), by operation",
+            ["operation"],
+            registry=self.registry,
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+        )
+        self.slurm_request_errors = Counter(
+            "reconciler_slurm_request_errors",
+            "The scheduler's slurmrestd requests that failed (unreachable, HTTP error or Slurm "
+            "`errors`), by operation",
+            ["operation"],
+            registry=self.registry,
+        )
 
     def record(self, outcome: Outcome, now: float) -> None:
         self.reconcile_seconds.labels(outcome.state).observe(outcome.seconds)
@@ -52,6 +73,16 @@ class DaemonMetrics:
 
     def watch_scheduler(self, counters: Callable[[], Counters | None]) -> None:
         self.registry.register(_SchedulerCollector(counters))
+
+    def observe_bind(self, seconds: float) -> None:
+        """PodScheduler's bind hook (scheduler.loop.BindObserver)."""
+        self.pod_bind_seconds.observe(seconds)
+
+    def observe_slurm(self, operation: str, seconds: float, ok: bool) -> None:
+        """The Slurm clients' hook (adapters.slurm_rest.SlurmObserver)."""
+        self.slurm_request_seconds.labels(operation).observe(seconds)
+        if not ok:
+            self.slurm_request_errors.labels(operation).inc()
 
 
 _SCHEDULER_COUNTERS = {

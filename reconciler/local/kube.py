@@ -34,6 +34,17 @@ ADMIN_USER = "local-admin"
 # namespace deletion, owner-reference GC, service accounts with tokens, pods from StatefulSets.
 CONTROLLERS = "namespace,garbagecollector,serviceaccount,serviceaccount-token,statefulset"
 SERVICE_CLUSTER_IP_RANGE = "10.96.0.0/12"
+# Service accounts only (the admin, controllers and node agent are not audited): cheap, and
+# exactly the requests of a daemon running as a ServiceAccount.
+AUDIT_POLICY = """\
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: Metadata
+    userGroups: [system:serviceaccounts]
+  - level: None
+"""
 ETCD_READY_SECONDS = 30.0
 APISERVER_READY_SECONDS = 90.0
 CONTROLLER_MANAGER_READY_SECONDS = 60.0
@@ -78,6 +89,16 @@ class KubePaths:
     @property
     def kubeconfig(self) -> Path:
         return self.root / "kubeconfig"
+
+    @property
+    def audit_policy(self) -> Path:
+        return self.root / "audit-policy.yaml"
+
+    @property
+    def audit_log(self) -> Path:
+        """One JSON line per request a service account made: what the daemon, run as its
+        ServiceAccount, really calls (tests check deploy/'s RBAC against it)."""
+        return self.root / "audit.log"
 
 
 def cache_dir() -> Path:
@@ -208,6 +229,9 @@ def apiserver_argv(binaries: KubeBinaries, paths: KubePaths, ports: KubePorts) -
         f"--client-ca-file={paths.ca_cert}",
         f"--token-auth-file={paths.token_file}",
         "--authorization-mode=RBAC",
+        f"--audit-policy-file={paths.audit_policy}",
+        f"--audit-log-path={paths.audit_log}",
+        "--audit-log-format=json", "--audit-log-mode=blocking",
         f"--service-account-key-file={pki / 'sa.pub'}",
         f"--service-account-signing-key-file={pki / 'sa.key'}",
         "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
@@ -299,6 +323,7 @@ class KubeControlPlane:
         self.paths.root.mkdir(parents=True, exist_ok=True)
         make_pki(self.paths)
         token = ensure_token(self.paths)
+        self.paths.audit_policy.write_text(AUDIT_POLICY)
         if fresh:
             shutil.rmtree(self.paths.etcd_data, ignore_errors=True)
         timings: dict[str, float] = {}

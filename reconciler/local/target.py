@@ -60,12 +60,13 @@ def site_profile(site: SlurmSite) -> Profile:
     )
 
 
-def local_target(stack: LocalStack, namespace: str) -> Target:
+def local_target(stack: LocalStack, namespace: str, *, kubeconfig: Path | None = None) -> Target:
+    """The local stack; `kubeconfig` talks to its API server as someone other than admin."""
     slurm = stack.slurm
     assert slurm is not None
     tokens = MintedTokens(slurm.paths.jwt_key, current_user())
     return Target(
-        kube=Kube.from_kubeconfig(stack.kube_paths.kubeconfig),
+        kube=Kube.from_kubeconfig(kubeconfig or stack.kube_paths.kubeconfig),
         slurm=connect(slurm.rest_url(), tokens),
         scontrol=Scontrol(tokens, env=slurm.env()),
         namespace=namespace,

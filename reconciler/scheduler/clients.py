@@ -12,15 +12,25 @@ import threading
 from pathlib import Path
 
 from reconciler.adapters.slurm_jwt import MintedTokens, TokenSource
-from reconciler.adapters.slurm_rest import SlurmRestApi, connect
+from reconciler.adapters.slurm_rest import SlurmObserver, SlurmRestApi, connect
 from reconciler.errors import SlurmAuthError
 
 
 class SlurmClients:
-    def __init__(self, url: str, operator: TokenSource, *, jwt_key: Path | None) -> None:
+    """`observe`, when set (at any time), is told of every request of every client here."""
+
+    def __init__(
+        self,
+        url: str,
+        operator: TokenSource,
+        *,
+        jwt_key: Path | None,
+        observe: SlurmObserver | None = None,
+    ) -> None:
         self._url = url
         self._key = jwt_key
-        self.operator: SlurmRestApi = connect(url, operator)
+        self.observe = observe
+        self.operator: SlurmRestApi = connect(url, operator, observe=self._relay)
         self._operator_user = operator.user
         self._by_user: dict[str, SlurmRestApi] = {}
         self._lock = threading.Lock()
@@ -39,8 +49,14 @@ class SlurmClients:
                         hint="give the scheduler the JWT key (--slurm-jwt-key) so it can mint "
                         "tokens for the users Pods name in sunk.coreweave.com/user-id",
                     )
-                client = self._by_user[user] = connect(self._url, MintedTokens(self._key, user))
+                tokens = MintedTokens(self._key, user)
+                client = self._by_user[user] = connect(self._url, tokens, observe=self._relay)
             return client
+
+    def _relay(self, operation: str, seconds: float, ok: bool) -> None:
+        observe = self.observe
+        if observe is not None:
+            observe(operation, seconds, ok)
 
     def close(self) -> None:
         with self._lock:

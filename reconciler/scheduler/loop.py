@@ -15,11 +15,12 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any
 
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
-from reconciler.adapters.slurm_rest import JobSpec, JobUpdate, SlurmJob
+from reconciler.adapters.slurm_rest import JobSpec, JobUpdate, SlurmJob, SlurmObserver
 from reconciler.errors import (
     ReconcilerError,
     SlurmApiError,
@@ -60,6 +61,9 @@ RETRY_MAX_SECONDS = 30.0
 UNRESOLVED_NODE_RECHECK_SECONDS = 2.0
 HOOK_WAIT_SECONDS = 5.0  # below the script's curl timeout (10 s)
 Obj = dict[str, Any]
+# Told, for each Pod this scheduler binds, the seconds from the Pod's creationTimestamp to the
+# successful binding. Runs on a worker thread: keep it cheap, and it must not raise.
+BindObserver = Callable[[float], None]
 
 
 @dataclass
@@ -107,6 +111,7 @@ class PodScheduler:
         self._pods_out = PodWriter(kube, settings.name)
         self._jobs_since: int | None = None
         self.counters = Counters()
+        self.on_bind: BindObserver | None = None
         self.credentials: HookCredentials | None = None
         self.hooks: HooksServer | None = None
 
@@ -165,6 +170,14 @@ class PodScheduler:
         self._pods_out.close()
         for thread in self._threads:
             thread.join(timeout=1.0)  # watch threads end at their next event or timeout
+
+    def observe(
+        self, *, bind: BindObserver | None = None, slurm: SlurmObserver | None = None
+    ) -> None:
+        """Hooks for metrics: `bind` gets each bound Pod's seconds since its creation, `slurm`
+        each Slurm request (see SlurmObserver). None removes a hook."""
+        self.on_bind = bind
+        self._slurm.observe = slurm
 
     def wait(self) -> None:
         while not self._stopping.wait(1.0):
@@ -481,6 +494,11 @@ class PodScheduler:
         if not self._pods_out.bind(pod, node, recorded):
             return
         self.counters.bound += 1
+        on_bind = self.on_bind
+        if on_bind is not None:
+            waited = seconds_since_created(pod, self._clock())
+            if waited is not None:
+                on_bind(waited)
         self._pods_out.event(
             pod, wk.EVENT_SCHEDULED, "Binding",
             f"Successfully assigned {meta['namespace']}/{meta['name']} to {node}: Slurm job "
@@ -565,6 +583,22 @@ class PodScheduler:
     def known_jobs(self) -> dict[str, SlurmJob]:
         with self._lock:
             return dict(self._jobs)
+
+
+def seconds_since_created(pod: Obj, now: float) -> float | None:
+    """From the Pod's creationTimestamp to `now` (epoch seconds), at least 0 (clocks differ);
+    None without a timestamp. The API server writes whole seconds, so this reads up to 1 s
+    more than the true wait."""
+    stamp = pod["metadata"].get("creationTimestamp")
+    if not isinstance(stamp, str):
+        return None
+    try:
+        created = datetime.fromisoformat(stamp)  # "2024-05-01T12:00:00Z" (Python 3.11+)
+    except ValueError:
+        return None
+    if created.tzinfo is None:
+        return None
+    return max(0.0, now - created.timestamp())
 
 
 def _pending_job(job_id: int, name: str, now: float) -> SlurmJob:

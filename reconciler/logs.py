@@ -1,0 +1,42 @@
+"""Where logs go and in what shape: text for a terminal, one JSON object a line for a
+collector (Loki, Elasticsearch, Cloud Logging), chosen with --log-format."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import Final
+
+from pythonjsonlogger.json import JsonFormatter
+
+LOG_FORMATS: Final = ("text", "json")
+TEXT_FORMAT: Final = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+# The field names most collectors map without configuration.
+JSON_FIELDS: Final = {"asctime": "time", "levelname": "level", "name": "logger"}
+
+
+def configure_logging(log_format: str, level: int) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    if log_format == "json":
+        handler.setFormatter(
+            JsonFormatter(
+                "%(asctime)s %(levelname)s %(name)s %(message)s",
+                rename_fields=JSON_FIELDS,
+                datefmt="%Y-%m-%dT%H:%M:%S%z",
+            )
+        )
+    else:
+        handler.setFormatter(logging.Formatter(TEXT_FORMAT))
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level)
+
+
+def log_format_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--log-format", choices=LOG_FORMATS, default="text",
+        help="text for a terminal, json (one object a line) for a log collector (text)",
+    )  # fmt: skip

@@ -1,0 +1,52 @@
+"""--log-format json: every line a collector reads is one JSON object with the usual fields."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from reconciler.cli import main
+from reconciler.logs import configure_logging
+
+
+@pytest.fixture(autouse=True)
+def _restore_root_logger():
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+def test_json_lines_carry_time_level_logger_and_message(capsys: pytest.CaptureFixture[str]) -> None:
+    configure_logging("json", logging.INFO)
+    logging.getLogger("reconciler.daemon").info("applied %s", "abc123", extra={"revision": "abc"})
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        logging.getLogger("reconciler.scheduler").exception("bind failed")
+    lines = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
+    assert lines[0]["message"] == "applied abc123"
+    assert lines[0]["level"] == "INFO" and lines[0]["logger"] == "reconciler.daemon"
+    assert lines[0]["revision"] == "abc" and "T" in lines[0]["time"]
+    assert lines[1]["level"] == "ERROR" and "ValueError: boom" in lines[1]["exc_info"]
+
+
+def test_text_is_the_default(capsys: pytest.CaptureFixture[str]) -> None:
+    configure_logging("text", logging.INFO)
+    logging.getLogger("reconciler").info("hello")
+    assert capsys.readouterr().err.rstrip().endswith("INFO reconciler: hello")
+
+
+def test_a_daemon_that_cannot_start_says_why_in_json(
+    capsys: pytest.CaptureFixture[str], tmp_path
+) -> None:
+    missing = tmp_path / "no-kubeconfig"
+    status = main(["run", "--log-format", "json", "--source-dir", str(tmp_path),
+                   "--kubeconfig", str(missing)])  # fmt: skip
+    assert status == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    record = json.loads(line)
+    assert record["level"] == "ERROR" and str(missing) in record["message"]
