@@ -8,6 +8,7 @@ import argparse
 import hashlib
 import hmac
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -21,10 +22,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from reconciler.adapters.kube import Kube
 from reconciler.daemon.converge import Converger
-from reconciler.daemon.status import read_status
+from reconciler.daemon.status import read_status, status_name
 from reconciler.local.ports import free_port
 from reconciler.sources.git import GitSource
 from tests.integration.flux_fixture import (
@@ -34,13 +36,14 @@ from tests.integration.flux_fixture import (
     serving_artifacts,
     tarball,
 )
-from tests.integration.helpers import stop_cleanly, wait_for
+from tests.integration.helpers import stop_cleanly, unique, wait_for
 from tests.integration.local_up import local_up, reconciler_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE_REPO = ROOT / "fixtures" / "config-repo"
 NAMESPACE, RELEASE = "slurm", "slurm"
 STATEFULSET = "slurm-gpu-small"
+SCHEDULER = "slurm-slurm-slurm-scheduler"  # the fixture repo's, by default
 
 
 @dataclass
@@ -51,9 +54,26 @@ class Env:
     converger: Converger
 
 
-def git(cwd: Path, *args: str) -> str:
-    done = subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True)
+@dataclass(frozen=True)
+class Signer:
+    home: Path  # a GNUPGHOME holding the secret key
+    key: str  # its fingerprint
+
+
+def git(cwd: Path, *args: str, home: Path | None = None) -> str:
+    """Run git; `home` is the GNUPGHOME its signing uses (for this command only)."""
+    environ = {**os.environ, "GNUPGHOME": str(home)} if home else None
+    done = subprocess.run(
+        ["git", *args], cwd=cwd, env=environ, check=True, capture_output=True, text=True
+    )
     return done.stdout.strip()
+
+
+def gpg(home: Path, *args: str) -> str:
+    return subprocess.run(
+        ["gpg", "--batch", *args], env={**os.environ, "GNUPGHOME": str(home)},
+        check=True, capture_output=True, text=True,
+    ).stdout  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -75,19 +95,28 @@ def env(stack_timings: dict[str, float]) -> Iterator[Env]:
             label="converge tests",
         ) as running:  # fmt: skip
             kube = Kube.from_kubeconfig(running.stack.kube_paths.kubeconfig)
-            args = argparse.Namespace(local=True, runtime_dir=running.runtime, name="unused")
+            args = argparse.Namespace(local=True, runtime_dir=running.runtime, name="unused",
+                                      kubeconfig=None)  # fmt: skip
             yield Env(kube, author, GitSource(str(bare), "main", work / "checkout"),
                       Converger(args, kube))  # fmt: skip
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def push(env: Env, old: str, new: str, message: str, file: str = "values.yaml") -> str:
+def push(
+    env: Env, old: str, new: str, message: str, file: str = "values.yaml",
+    *, signer: Signer | None = None,
+) -> str:  # fmt: skip
+    """Commit the edit (signed by `signer`, else unsigned) and push it."""
     path = env.author / file
     text = path.read_text()
     assert old in text, f"{old!r} not in {file}"
     path.write_text(text.replace(old, new, 1))
-    git(env.author, "commit", "-q", "-am", message)
+    if signer is None:
+        git(env.author, "commit", "-q", "-am", message)
+    else:
+        git(env.author, "-c", f"user.signingkey={signer.key}", "-c", "gpg.program=gpg",
+            "commit", "-q", "-S", "-am", message, home=signer.home)  # fmt: skip
     git(env.author, "push", "-q", "origin", "main")
     return git(env.author, "rev-parse", "HEAD")
 
@@ -175,6 +204,142 @@ def test_reconciler_run_applies_a_push_and_reverts_a_hand_edit(env: Env, tmp_pat
         assert "reconciler_scheduler_polls_total" in metrics
     finally:
         stop_cleanly(daemon, log)
+
+
+def test_reconciler_run_refuses_an_unsigned_push_and_keeps_the_signed_one(
+    env: Env, tmp_path: Path
+) -> None:
+    """--verify-signatures --trusted-keys: a signed push is applied; an unsigned one on top is
+    refused, and `reconciler status` says so, once, while the cluster keeps the signed
+    revision and the daemon keeps running; a signed fix on top is applied."""
+    home = tmp_path / "gnupg"
+    home.mkdir(mode=0o700)
+    gpg(home, "--passphrase", "", "--quick-gen-key", "Ops <ops@example.com>", "ed25519", "sign",
+        "never")  # fmt: skip
+    colons = gpg(home, "--list-keys", "--with-colons")
+    key = next(line.split(":")[9] for line in colons.splitlines() if line.startswith("fpr:"))
+    keyring = tmp_path / "trusted.asc"
+    keyring.write_text(gpg(home, "--export", "--armor", key))
+    signer = Signer(home, key)
+    runtime = env.converger._args.runtime_dir
+    values = env.author / "values.yaml"
+    original = values.read_text()
+    before = nccl_debug(env)
+    signed_value, unsigned_value = [v for v in ("INFO", "WARN", "TRACE") if v != before][:2]
+    try:
+        good = push(env, f"value: {before}", f"value: {signed_value}", "signed", signer=signer)
+        daemon, port, log = _start_daemon(
+            env, tmp_path, "--interval", "1", "--verify-signatures", "--trusted-keys", str(keyring)
+        )
+        try:
+            wait_for(lambda: _get(port, "/readyz")[0] == 200, 30, "readyz: " + log.read_text())
+            wait_for(lambda: nccl_debug(env) == signed_value, 15, "the signed push to be applied")
+            wait_for(lambda: _shown_status(runtime).get("appliedRevision") == good, 10,
+                     "`reconciler status` to show the signed revision")  # fmt: skip
+
+            unsigned = push(env, f"value: {signed_value}", f"value: {unsigned_value}", "unsigned")
+            shown = wait_for(lambda: _status_of(runtime, unsigned), 5,
+                             "`reconciler status` to show the refused revision: "
+                             + log.read_text())  # fmt: skip
+            assert shown["state"] == "failed", shown
+            assert f"refusing commit {unsigned[:12]} of branch 'main'" in shown["error"], shown
+            assert shown["error"].endswith(": unsigned"), shown
+            assert shown["appliedRevision"] == good, shown
+            assert nccl_debug(env) == signed_value, "an unsigned push changed the cluster"
+            # Recorded once: the next fetches refuse it again but write nothing, count nothing.
+            written = _status_version(env)
+            refusals = log.read_text().count(f"refusing commit {unsigned[:12]}")
+            time.sleep(3.5)  # three more fetches at a 1 s interval
+            assert log.read_text().count(f"refusing commit {unsigned[:12]}") >= refusals + 2
+            assert _status_version(env) == written, "the refusal was written again"
+            failed = ("reconciler_reconciles_total", (("state", "failed"),))
+            assert _samples(port).get(failed) == 1, _get(port, "/metrics")[1]
+            assert daemon.poll() is None and _get(port, "/healthz")[0] == 200
+            assert nccl_debug(env) == signed_value
+
+            fixed = push(env, f"value: {unsigned_value}", f"value: {before}", "signed fix",
+                         signer=signer)  # fmt: skip
+            wait_for(lambda: nccl_debug(env) == before, 15, "the signed fix to be applied")
+            wait_for(lambda: _shown_status(runtime).get("appliedRevision") == fixed, 10,
+                     "`reconciler status` to show the signed fix")  # fmt: skip
+            shown = _shown_status(runtime)
+            assert (shown["revision"], shown["state"], shown["error"]) == (fixed, "applied", "")
+            assert _samples(port).get(failed) == 1
+        finally:
+            stop_cleanly(daemon, log)
+    finally:
+        if values.read_text() != original:  # a failure midway: back to the text other tests edit
+            values.write_text(original)
+            git(env.author, "commit", "-q", "-am", "restore values.yaml")
+            git(env.author, "push", "-q", "origin", "main")
+            env.converger.converge(env.source.fetch())
+        # Signing started a gpg-agent for this home: stop that one.
+        subprocess.run(["gpgconf", "--kill", "gpg-agent"],
+                       env={**os.environ, "GNUPGHOME": str(home)}, check=False)  # fmt: skip
+
+
+def _status_of(runtime: Path, revision: str) -> dict[str, str] | None:
+    shown = _shown_status(runtime)
+    return shown if shown.get("revision") == revision else None
+
+
+def _status_version(env: Env) -> str:
+    found: Any = env.kube.get("v1", "ConfigMap", status_name(RELEASE), NAMESPACE)
+    return str(found["metadata"]["resourceVersion"])
+
+
+def test_reconciler_run_metrics_time_binds_and_slurm_requests(env: Env, tmp_path: Path) -> None:
+    """A Pod for the daemon's scheduler is bound: /metrics then holds its creation-to-bind
+    latency and the Slurm requests it took, by operation."""
+    daemon, port, log = _start_daemon(env, tmp_path, "--interval", "60")
+    name = unique("metrics")
+    try:
+        wait_for(lambda: _get(port, "/readyz")[0] == 200, 30, "readyz: " + log.read_text())
+        env.kube.request_json(
+            "POST", f"/api/v1/namespaces/{NAMESPACE}/pods", target=f"Pod {name}",
+            body={"apiVersion": "v1", "kind": "Pod",
+                  "metadata": {"name": name, "namespace": NAMESPACE},
+                  "spec": {"schedulerName": SCHEDULER, "terminationGracePeriodSeconds": 5,
+                           "containers": [{"name": "main", "image": "ubuntu", "resources": {
+                               "requests": {"cpu": "1", "memory": "256Mi"}}}]}},
+        )  # fmt: skip
+        wait_for(lambda: (_pod_of(env, name) or {}).get("spec", {}).get("nodeName"), 30,
+                 "the Pod to be bound: " + log.read_text())  # fmt: skip
+        # The histogram is fed just after the binding the test saw: wait for it.
+        count = ("reconciler_scheduler_pod_bind_seconds_count", ())
+        wait_for(lambda: _samples(port).get(count), 10, "the bind to be measured")
+        samples = _samples(port)
+        assert samples[count] >= 1
+        waited = samples[("reconciler_scheduler_pod_bind_seconds_sum", ())]
+        print(f"Pod created -> bound (by its whole-second creationTimestamp): {waited:.2f} s")
+        operations = {
+            dict(labels)["operation"]
+            for (metric, labels) in samples
+            if metric == "reconciler_slurm_request_seconds_count"
+        }
+        assert {"submit", "jobs"} <= operations, operations
+        assert ("reconciler_slurm_request_errors_total", (("operation", "submit"),)) not in samples
+        # The scheduler ends the Pod's placeholder job before the daemon stops.
+        env.kube.delete("v1", "Pod", name, NAMESPACE, grace_period_seconds=0)
+        cancelled = ("reconciler_scheduler_jobs_cancelled_total", ())
+        wait_for(lambda: _samples(port).get(cancelled), 30, "the placeholder job to be cancelled")
+    finally:
+        env.kube.delete("v1", "Pod", name, NAMESPACE, grace_period_seconds=0)
+        stop_cleanly(daemon, log)
+
+
+def _pod_of(env: Env, name: str) -> dict[str, Any] | None:
+    return env.kube.get("v1", "Pod", name, NAMESPACE)
+
+
+def _samples(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """/metrics as (sample name, sorted labels) -> value."""
+    text = _get(port, "/metrics")[1]
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
 
 
 def test_a_webhook_push_is_applied_at_once(env: Env, tmp_path: Path) -> None:
