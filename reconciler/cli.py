@@ -19,12 +19,19 @@ def build_parser() -> argparse.ArgumentParser:
         description="Slurm on Kubernetes, driven by git (SUNK-compatible).",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    from reconciler import commands_apply, commands_compile, commands_run, commands_schedule
+    from reconciler import (
+        commands_apply,
+        commands_compile,
+        commands_policy,
+        commands_run,
+        commands_schedule,
+    )
 
     commands_compile.register(sub)
     commands_apply.register(sub)
     commands_schedule.register(sub)
     commands_run.register(sub)
+    commands_policy.register(sub)
     _register_optional(sub, "reconciler.local.commands")
     return parser
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from reconciler import wellknown as wk
@@ -19,6 +21,7 @@ from reconciler.apply.live_reader import read_live, server_views
 from reconciler.commands_compile import load, print_warnings, repo_args
 from reconciler.compile.desired import DesiredState, compile_desired_state
 from reconciler.compile.profile import Profile
+from reconciler.config.files import read_shipped_policies
 from reconciler.config.repo import Config
 from reconciler.errors import ReconcilerError
 from reconciler.plan.diff import plan_changes
@@ -26,6 +29,12 @@ from reconciler.plan.jsonout import plan_from_dict, plan_to_dict, render_json
 from reconciler.plan.live import LiveState
 from reconciler.plan.model import Plan
 from reconciler.plan.text import render_text
+from reconciler.policy.engine import CompiledPolicy, compile_policies, effective_policies
+from reconciler.policy.loader import policies_for, shipped_documents
+from reconciler.policy.subjects import evaluate_state, params_of
+from reconciler.scheduler.pod_policies import PodPolicies
+
+log = logging.getLogger(__name__)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -93,7 +102,7 @@ def resolve_target(
         from reconciler.local.target import local_profile_of, local_target, open_stack
 
         stack = open_stack(args.runtime_dir or default_runtime_dir(args.name))
-        target = local_target(stack, namespace, kubeconfig=args.kubeconfig)
+        target = local_target(stack, namespace, kubeconfig=getattr(args, "kubeconfig", None))
         return target, local_profile_of(stack, nodes)
     if not args.slurm_url:
         raise ReconcilerError(
@@ -116,7 +125,7 @@ def kubeconfig_of(args: argparse.Namespace) -> Path | None:
     """--kubeconfig if given (with --local too: the local stack's Slurm under another
     identity); else the local stack's with --local/--runtime-dir; else $KUBECONFIG, then
     ~/.kube/config; None in a Pod that has neither (its service account)."""
-    if args.kubeconfig:
+    if getattr(args, "kubeconfig", None):  # a Namespace built in code may not carry it
         return Path(args.kubeconfig)
     if args.local or args.runtime_dir:
         from reconciler.local.stack import default_runtime_dir
@@ -146,15 +155,42 @@ def live_plan(args: argparse.Namespace) -> tuple[Plan, Target, DesiredState]:
     return plan_config(load(args), args)
 
 
-def plan_config(config: Config, args: argparse.Namespace) -> tuple[Plan, Target, DesiredState]:
-    """The plan for a loaded config against the target the args name (CLI and daemon)."""
+def plan_config(
+    config: Config,
+    args: argparse.Namespace,
+    policies: tuple[CompiledPolicy, ...] | None = None,
+) -> tuple[Plan, Target, DesiredState]:
+    """The plan for a loaded config against the target the args name (CLI and daemon);
+    `policies` already compiled for this revision, else compiled here."""
     shape = compile_desired_state(config)  # the declared nodes do not depend on the profile
     declared = [n.name for n in (*shape.slurm_nodes, *shape.spare_nodes)]
     target, profile = resolve_target(args, config.settings.namespace, declared)
     state = compile_desired_state(config, profile)
     print_warnings(state.warnings)
     live = read_live(target.kube, target.slurm, state.release, state.namespace)
-    return plan_against(state, live, target), target, state
+    plan = with_policies(plan_against(state, live, target), config, state, policies)
+    return plan, target, state
+
+
+def with_policies(
+    plan: Plan,
+    config: Config,
+    state: DesiredState,
+    policies: tuple[CompiledPolicy, ...] | None = None,
+) -> Plan:
+    """The plan with the findings of the revision's policies: Deny ones stop it from being
+    applied, Warn ones are shown, Audit ones are logged."""
+    if policies is None:
+        policies = revision_policies(config)
+    findings = evaluate_state(policies, config, state, params_of(config))
+    for finding in findings:
+        if "Audit" in finding.actions:
+            log.info("policy audit: %s", finding)
+    return replace(
+        plan,
+        warnings=(*plan.warnings, *(str(f) for f in findings if f.warns)),
+        denials=tuple(str(f) for f in findings if f.denies),
+    )
 
 
 def plan_against(state: DesiredState, live: LiveState, target: Target) -> Plan:
@@ -162,6 +198,24 @@ def plan_against(state: DesiredState, live: LiveState, target: Target) -> Plan:
     # Without the namespace a dry-run cannot run; the objects are all new then anyway.
     views = server_views(target.kube, state, live) if has_namespace else {}
     return plan_changes(state, live, server_view=views)
+
+
+def revision_policies(config: Config) -> tuple[CompiledPolicy, ...]:
+    """Shipped policies and the repo's, compiled (the shipped files are read here)."""
+    return policies_for(config, read_shipped_policies())
+
+
+def startup_pod_policies(config: Config) -> PodPolicies:
+    """The pod policies to start the scheduler with, before any revision is converged. If
+    the repo's own do not compile, the shipped ones (the converger records the error)."""
+    try:
+        policies = revision_policies(config)
+    except ReconcilerError as error:
+        log.warning("policies of the first revision: %s; starting with the shipped ones", error)
+        shipped = shipped_documents(read_shipped_policies())
+        policies = compile_policies(effective_policies(shipped, ()))
+    pods = tuple(p for p in policies if p.policy.target == "pod")
+    return PodPolicies(pods, params_of(config))
 
 
 # ---- commands ---------------------------------------------------------------------------
@@ -172,13 +226,15 @@ def run_plan(args: argparse.Namespace) -> int:
         config = load(args)
         state = compile_desired_state(config)
         print_warnings(state.warnings)
-        plan = plan_changes(state, None, offline=True)
+        plan = with_policies(plan_changes(state, None, offline=True), config, state)
     else:
         plan, _, _ = live_plan(args)
     if args.out:
         args.out.write_text(json.dumps(plan_to_dict(plan), indent=2) + "\n")
         print(f"plan saved to {args.out}", file=sys.stderr)
     _show(plan, args)
+    if plan.denials:
+        return 1
     return 2 if args.detailed_exitcode and plan.has_changes else 0
 
 

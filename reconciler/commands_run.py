@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.adapters.kube import Kube
-from reconciler.commands_apply import kubeconfig_of, target_args
+from reconciler.commands_apply import kubeconfig_of, startup_pod_policies, target_args
 from reconciler.commands_schedule import connect_scheduler
 from reconciler.config.files import read_library, read_repo
 from reconciler.config.repo import load_config
@@ -114,6 +114,7 @@ def run_daemon(args: argparse.Namespace) -> int:
             hooks_port=int(port), hooks_url=args.hooks_url,
         )  # fmt: skip
         scheduler = connect_scheduler(args, settings)
+        scheduler.set_policies(startup_pod_policies(config))
     host, _, port = args.listen.rpartition(":")
     daemon = Daemon(
         source,

@@ -12,12 +12,22 @@ from typing import Any
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
 from reconciler.adapters.slurm_jwt import MintedTokens
-from reconciler.commands_apply import kubeconfig_of, target_args, tokens_from_args
+from reconciler.commands_apply import (
+    kubeconfig_of,
+    startup_pod_policies,
+    target_args,
+    tokens_from_args,
+)
 from reconciler.commands_compile import load
+from reconciler.config.files import read_shipped_policies
 from reconciler.errors import ReconcilerError
 from reconciler.logs import log_format_arg
+from reconciler.policy.engine import compile_policies, effective_policies
+from reconciler.policy.loader import shipped_documents
+from reconciler.policy.subjects import default_params
 from reconciler.scheduler.clients import SlurmClients
 from reconciler.scheduler.loop import PodScheduler
+from reconciler.scheduler.pod_policies import PodPolicies
 from reconciler.scheduler.settings import (
     DEFAULT_HOOKS_PORT,
     DEFAULT_WORKERS,
@@ -110,9 +120,21 @@ def connect_scheduler(args: argparse.Namespace, settings: SchedulerSettings) -> 
     return PodScheduler(kube, clients, settings)
 
 
+def _pod_policies(args: argparse.Namespace, settings: SchedulerSettings) -> PodPolicies:
+    """The repo's pod policies with its settings; without a repo, the shipped ones."""
+    if args.repo:
+        return startup_pod_policies(load(args))
+    shipped = shipped_documents(read_shipped_policies())
+    pods = compile_policies(p for p in effective_policies(shipped, ()) if p.target == "pod")
+    params = {**default_params(), "killWait": settings.kill_wait_seconds,
+              "schedulerName": settings.name}  # fmt: skip
+    return PodPolicies(pods, params)
+
+
 def run_schedule(args: argparse.Namespace) -> int:
     settings = scheduler_settings(args)
     scheduler = connect_scheduler(args, settings)
+    scheduler.set_policies(_pod_policies(args, settings))
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

@@ -9,6 +9,8 @@ from typing import Final
 SUNK_DOMAIN: Final = "sunk.coreweave.com"
 # Our own namespace for labels/annotations we put on objects we manage.
 DOMAIN: Final = "reconciler.sunk.dev"
+# Policy documents in policies/ and a config repo's policies/ (reconciler/policy/document.py).
+POLICY_API_VERSION: Final = f"policy.{DOMAIN}/v1alpha1"
 
 # Labels on every object we render; the ownership label is how live state is selected.
 LABEL_MANAGED_BY: Final = "app.kubernetes.io/managed-by"
@@ -94,6 +96,7 @@ EVENT_SCHEDULED: Final = "Scheduled"
 EVENT_SLURM_ENDED: Final = "SlurmJobEnded"
 EVENT_RELEASED: Final = "SlurmJobReleased"
 EVENT_BIND_FAILED: Final = "FailedBinding"
+EVENT_POLICY_WARNING: Final = "PolicyWarning"
 
 # The local node agent: simulated container stop time of a Pod (tests of teardown ordering).
 ANNOTATION_LOCAL_STOP_SECONDS: Final = f"{DOMAIN}/local-stop-seconds"

@@ -72,6 +72,11 @@ class Target:
 
 
 def apply_plan(plan: Plan, target: Target, options: ApplyOptions, say: Say) -> None:
+    if plan.denials:
+        raise ApplyError(
+            "policies deny this revision:\n  " + "\n  ".join(plan.denials),
+            hint="fix the objects named, or soften the policy (kind: PolicyOverride)",
+        )
     if not plan.has_changes:
         say("nothing to do")
         return

@@ -7,7 +7,7 @@ The kubernetes package has `parse_quantity`, but importing it loads the whole AP
 from __future__ import annotations
 
 import re
-from decimal import Decimal, InvalidOperation
+from decimal import Context, Decimal, InvalidOperation, Overflow
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {
@@ -22,7 +22,9 @@ _DECIMAL = {
     "P": Decimal("1e15"),
     "E": Decimal("1e18"),
 }
-_QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]?)$")
+# A number, then an exponent ("1e3") or a suffix, never both ("1e3Gi" is rejected, as by the
+# API server); "1E" is one exa, "1E3" is one thousand.
+_QUANTITY = re.compile(r"^([+-]?[0-9.]+)(?:([eE][+-]?[0-9]+)|(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]?))$")
 
 
 class QuantityError(ValueError):
@@ -37,10 +39,11 @@ def parse_quantity(value: str | int | float) -> Decimal:
     match = _QUANTITY.match(value.strip())
     if not match:
         raise QuantityError(f"{value!r} is not a quantity (examples: 8, 500m, 16Gi, 1.5G)")
-    number, suffix = match.groups()
+    number, exponent, suffix = match.groups()
+    number += exponent or ""
+    factor = _BINARY.get(suffix or "") or _DECIMAL[suffix or ""]
     try:
-        amount = Decimal(number)
-    except InvalidOperation:
+        # Exact: at the default 28 digits a long number times 2**60 would be rounded.
+        return Context(prec=len(number) + 20).multiply(Decimal(number), factor)
+    except (InvalidOperation, Overflow):  # "1.2.3", "1e999999999"
         raise QuantityError(f"{value!r} is not a quantity") from None
-    factor = _BINARY.get(suffix) or _DECIMAL[suffix]
-    return amount * factor

@@ -35,6 +35,17 @@ def read_library() -> dict[str, str]:
     }
 
 
+def read_shipped_policies() -> dict[str, str]:
+    """File name -> text of the policies shipped in policies/ (packaged as
+    reconciler/shipped_policies, a link to it)."""
+    folder = resources.files("reconciler") / "shipped_policies"
+    return {
+        entry.name: entry.read_text(encoding="utf-8")
+        for entry in sorted(folder.iterdir(), key=lambda e: e.name)
+        if entry.name.endswith(".yaml")
+    }
+
+
 def _hidden(rel: str) -> bool:
     return any(part.startswith(".") for part in rel.split("/"))
 

@@ -20,10 +20,12 @@ from reconciler.config.layering import deep_update, tag
 from reconciler.config.schema import Warning_, check_layer_file, check_values_file
 from reconciler.config.yamlfile import KeyPath, YamlFile, parse_yaml
 from reconciler.errors import ConfigTypeError, Location, ReconcilerError
+from reconciler.policy.document import Override, Policy, parse_policy_file
 
 VALUES_FILE = "values.yaml"
 SETTINGS_FILE = "reconciler.yaml"
 LIBRARY_PREFIX = "library/"
+POLICIES_DIR = "policies/"
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
@@ -50,6 +52,8 @@ class Config:
     settings: RepoSettings
     partitions_where: Location | None = None
     warnings: tuple[Warning_, ...] = field(default=())
+    # The repo's own policies/*.yaml, parsed; shipped ones are added when they are compiled.
+    policies: tuple[Policy | Override, ...] = field(default=())
 
     def layer(self, name: str) -> Layer | None:
         """compute.nodes entries win over files of the same name, as in SUNK's chart."""
@@ -69,6 +73,7 @@ def is_repo_file(path: str) -> bool:
         path in (VALUES_FILE, SETTINGS_FILE)
         or (path.startswith("values.d/") and path.count("/") == 1 and _is_yaml(path))
         or (path.startswith("compute-defs/") and _is_yaml(path))
+        or (path.startswith(POLICIES_DIR) and path.count("/") == 1 and _is_yaml(path))
     )
 
 
@@ -107,7 +112,15 @@ def load_config(
             release=_checked_label("--release", release or settings.release, None),
             namespace=_checked_label("--namespace", namespace or settings.namespace, None),
         )
-    return Config(values, layers, node_locations, settings, partitions_where, tuple(warnings))
+    policies = tuple(
+        doc
+        for path, text in sorted(files.items())
+        if path.startswith(POLICIES_DIR)
+        for doc in parse_policy_file(text, path, "repo")
+    )
+    return Config(
+        values, layers, node_locations, settings, partitions_where, tuple(warnings), policies
+    )
 
 
 def _merge_values(

@@ -7,6 +7,8 @@ data from it, and walk it once to record where every key path starts.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,18 +50,41 @@ def format_path(path: KeyPath) -> str:
 
 def parse_yaml(text: str, name: str) -> YamlFile:
     """Parse one YAML document (an empty file is an empty mapping)."""
-    loader = _Loader(text)
-    try:
+    with _loader(text, name) as loader:
         node = loader.get_single_node()
         if node is None:
             return YamlFile(name, {}, {})
         data = loader.construct_document(node)
+    return _with_lines(name, node, data)
+
+
+def parse_yaml_documents(text: str, name: str) -> list[YamlFile]:
+    """Every document of a `---`-separated stream (empty documents skipped), each with the
+    lines of its keys in the whole file."""
+    documents: list[YamlFile] = []
+    with _loader(text, name) as loader:
+        while loader.check_node():
+            node = loader.get_node()
+            if node is not None:
+                documents.append(_with_lines(name, node, loader.construct_document(node)))
+    return [doc for doc in documents if doc.data is not None]
+
+
+@contextlib.contextmanager
+def _loader(text: str, name: str) -> Iterator[Any]:
+    """A loader whose YAML errors become ConfigSyntaxErrors naming the file and line."""
+    loader = _Loader(text)
+    try:
+        yield loader
     except yaml.MarkedYAMLError as exc:
         raise _syntax_error(exc, name) from None
     except yaml.YAMLError as exc:
         raise ConfigSyntaxError(f"invalid YAML: {exc}", where=Location(name)) from None
     finally:
         loader.dispose()
+
+
+def _with_lines(name: str, node: yaml.Node, data: Any) -> YamlFile:
     lines: dict[KeyPath, int] = {}
     _record_lines(node, (), lines, name)
     return YamlFile(name, data, lines)

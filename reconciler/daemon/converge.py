@@ -18,11 +18,14 @@ from datetime import UTC, datetime
 
 from reconciler.adapters.kube import Kube
 from reconciler.apply.executor import ApplyOptions, apply_plan
-from reconciler.commands_apply import plan_config
+from reconciler.commands_apply import plan_config, revision_policies
 from reconciler.config.files import read_library, read_repo
 from reconciler.config.repo import Config, load_config
 from reconciler.daemon.status import Status, read_status, write_status
 from reconciler.errors import ReconcilerError, SourceError
+from reconciler.policy.engine import CompiledPolicy
+from reconciler.policy.subjects import params_of
+from reconciler.scheduler.pod_policies import PodPolicies
 from reconciler.sources import Revision
 
 log = logging.getLogger(__name__)
@@ -61,6 +64,8 @@ class Converger:
         self._options = options or ApplyOptions()
         self._clock = clock
         self.status = Status()
+        self.pod_policies = PodPolicies()
+        self._policies: tuple[str, tuple[CompiledPolicy, ...]] = ("", ())
         self._known: tuple[str | None, str | None] = (release, namespace)
 
     def converge(self, revision: Revision, *, resync: bool = False) -> Outcome:
@@ -70,6 +75,7 @@ class Converger:
                 read_repo(revision.path), read_library(),
                 release=self._release, namespace=self._namespace,
             )  # fmt: skip
+            policies = self._compiled(revision, config)
         except ReconcilerError as error:
             failed = Outcome(revision, "failed", error=str(error))
             return self._record(revision, failed, started, release=self._known[0],
@@ -78,8 +84,18 @@ class Converger:
         self._known = (release, namespace)
         if not self.status.revision:
             self.status = read_status(self._kube, namespace, release) or Status()
-        outcome = self._plan_and_apply(revision, config, resync=resync)
+        outcome = self._plan_and_apply(revision, config, policies, resync=resync)
+        if outcome.state != "failed":  # the applied revision's rules judge new Pods
+            self.pod_policies = PodPolicies(
+                tuple(p for p in policies if p.policy.target == "pod"), params_of(config)
+            )
         return self._record(revision, outcome, started, release=release, namespace=namespace)
+
+    def _compiled(self, revision: Revision, config: Config) -> tuple[CompiledPolicy, ...]:
+        """Once per revision: a resync of the same revision reuses them."""
+        if self._policies[0] != revision.id:
+            self._policies = (revision.id, revision_policies(config))
+        return self._policies[1]
 
     def refused(self, revision: Revision, error: SourceError) -> Outcome | None:
         """A fetched revision the source refused (unsigned, bad digest) is recorded as
@@ -90,11 +106,21 @@ class Converger:
         return self._record(revision, failed, self._clock(), release=self._known[0],
                             namespace=self._known[1])  # fmt: skip
 
-    def _plan_and_apply(self, revision: Revision, config: Config, *, resync: bool) -> Outcome:
+    def _plan_and_apply(
+        self,
+        revision: Revision,
+        config: Config,
+        policies: tuple[CompiledPolicy, ...],
+        *,
+        resync: bool,
+    ) -> Outcome:
         error = ""
         for attempt in range(1, APPLY_ATTEMPTS + 1):
             try:
-                plan, target, _ = plan_config(config, self._args)
+                plan, target, _ = plan_config(config, self._args, policies)
+                if plan.denials:  # the same next time: no retry
+                    denied = "policies deny this revision:\n  " + "\n  ".join(plan.denials)
+                    return Outcome(revision, "failed", error=denied)
                 if not plan.has_changes:
                     return Outcome(revision, "unchanged", summary="no changes")
                 summary = plan.summary()

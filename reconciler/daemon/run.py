@@ -161,6 +161,8 @@ class Daemon:
 
     def _converge(self, revision: Revision, *, resync: bool) -> Outcome:
         outcome = self._converger.converge(revision, resync=resync)
+        if self._pod_scheduler is not None:
+            self._pod_scheduler.set_policies(self._converger.pod_policies)
         self._tried = revision.id
         self.metrics.record(outcome, self._clock())
         self._ready.set()

@@ -27,6 +27,7 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
         "summary": asdict(plan.summary()),
         "changes": [_change(c) for c in plan.changes],
         "warnings": list(plan.warnings),
+        "denials": list(plan.denials),
     }
 
 
@@ -66,6 +67,7 @@ def plan_from_dict(data: dict[str, Any]) -> Plan:
         revision=data.get("revision"),
         offline=bool(data.get("offline")),
         warnings=tuple(data.get("warnings") or ()),
+        denials=tuple(data.get("denials") or ()),
         fingerprint=data.get("fingerprint"),
         controller_restart=bool(data.get("controllerRestart")),
     )

@@ -90,6 +90,8 @@ class Plan:
     revision: str | None = None
     offline: bool = False
     warnings: tuple[str, ...] = field(default=())
+    # Deny findings of the policies: a plan that has any cannot be applied.
+    denials: tuple[str, ...] = field(default=())
     # Hash of the live state this plan was made against: apply refuses a stale plan.
     fingerprint: str | None = None
     # NodeName lines added or removed: Slurm 22.05 reads those only when slurmctld starts.

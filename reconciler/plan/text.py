@@ -29,6 +29,9 @@ def render_text(plan: Plan, *, color: bool = False) -> str:
         lines += ["", "No changes. The cluster matches the config repo."]
     if plan.warnings:
         lines += ["", *(paint("~", f"warning: {w}") for w in plan.warnings)]
+    if plan.denials:
+        lines += ["", paint("-", "Denied by policy; apply refuses this plan:"),
+                  *(paint("-", f"  - {d}") for d in plan.denials)]  # fmt: skip
     if plan.controller_restart:
         lines += ["", "note: NodeName lines change; Slurm 22.05 reads them only when slurmctld "
                   "starts, so apply restarts it (jobs survive a restart)."]  # fmt: skip

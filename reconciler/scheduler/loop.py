@@ -50,6 +50,7 @@ from reconciler.scheduler.placeholder import (
     priority_update_needed,
     submit_user,
 )
+from reconciler.scheduler.pod_policies import PodPolicies
 from reconciler.scheduler.pod_writer import PodWriter, load_hooks_key
 from reconciler.scheduler.settings import SchedulerSettings
 from reconciler.scheduler.workqueue import WorkQueue
@@ -59,6 +60,7 @@ log = logging.getLogger(__name__)
 RETRY_BASE_SECONDS = 0.5
 RETRY_MAX_SECONDS = 30.0
 UNRESOLVED_NODE_RECHECK_SECONDS = 2.0
+NAMESPACE_TTL_SECONDS = 30.0  # a label change reaches namespaceObject within this
 HOOK_WAIT_SECONDS = 5.0  # below the script's curl timeout (10 s)
 Obj = dict[str, Any]
 # Told, for each Pod this scheduler binds, the seconds from the Pod's creationTimestamp to the
@@ -114,6 +116,8 @@ class PodScheduler:
         self.on_bind: BindObserver | None = None
         self.credentials: HookCredentials | None = None
         self.hooks: HooksServer | None = None
+        self._policies = PodPolicies()  # replaced whole by set_policies: no lock needed
+        self._namespaces: dict[str, tuple[float, Obj | None]] = {}  # name -> (read at, object)
 
     # ---- lifecycle --------------------------------------------------------------------
 
@@ -398,7 +402,13 @@ class PodScheduler:
 
     # ---- steps ------------------------------------------------------------------------
 
+    def set_policies(self, policies: PodPolicies) -> None:
+        """The pod policies of the revision the daemon last applied."""
+        self._policies = policies
+
     def _admit(self, pod: Obj) -> None:
+        if not self._passes_policies(pod):
+            return
         admission = admit(
             pod,
             kill_wait_seconds=self.settings.kill_wait_seconds,
@@ -568,6 +578,32 @@ class PodScheduler:
         if not namespace or not name:
             return None
         return self._pods_out.get(namespace, name)
+
+    def _passes_policies(self, pod: Obj) -> bool:
+        policies = self._policies
+        if not policies.policies:
+            return True
+        namespace = self._namespace(pod) if policies.reads_namespace else None
+        verdict = policies.judge(pod, namespace)
+        for finding in verdict.audits:
+            log.info("scheduler: policy audit: %s", finding)
+        refusal = verdict.refusal()
+        if refusal is not None:
+            self._refuse(pod, refusal)
+            return False
+        for finding in verdict.warnings:
+            message = f"policy {finding.policy}: {finding.message}"
+            self._pods_out.event(pod, wk.EVENT_POLICY_WARNING, "Scheduling", message, "Warning")
+        return True
+
+    def _namespace(self, pod: Obj) -> Obj | None:
+        """The Pod's Namespace for `namespaceObject`, read at most every NAMESPACE_TTL s."""
+        name = pod["metadata"]["namespace"]
+        read_at, found = self._namespaces.get(name, (0.0, None))
+        if self._clock() - read_at > NAMESPACE_TTL_SECONDS:
+            found = self._kube.get("v1", "Namespace", name)
+            self._namespaces[name] = (self._clock(), found)
+        return found
 
     def _refuse(self, pod: Obj, message: str) -> None:
         self.counters.refused += 1

@@ -29,11 +29,15 @@ from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
 from reconciler.adapters.slurm_jwt import MintedTokens
 from reconciler.adapters.slurm_rest import JobSpec, SlurmJob, SlurmRestApi, connect
+from reconciler.commands_apply import startup_pod_policies
+from reconciler.config.files import read_library, read_repo
+from reconciler.config.repo import load_config
 from reconciler.local.ports import free_port
 from reconciler.local.slurm import SlurmCluster, current_user
 from reconciler.scheduler.clients import SlurmClients
 from reconciler.scheduler.loop import PodScheduler
 from reconciler.scheduler.placeholder import pod_uid_of
+from reconciler.scheduler.pod_policies import PodPolicies
 from reconciler.scheduler.settings import settings_from_values
 from tests.integration.helpers import stop_cleanly, unique, wait_for
 from tests.integration.local_up import RunningUp, local_up
@@ -434,6 +438,45 @@ def test_a_refused_pod_is_admitted_once_fixed(env: Env, pods: list[str]) -> None
     )  # fmt: skip
     pod = _wait_bound(env, name)
     assert _show_job(env, _job_id(pod))["Priority"] == "50"
+
+
+# ---- policies (CEL) -----------------------------------------------------------------------
+
+
+def test_repo_pod_policies_deny_with_an_event_and_warn_without_stopping_the_job(
+    env: Env, pods: list[str]
+) -> None:
+    """The fixture repo's inference-no-root-user (Deny, on the namespace's label) and the
+    shipped pod-static-cpu-pinning (Warn), as the daemon hands them to the scheduler."""
+    config = load_config(read_repo(env.work / "repo"), read_library())
+    label = {"metadata": {"labels": {"workload": "inference"}}}
+    env.kube.request_json("PATCH", f"/api/v1/namespaces/{NAMESPACE}", body=label,
+                          content_type="application/merge-patch+json")  # fmt: skip
+    env.scheduler.set_policies(startup_pod_policies(config))
+    try:
+        root, pinned = unique("root"), unique("pinned")
+        _create(env, pods, _pod_spec(root, annotations={wk.ANNOTATION_USER_ID: "0"}))
+        [event] = wait_for(lambda: _events(env, root, wk.EVENT_REJECTED), 15, "the refusal")
+        assert event["type"] == "Warning"
+        assert "denied by policy inference-no-root-user" in event["message"]
+        assert "may not run as user-id 0" in event["message"]
+        condition = next(c for c in _pod(env, root)["status"]["conditions"]
+                         if c["type"] == "PodScheduled")  # fmt: skip
+        assert condition["status"] == "False" and "inference-no-root-user" in condition["message"]
+        assert not [j for j in _placeholders(env) if root in j.name], "a denied Pod got a job"
+
+        guaranteed = _pod_spec(pinned)
+        guaranteed["spec"]["containers"][0]["resources"]["limits"] = {"cpu": "1", "memory": "256Mi"}
+        _create(env, pods, guaranteed)
+        _wait_bound(env, pinned)
+        [warning] = wait_for(lambda: _events(env, pinned, wk.EVENT_POLICY_WARNING), 10,
+                             "the policy warning")  # fmt: skip
+        assert warning["type"] == "Warning" and "pod-static-cpu-pinning" in warning["message"]
+    finally:
+        env.scheduler.set_policies(PodPolicies())
+        unlabel = {"metadata": {"labels": {"workload": None}}}
+        env.kube.request_json("PATCH", f"/api/v1/namespaces/{NAMESPACE}", body=unlabel,
+                              content_type="application/merge-patch+json")  # fmt: skip
 
 
 # ---- teardown, both ways ------------------------------------------------------------------

@@ -1,0 +1,94 @@
+"""`reconciler policy test DIR`: run a repo's policy test cases, as CI would."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from reconciler.config.files import read_library, read_repo, read_shipped_policies
+from reconciler.config.repo import VALUES_FILE, load_config
+from reconciler.errors import ReconcilerError
+from reconciler.policy.document import Override, Policy, parse_policy_file
+from reconciler.policy.engine import compile_policies, effective_policies
+from reconciler.policy.loader import shipped_documents
+from reconciler.policy.subjects import default_params, params_of
+from reconciler.policy.testing import CaseResult, parse_test_file, run_cases
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    policy = sub.add_parser("policy", help="CEL policies: test them against example objects")
+    actions = policy.add_subparsers(dest="policy_command", required=True, metavar="ACTION")
+    test = actions.add_parser(
+        "test",
+        help="run policies/tests/*.yaml (kind: PolicyTest) against the policies",
+        description=(
+            "DIR is a config repo (values.yaml, policies/*.yaml, policies/tests/*.yaml) or a "
+            "folder of policies (*.yaml, tests/*.yaml), such as the shipped policies/. The "
+            "shipped policies are always loaded, with the repo's added and overridden as a "
+            "revision would have them. Exit 1 if a case fails."
+        ),
+    )
+    test.add_argument("dir", type=Path, metavar="DIR")
+    test.add_argument("-v", "--verbose", action="store_true", help="show every finding")
+    test.set_defaults(func=run_policy_test)
+
+
+def run_policy_test(args: argparse.Namespace) -> int:
+    root: Path = args.dir
+    if not root.is_dir():
+        raise ReconcilerError(f"{root} is not a directory", hint="pass a config repo or policies/")
+    repo_docs, params, tests = _suite(root)
+    if not tests:
+        raise ReconcilerError(
+            f"no test files in {tests_dir(root)}",
+            hint="add *.yaml files of kind: PolicyTest (see README, Policies)",
+        )
+    policies = compile_policies(effective_policies(shipped_documents(read_shipped_policies()),
+                                                   repo_docs))  # fmt: skip
+    cases = [
+        case
+        for path in tests
+        for case in parse_test_file(path.read_text(), _shown(path, root), params)
+    ]
+    results = run_cases(policies, cases)
+    for result in results:
+        _report(result, args.verbose)
+    failed = sum(not r.passed for r in results)
+    print(f"\n{len(results) - failed} passed, {failed} failed ({len(policies)} policies)")
+    return 1 if failed else 0
+
+
+def tests_dir(root: Path) -> Path:
+    return root / "policies" / "tests" if (root / VALUES_FILE).exists() else root / "tests"
+
+
+def _suite(root: Path) -> tuple[list[Policy | Override], dict[str, Any], list[Path]]:
+    tests = sorted(tests_dir(root).glob("*.yaml"))
+    if (root / VALUES_FILE).exists():
+        config = load_config(read_repo(root), read_library())
+        return list(config.policies), params_of(config), tests
+    shipped = Path(__file__).parent / "shipped_policies"
+    if root.resolve() == shipped.resolve():
+        return [], default_params(), tests  # the shipped policies themselves
+    docs = [
+        doc
+        for path in sorted(root.glob("*.yaml"))
+        for doc in parse_policy_file(path.read_text(), _shown(path, root), "repo")
+    ]
+    return docs, default_params(), tests
+
+
+def _shown(path: Path, root: Path) -> str:
+    return str(root / path.relative_to(root))
+
+
+def _report(result: CaseResult, verbose: bool) -> None:
+    case = result.case
+    print(f"{'PASS' if result.passed else 'FAIL'}  {case.name}  ({case.where})")
+    for line in result.differences():
+        print(f"      {line}")
+    if verbose or not result.passed:
+        for finding in result.findings:
+            actions = ",".join(sorted(finding.actions))
+            print(f"      [{actions}] {finding.policy}: {finding.message}")

@@ -1,0 +1,1 @@
+"""CEL policy rules: documents, compile and evaluate, the Kubernetes CEL helpers (pure)."""
