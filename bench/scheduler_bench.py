@@ -42,7 +42,6 @@ import math
 import multiprocessing
 import os
 import platform
-import queue
 import re
 import signal
 import statistics
@@ -64,6 +63,7 @@ import urllib3
 if __package__ in (None, ""):  # `python bench/scheduler_bench.py`: make `bench` importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from bench.local_stack import start_local_up, stop_local_up
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
 from reconciler.adapters.slurm_jwt import MintedTokens
@@ -142,80 +142,21 @@ def start_stack(name: str, repo: Path) -> Stack:
                 f"({', '.join(running) or 'its up process'}); stop it with "
                 f"`reconciler local down --name {name}`"
             )
-    (runtime / "logs").mkdir(parents=True, exist_ok=True)
     log = runtime / "logs" / "bench-local-up.log"
     started = time.monotonic()
-    with log.open("w") as err:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "reconciler", "local", "up", str(repo), "--name", name],
-            cwd=ROOT,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=err,
-            text=True,
-            start_new_session=True,  # Ctrl-C reaches the benchmark, which stops the stack
-        )
-    lines: queue.Queue[str | None] = queue.Queue()
-
-    def read() -> None:
-        assert process.stdout is not None
-        for line in process.stdout:
-            lines.put(line)
-        lines.put(None)
-
-    threading.Thread(target=read, name="bench-up-stdout", daemon=True).start()
-    try:
-        deadline = started + STACK_UP_TIMEOUT
-        while True:
-            try:
-                line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
-            except queue.Empty:
-                raise SystemExit(
-                    f"the local stack was not ready after {STACK_UP_TIMEOUT:.0f} s; see {log}"
-                ) from None
-            if line is None:
-                raise SystemExit(
-                    f"`reconciler local up` exited ({process.wait()}) before it was ready:\n"
-                    + _tail(log)
-                )
-            if line.startswith("# Ctrl-C"):
-                break
-    except BaseException:
-        stop_stack_process(name, runtime, process)
-        raise
+    process = start_local_up(
+        repo,
+        runtime,
+        ["--name", name],
+        log,
+        timeout=STACK_UP_TIMEOUT,
+        stop_timeout=STACK_STOP_TIMEOUT,
+    )
     stack = LocalStack.open(runtime)
     kubeconfig, url, key, user = scheduler_endpoints(stack)
     return Stack(
         name, runtime, process, log, time.monotonic() - started, kubeconfig, url, key, user
     )
-
-
-def stop_stack_process(name: str, runtime: Path, process: subprocess.Popen[str]) -> list[str]:
-    """The stack's own stop: SIGTERM to the `up` process by its recorded PID (it stops its node
-    agent and daemons and reaps them), then `down` for anything left. Our child is SIGTERMed by
-    its PID if it never recorded itself."""
-    stopped: list[str] = []
-    if (runtime / STATE_FILE).exists():
-        stack = LocalStack.open(runtime)
-        stopped += stack.stop_foreground(timeout=STACK_STOP_TIMEOUT)
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=STACK_STOP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            process.kill()
-    process.wait()
-    if (runtime / STATE_FILE).exists():
-        stopped += LocalStack.open(runtime).down()
-    return stopped
-
-
-def _tail(path: Path, lines: int = 15) -> str:
-    try:
-        text = path.read_text(errors="replace").splitlines()[-lines:]
-    except FileNotFoundError:
-        return f"  (no {path})"
-    return "\n".join(f"  | {line}" for line in text)
 
 
 # --------------------------------------------------------------------------- measuring helpers
@@ -1798,7 +1739,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     finally:
         say("stopping the local stack")
-        stopped = stop_stack_process(stack.name, stack.runtime, stack.process)
+        stopped = stop_local_up(stack.runtime, stack.process, timeout=STACK_STOP_TIMEOUT)
         logging.getLogger().removeHandler(captured)
         captured.close()
         say(f"stopped {len(stopped)} components; logs stay in {stack.runtime}/logs")

@@ -9,7 +9,7 @@ Audit finding, so it is still seen) under Ignore.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 import celpy
@@ -18,6 +18,7 @@ from celpy.evaluation import CELEvalError, base_functions
 
 from reconciler.errors import Location, ReconcilerError
 from reconciler.policy.document import Expression, Override, Policy, Validation
+from reconciler.policy.inputs import Path, covering, inputs_key, paths_read
 from reconciler.policy.k8s_library import FUNCTIONS
 
 # Macros look like member calls in the parse tree but are not functions.
@@ -25,6 +26,7 @@ MACROS: Final = frozenset({"all", "exists", "exists_one", "map", "filter", "has"
 KNOWN_FUNCTIONS: Final = frozenset(base_functions) | frozenset(FUNCTIONS) | MACROS
 VARIABLES: Final = ("object", "params", "namespaceObject")
 ERROR_TEXT_LIMIT: Final = 300
+MEMO_LIMIT: Final = 4096  # verdicts remembered per policy; cleared whole when full
 
 
 class PolicyCompileError(ReconcilerError):
@@ -65,6 +67,7 @@ class Finding:
 class _Program:
     expression: Expression
     runner: Any  # celpy.Runner
+    reads: frozenset[Path] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,11 @@ class CompiledPolicy:
     policy: Policy
     conditions: tuple[tuple[str, _Program], ...]
     validations: tuple[CompiledValidation, ...]
+    # Everything its expressions read; its verdicts remembered by those values (inputs.py).
+    inputs: tuple[Path, ...] = ()
+    memo: dict[str, tuple[Finding, ...]] = field(
+        default_factory=dict, compare=False, hash=False, repr=False
+    )
 
 
 def effective_policies(
@@ -142,10 +150,11 @@ def compile_policies(policies: Iterable[Policy]) -> tuple[CompiledPolicy, ...]:
         unknown = sorted(_called(ast) - KNOWN_FUNCTIONS)
         if unknown:
             problems.append(
-                f"{expression.where}: policy {policy.name}: unknown function "
-                f"{', '.join(unknown)}"
+                f"{expression.where}: policy {policy.name}: unknown function {', '.join(unknown)}"
             )
-        return _Program(expression, env.program(ast, functions=FUNCTIONS))
+        return _Program(
+            expression, env.program(ast, functions=FUNCTIONS), frozenset(paths_read(ast))
+        )
 
     for policy in policies:
         conditions = tuple((c.name, program(policy, c.expression)) for c in policy.match_conditions)
@@ -157,7 +166,11 @@ def compile_policies(policies: Iterable[Policy]) -> tuple[CompiledPolicy, ...]:
             )
             for v in policy.validations
         )
-        compiled.append(CompiledPolicy(policy, conditions, validations))
+        programs = [p for _, p in conditions] + [
+            p for v in validations for p in (v.check, v.message) if p is not None
+        ]
+        inputs = covering(path for program in programs for path in program.reads)
+        compiled.append(CompiledPolicy(policy, conditions, validations, inputs))
     if problems:
         raise PolicyCompileError(problems)
     return tuple(compiled)
@@ -190,16 +203,24 @@ def evaluate(
     params: Mapping[str, Any],
     namespace_object: Mapping[str, Any] | None = None,
 ) -> list[Finding]:
-    """Findings of every policy for `target` on one object (plain data)."""
-    activation = {
-        "object": celpy.json_to_cel(obj),
-        "params": celpy.json_to_cel(dict(params)),
-        "namespaceObject": celpy.json_to_cel(dict(namespace_object or {})),
-    }
+    """Findings of every policy for `target` on one object (plain data). A policy that saw
+    the same values at the paths it reads answers from its memo."""
+    roots = {"object": obj, "params": dict(params), "namespaceObject": dict(namespace_object or {})}
+    activation: dict[str, Any] | None = None  # converted to CEL values on the first miss
     findings: list[Finding] = []
     for compiled in policies:
-        if compiled.policy.target == target:
-            findings.extend(_evaluate_one(compiled, activation, subject))
+        if compiled.policy.target != target:
+            continue
+        key = inputs_key(compiled.inputs, roots)
+        found = compiled.memo.get(key)
+        if found is None:
+            if activation is None:
+                activation = {name: celpy.json_to_cel(value) for name, value in roots.items()}
+            found = tuple(_evaluate_one(compiled, activation, ""))
+            if len(compiled.memo) >= MEMO_LIMIT:
+                compiled.memo.clear()
+            compiled.memo[key] = found
+        findings.extend(replace(f, subject=subject) for f in found)
     return findings
 
 

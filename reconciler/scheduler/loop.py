@@ -225,7 +225,7 @@ class PodScheduler:
         selectors = {"label_selector": label_selector, "field_selector": field_selector}
         listing = self._kube.list("v1", kind, namespace, **selectors)
         for obj in listing.items:
-            handle("ADDED", obj)
+            handle("ADDED", _slimmed(obj))
         name = f"{kind.lower()}s-{namespace or 'all'}"
         self._spawn(
             name, self._follow, kind, namespace, selectors, listing.resource_version, handle
@@ -246,7 +246,7 @@ class PodScheduler:
         for event, obj in watch:
             if self._stopping.is_set():
                 return
-            handle(event, obj)
+            handle(event, _slimmed(obj))
 
     def _on_pod(self, event: str, pod: Obj) -> None:
         uid = pod["metadata"]["uid"]
@@ -672,3 +672,12 @@ def _describe(spec: JobSpec) -> str:
         if value:
             parts.append(f"{label} {value}")
     return ", ".join(parts)
+
+
+def _slimmed(obj: Obj) -> Obj:
+    """Without metadata.managedFields, which nothing here reads: it is over half of a cached
+    Pod's memory (bench/daemon_rss.py)."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+    return obj

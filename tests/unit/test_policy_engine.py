@@ -8,6 +8,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from reconciler.cli import main
 from reconciler.commands_apply import with_policies
@@ -293,3 +295,58 @@ def test_a_failing_case_says_what_differs(
     out = capsys.readouterr().out
     assert "FAIL  latest is denied" in out and "Deny: expected none, got ['no-latest']" in out
     assert "pin the image" in out
+
+
+# ---- the memo: a verdict remembered by the values a policy reads -----------------------
+
+NAMED = policy("name-is-short", """
+    validations:
+      - expression: size(object.metadata.name) < 8
+        messageExpression: "'name ' + object.metadata.name + ' is long'"
+""")  # fmt: skip
+GRACE = policy("grace", """
+    validations:
+      - expression: object.spec.terminationGracePeriodSeconds < params.limit
+        message: too long
+""")  # fmt: skip
+
+
+def _pod(name: str, grace: int) -> dict:
+    return {"metadata": {"name": name}, "spec": {"terminationGracePeriodSeconds": grace}}
+
+
+def test_pods_that_differ_only_where_a_policy_does_not_look_share_its_verdict() -> None:
+    policies = compiled(GRACE, NAMED)
+    first = evaluate(policies, "pod", _pod("a-very-long-name", 40), "Pod a", params={"limit": 30})
+    again = evaluate(policies, "pod", _pod("another-long-one", 40), "Pod b", params={"limit": 30})
+    assert [(f.policy, f.subject) for f in first] == [
+        ("grace", "Pod a"),
+        ("name-is-short", "Pod a"),
+    ]
+    assert [f.message for f in again] == ["too long", "name another-long-one is long"]
+    assert [f.subject for f in again] == ["Pod b", "Pod b"]
+    grace = policies[0]
+    assert grace.inputs == (
+        ("object", "spec", "terminationGracePeriodSeconds"),
+        ("params", "limit"),
+    )
+    assert len(grace.memo) == 1  # the second Pod was answered from it
+    assert evaluate(policies, "pod", _pod("x", 10), "Pod c", params={"limit": 30}) == []
+    assert len(evaluate(policies, "pod", _pod("x", 10), "Pod c", params={"limit": 5})) == 1
+
+
+@given(
+    names=st.lists(st.sampled_from(["a", "bb", "a-long-pod-name"]), min_size=1, max_size=6),
+    graces=st.lists(st.sampled_from([None, 0, 10, 40]), min_size=1, max_size=6),
+    limit=st.sampled_from([5, 30]),
+)
+def test_the_memo_never_changes_a_verdict(names: list, graces: list, limit: int) -> None:
+    shared = compiled(GRACE, NAMED)
+    for name, grace in zip(names, graces, strict=False):
+        pod = {"metadata": {"name": name}, "spec": {}}
+        if grace is not None:
+            pod["spec"]["terminationGracePeriodSeconds"] = grace
+        fresh = compiled(GRACE, NAMED)
+        assert evaluate(shared, "pod", pod, name, params={"limit": limit}) == evaluate(
+            fresh, "pod", pod, name, params={"limit": limit}
+        )

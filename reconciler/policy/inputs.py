@@ -1,0 +1,86 @@
+"""What a compiled CEL expression can read: the paths it names under `object`, `params` and
+`namespaceObject` (`object.spec.containers`, `params.killWait`, ...).
+
+A policy's verdict is a pure function of the values at those paths, so it can be remembered
+by them: Pods of one Deployment or Job differ in name and uid, which a policy rarely reads,
+and are then judged once. A bare `object` (passed whole to a function) is a path too, the
+whole object, so the memo is never wrong, only less useful.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+from lark import Tree
+
+ROOTS: Final = frozenset({"object", "params", "namespaceObject"})
+Path = tuple[str, ...]
+_MISSING: Final = "\x00missing"
+
+
+def paths_read(ast: Tree) -> set[Path]:
+    """Maximal static member chains from a root variable, e.g. ('object', 'spec')."""
+    found: set[Path] = set()
+    _walk(ast, found, is_base=False)
+    return found
+
+
+def covering(paths: Iterable[Path]) -> tuple[Path, ...]:
+    """The shortest prefixes: ('object','spec') covers ('object','spec','containers')."""
+    kept: list[Path] = []
+    for path in sorted(set(paths), key=len):
+        if not any(path[: len(k)] == k for k in kept):
+            kept.append(path)
+    return tuple(sorted(kept))
+
+
+def inputs_key(paths: tuple[Path, ...], roots: Mapping[str, Any]) -> str:
+    """The values at `paths`, as one canonical string."""
+    return json.dumps([_value_at(roots, path) for path in paths], sort_keys=True, default=str)
+
+
+def _walk(tree: Tree, found: set[Path], *, is_base: bool) -> None:
+    if tree.data == "member_dot":
+        if not is_base:
+            chain = _chain(tree)
+            if chain is not None:
+                found.add(chain)
+        _walk(tree.children[0], found, is_base=True)
+        return
+    if tree.data in ("member", "primary"):
+        if tree.data == "primary" and not is_base:
+            chain = _chain(tree)
+            if chain is not None:
+                found.add(chain)
+        for child in tree.children:
+            if isinstance(child, Tree):
+                _walk(child, found, is_base=is_base and len(tree.children) == 1)
+        return
+    for child in tree.children:
+        if isinstance(child, Tree):
+            _walk(child, found, is_base=False)
+
+
+def _chain(tree: Tree) -> Path | None:
+    if tree.data == "member_dot":
+        base = _chain(tree.children[0])
+        return None if base is None else (*base, str(tree.children[1]))
+    if tree.data in ("member", "primary") and len(tree.children) == 1:
+        child = tree.children[0]
+        return _chain(child) if isinstance(child, Tree) else None
+    if tree.data == "ident" and str(tree.children[0]) in ROOTS:
+        return (str(tree.children[0]),)
+    return None
+
+
+def _value_at(roots: Mapping[str, Any], path: Path) -> Any:
+    value: Any = roots
+    for step in path:
+        if not isinstance(value, Mapping):
+            return [_MISSING, step, value]  # the expression errors here: the key says so
+        if step not in value:
+            return _MISSING
+        value = value[step]
+    return value
