@@ -8,7 +8,7 @@ Audit finding, so it is still seen) under Ignore.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
@@ -84,7 +84,7 @@ class CompiledPolicy:
     validations: tuple[CompiledValidation, ...]
     # Everything its expressions read; its verdicts remembered by those values (inputs.py).
     inputs: tuple[Path, ...] = ()
-    memo: dict[str, tuple[Finding, ...]] = field(
+    memo: dict[str, tuple[_Failure, ...]] = field(
         default_factory=dict, compare=False, hash=False, repr=False
     )
 
@@ -166,10 +166,9 @@ def compile_policies(policies: Iterable[Policy]) -> tuple[CompiledPolicy, ...]:
             )
             for v in policy.validations
         )
-        programs = [p for _, p in conditions] + [
-            p for v in validations for p in (v.check, v.message) if p is not None
-        ]
-        inputs = covering(path for program in programs for path in program.reads)
+        # Messages are computed per object on failure: the memo keys on what checks read.
+        checks = [p for _, p in conditions] + [v.check for v in validations]
+        inputs = covering(path for program in checks for path in program.reads)
         compiled.append(CompiledPolicy(policy, conditions, validations, inputs))
     if problems:
         raise PolicyCompileError(problems)
@@ -204,50 +203,70 @@ def evaluate(
     namespace_object: Mapping[str, Any] | None = None,
 ) -> list[Finding]:
     """Findings of every policy for `target` on one object (plain data). A policy that saw
-    the same values at the paths it reads answers from its memo."""
+    the same values at the paths its checks read answers from its memo; only the message of a
+    failed check is computed for this object."""
     roots = {"object": obj, "params": dict(params), "namespaceObject": dict(namespace_object or {})}
-    activation: dict[str, Any] | None = None  # converted to CEL values on the first miss
+    converted: dict[str, Any] = {}
+
+    def activation() -> dict[str, Any]:  # CEL values, made once, on the first need
+        if not converted:
+            converted.update({name: celpy.json_to_cel(value) for name, value in roots.items()})
+        return converted
+
     findings: list[Finding] = []
     for compiled in policies:
         if compiled.policy.target != target:
             continue
         key = inputs_key(compiled.inputs, roots)
-        found = compiled.memo.get(key)
-        if found is None:
-            if activation is None:
-                activation = {name: celpy.json_to_cel(value) for name, value in roots.items()}
-            found = tuple(_evaluate_one(compiled, activation, ""))
+        failures = compiled.memo.get(key)
+        if failures is None:
+            failures = _failures(compiled, activation())
             if len(compiled.memo) >= MEMO_LIMIT:
                 compiled.memo.clear()
-            compiled.memo[key] = found
-        findings.extend(replace(f, subject=subject) for f in found)
+            compiled.memo[key] = failures
+        findings.extend(_finding(compiled, failure, activation, subject) for failure in failures)
     return findings
 
 
-def _evaluate_one(
-    compiled: CompiledPolicy, activation: dict[str, Any], subject: str
-) -> list[Finding]:
-    policy = compiled.policy
+@dataclass(frozen=True)
+class _Failure:
+    """A validation that was false (error None), or an expression that errored; `index` is
+    the validation's, or -1 for a match condition."""
+
+    index: int
+    error: _ExpressionFailed | None = None
+
+
+def _failures(compiled: CompiledPolicy, activation: dict[str, Any]) -> tuple[_Failure, ...]:
     try:
         for _, condition in compiled.conditions:
             if not _truth(condition, activation):
-                return []
+                return ()
     except _ExpressionFailed as failed:
-        return [_errored(policy, failed, subject)]
-    findings = []
-    for validation in compiled.validations:
+        return (_Failure(-1, failed),)
+    failures = []
+    for index, validation in enumerate(compiled.validations):
         try:
-            if _truth(validation.check, activation):
-                continue
-            message = _message(validation, activation)
+            if not _truth(validation.check, activation):
+                failures.append(_Failure(index))
         except _ExpressionFailed as failed:
-            findings.append(_errored(policy, failed, subject))
-            continue
-        reason = validation.validation.reason
-        findings.append(
-            Finding(policy.name, policy.actions, message, reason, subject, policy.where)
-        )
-    return findings
+            failures.append(_Failure(index, failed))
+    return tuple(failures)
+
+
+def _finding(
+    compiled: CompiledPolicy,
+    failure: _Failure,
+    activation: Callable[[], dict[str, Any]],
+    subject: str,
+) -> Finding:
+    policy = compiled.policy
+    if failure.error is not None:
+        return _errored(policy, failure.error, subject)
+    validation = compiled.validations[failure.index]
+    message = _message(validation, activation())
+    return Finding(policy.name, policy.actions, message, validation.validation.reason,
+                   subject, policy.where)  # fmt: skip
 
 
 class _ExpressionFailed(Exception):
