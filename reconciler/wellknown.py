@@ -30,6 +30,18 @@ ANNOTATION_DEFAULT_CONTAINER: Final = "kubectl.kubernetes.io/default-container"
 # Slurm: every drain we make carries this reason prefix; we only ever resume those.
 DRAIN_REASON_PREFIX: Final = "reconciler:"
 
+# Slurm reservations from `slurmConfig.reservations` are named "<release>-<name in git>", and
+# that prefix is how we know ours: Slurm 22.05 reservations have no comment or other free field
+# (`scontrol create reservation ... Comment=x` says "Unknown parameter Comment=x"). A reservation
+# without the prefix is never updated or deleted, only reported.
+RESERVATION_NAME_FORMAT: Final = "{release}-{name}"
+
+
+def reservation_prefix(release: str) -> str:
+    """What the Slurm name of every reservation of `release` starts with (our marker)."""
+    return RESERVATION_NAME_FORMAT.format(release=release, name="")
+
+
 # Server-side apply field managers.
 FIELD_MANAGER: Final = "sunk-reconciler"
 SCHEDULER_FIELD_MANAGER: Final = "sunk-reconciler-scheduler"

@@ -152,10 +152,18 @@ def _duration(what: str, value: object) -> str:
 
 
 def _time_point(what: str, value: object) -> str:
+    """now[+N units], a local YYYY-MM-DDTHH:MM[:SS], or seconds since the epoch (an int),
+    sent as `uts<seconds>`: Slurm's parse_time reads that the same in every time zone."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"uts{_integer(what, value)}"
     if isinstance(value, str) and value.lower().startswith("now"):
         value = value.lower()
     return _matching(
-        what, value, _TIME_POINT, 32, "now, now+N[minutes|hours|days] or YYYY-MM-DDTHH:MM:SS"
+        what,
+        value,
+        _TIME_POINT,
+        32,
+        "now, now+N[minutes|hours|days], YYYY-MM-DDTHH:MM:SS or seconds since the epoch",
     )
 
 
@@ -170,6 +178,14 @@ def _name_list(what: str, value: object) -> str:
     if not isinstance(names, list | tuple) or not names:
         raise SlurmArgumentError(what, value, "expected names separated by commas")
     return ",".join(check_name(what, name) for name in names)
+
+
+def _name_list_or_clear(what: str, value: object) -> str:
+    """Names, or an empty list/tuple: `Users=` clears a reservation's users (Slurm keeps it
+    only if accounts remain)."""
+    if isinstance(value, list | tuple) and not value:
+        return ""
+    return _name_list(what, value)
 
 
 def _pattern(pattern: re.Pattern[str], expected: str, *, upper: bool = False) -> Checker:
@@ -249,13 +265,16 @@ RESERVATION_OPTIONS: Final[Mapping[str, Checker]] = {
     "StartTime": _time_point,
     "EndTime": _time_point,
     "Duration": _duration,
-    "Users": _name_list,
-    "Accounts": _name_list,
-    "Groups": _name_list,
+    "Users": _name_list_or_clear,
+    "Accounts": _name_list_or_clear,
+    "Groups": _name_list_or_clear,
     "PartitionName": check_name,
     "Features": _pattern(_FEATURES, "feature names joined by & | ,"),
     "Licenses": _pattern(_LICENSES, "name[:count],..."),
+    # On update, `Flags=` adds flags and `Flags-=` removes them (Slurm 22.05; it refuses to
+    # remove some, e.g. OVERLAP, with "Error parsing flags").
     "Flags": _flag_words(RESERVATION_FLAGS),
+    "Flags-": _flag_words(RESERVATION_FLAGS),
 }
 
 
@@ -368,12 +387,15 @@ class Scontrol:
         return self._delete("partition", partition_args("delete", name, {}), missing_ok)
 
     def create_reservation(self, name: str, options: Mapping[str, OptionValue]) -> None:
+        """StartTime/EndTime may be seconds since the epoch (ints); Users/Accounts lists."""
         self.run(["create", "reservation", *reservation_args("create", name, options)[1:]])
 
     def update_reservation(self, name: str, options: Mapping[str, OptionValue]) -> None:
+        """`Flags` adds, `Flags-` removes; an empty Users/Accounts list clears it."""
         self.run(reservation_args("update", name, options))
 
     def delete_reservation(self, name: str, *, missing_ok: bool = False) -> bool:
+        """Slurm refuses while jobs run in it ("Requested reservation is in use")."""
         return self._delete("reservation", reservation_args("delete", name, {}), missing_ok)
 
     def reconfigure(self) -> None:

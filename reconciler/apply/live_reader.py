@@ -2,19 +2,27 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
+
+import hostlist
 
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
-from reconciler.adapters.slurm_rest import SlurmNode, SlurmRestApi
+from reconciler.adapters.slurm_rest import SlurmNode, SlurmReservation, SlurmRestApi
 from reconciler.compile.desired import DesiredState
 from reconciler.compile.manifests import slurm_conf_map_name
 from reconciler.plan.diff import kube_ref, needs_dry_run
-from reconciler.plan.live import LiveNode, LiveState
+from reconciler.plan.live import LiveNode, LiveReservation, LiveState
 from reconciler.plan.model import ObjectRef
 
 # The kinds we render (compile/manifests.py); only these are listed and pruned.
 OWNED_KINDS = (("v1", "ConfigMap"), ("v1", "Service"), ("apps/v1", "StatefulSet"))
+
+# How slurmrestd v0.0.38 reports reservation flags that scontrol takes under another name
+# (checked on 22.05.8); SPEC_NODES is Slurm's own, on every reservation that names nodes.
+_FLAG_SPELLING = {"STATIC": "STATIC_ALLOC", "NO_HOLD_JOBS_AFTER_END": "NO_HOLD_JOBS_AFTER"}
+_SLURM_OWN_FLAGS = frozenset({"SPEC_NODES"})
 
 
 def owned_selector(release: str) -> str:
@@ -34,7 +42,25 @@ def read_live(kube: Kube, slurm: SlurmRestApi, release: str, namespace: str) -> 
     data = (conf_map or {}).get("data") or {}
     snapshot = slurm.nodes()
     nodes = {n.name: live_node(n) for n in (snapshot.items if snapshot else ())}
-    return LiveState(objects, nodes, data.get("slurm.conf"), data.get("gres.conf"))
+    now = int(time.time())
+    reservations = {r.name: live_reservation(r) for r in slurm.reservations().items}
+    return LiveState(
+        objects, nodes, data.get("slurm.conf"), data.get("gres.conf"), reservations, now
+    )
+
+
+def live_reservation(resv: SlurmReservation) -> LiveReservation:
+    flags = {_FLAG_SPELLING.get(f, f) for f in resv.flags} - _SLURM_OWN_FLAGS
+    nodes = hostlist.expand_hostlist(resv.node_list) if resv.node_list else []
+    return LiveReservation(
+        name=resv.name,
+        nodes=tuple(sorted(nodes)),
+        start=resv.start_time,
+        end=resv.end_time,
+        flags=frozenset(flags),
+        users=tuple(resv.users),
+        accounts=tuple(resv.accounts),
+    )
 
 
 def live_node(node: SlurmNode) -> LiveNode:

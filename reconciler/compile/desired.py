@@ -8,6 +8,7 @@ from typing import Any
 from reconciler.compile import manifests
 from reconciler.compile.nodesets import NodeSet, compose_all
 from reconciler.compile.profile import Profile
+from reconciler.compile.reservations import Reservation, compile_reservations
 from reconciler.compile.slurm_conf import (
     Partition,
     check_partition_nodes,
@@ -48,6 +49,7 @@ class DesiredState:
     slurm_conf: str
     gres_conf: str
     warnings: tuple[Warning_, ...] = field(default=())
+    reservations: tuple[Reservation, ...] = field(default=())
 
 
 def compile_desired_state(config: Config, profile: Profile | None = None) -> DesiredState:
@@ -74,18 +76,31 @@ def compile_desired_state(config: Config, profile: Profile | None = None) -> Des
     )
     gres_conf = render_gres_conf(specs, profile)
     objects = _kube_objects(release, namespace, values, enabled, specs, slurm_conf, gres_conf)
+    slurm_nodes = _slurm_nodes(specs, spares=False)
+    spare_nodes = _slurm_nodes(specs, spares=True)
+    by_definition: dict[str, list[str] | None] = {n.name: None for n in nodesets}
+    for nodeset, _ in enabled:
+        by_definition[nodeset.name] = [s.name for s in slurm_nodes if s.nodeset == nodeset.name]
+    reservations = compile_reservations(
+        release,
+        values,
+        config.reservation_locations,
+        by_definition,
+        (n.name for n in (*slurm_nodes, *spare_nodes)),
+    )
     return DesiredState(
         release=release,
         namespace=namespace,
         profile=profile.name,
         nodesets=tuple(nodesets),
         kube_objects=tuple(objects),
-        slurm_nodes=tuple(_slurm_nodes(specs, spares=False)),
-        spare_nodes=tuple(_slurm_nodes(specs, spares=True)),
+        slurm_nodes=tuple(slurm_nodes),
+        spare_nodes=tuple(spare_nodes),
         partitions=tuple(partitions),
         slurm_conf=slurm_conf,
         gres_conf=gres_conf,
         warnings=(*config.warnings, *warnings),
+        reservations=reservations,
     )
 
 

@@ -11,13 +11,19 @@ from disk. Layout (documented in the README):
 
 from __future__ import annotations
 
+import datetime
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler.config.layering import deep_update, tag
-from reconciler.config.schema import Warning_, check_layer_file, check_values_file
+from reconciler.config.schema import (
+    Warning_,
+    check_layer_file,
+    check_reservations,
+    check_values_file,
+)
 from reconciler.config.yamlfile import KeyPath, YamlFile, parse_yaml
 from reconciler.errors import ConfigTypeError, Location, ReconcilerError
 from reconciler.policy.document import Override, Policy, parse_policy_file
@@ -54,6 +60,8 @@ class Config:
     warnings: tuple[Warning_, ...] = field(default=())
     # The repo's own policies/*.yaml, parsed; shipped ones are added when they are compiled.
     policies: tuple[Policy | Override, ...] = field(default=())
+    # slurmConfig.reservations: name -> key ("" for the entry itself) -> where it was last set.
+    reservation_locations: dict[str, dict[str, Location]] = field(default_factory=dict)
 
     def layer(self, name: str) -> Layer | None:
         """compute.nodes entries win over files of the same name, as in SUNK's chart."""
@@ -97,7 +105,10 @@ def load_config(
             "(see fixtures/config-repo)",
         )
     warnings: list[Warning_] = []
-    values, node_locations, partitions_where = _merge_values(files, warnings, track_origins)
+    reservation_locations: dict[str, dict[str, Location]] = {}
+    values, node_locations, partitions_where = _merge_values(
+        files, warnings, track_origins, reservation_locations
+    )
     layers = _load_layers(library, LIBRARY_PREFIX, warnings, track_origins)
     repo_layers = _load_layers(
         {p: t for p, t in files.items() if p.startswith("compute-defs/") and _is_yaml(p)},
@@ -119,12 +130,22 @@ def load_config(
         for doc in parse_policy_file(text, path, "repo")
     )
     return Config(
-        values, layers, node_locations, settings, partitions_where, tuple(warnings), policies
+        values,
+        layers,
+        node_locations,
+        settings,
+        partitions_where,
+        tuple(warnings),
+        policies,
+        reservation_locations,
     )
 
 
 def _merge_values(
-    files: Mapping[str, str], warnings: list[Warning_], track_origins: bool
+    files: Mapping[str, str],
+    warnings: list[Warning_],
+    track_origins: bool,
+    reservation_locations: dict[str, dict[str, Location]],
 ) -> tuple[dict[str, Any], dict[str, Location], Location | None]:
     names = [
         VALUES_FILE,
@@ -138,6 +159,8 @@ def _merge_values(
     for name in names:
         doc = parse_yaml(files[name], name)
         check_values_file(doc, warnings)
+        check_reservations(doc, files[name])
+        _note_reservations(doc, reservation_locations)
         for node_name in (doc.data.get("compute") or {}).get("nodes") or {}:
             node_locations.setdefault(node_name, doc.location(("compute", "nodes", node_name)))
         if "partitions" in (doc.data.get("compute") or {}):
@@ -145,6 +168,25 @@ def _merge_values(
         data = tag(doc.data, _origin(doc, _values_label)) if track_origins else doc.data
         merged = deep_update(merged, data)
     return merged, node_locations, partitions_where
+
+
+def _note_reservations(doc: YamlFile, locations: dict[str, dict[str, Location]]) -> None:
+    """Where each reservation and each of its keys was last written; times YAML read as
+    datetimes become ISO text again, so compiled values hold only plain YAML types."""
+    reservations = (doc.data.get("slurmConfig") or {}).get("reservations") or {}
+    for name, entry in reservations.items():
+        path = ("slurmConfig", "reservations", name)
+        if entry is None:  # removed by this file (Helm's null)
+            locations.pop(name, None)
+            continue
+        where = locations.setdefault(name, {})
+        where[""] = doc.location(path)
+        for key, value in entry.items():
+            where[key] = doc.location((*path, key))
+            if value is None:
+                where.pop(key)
+            elif isinstance(value, datetime.date):
+                entry[key] = value.isoformat()
 
 
 def _load_layers(

@@ -80,6 +80,12 @@ def _loader(text: str, name: str) -> Iterator[Any]:
         raise _syntax_error(exc, name) from None
     except yaml.YAMLError as exc:
         raise ConfigSyntaxError(f"invalid YAML: {exc}", where=Location(name)) from None
+    except ValueError as exc:  # an unquoted value YAML types but cannot build: 2030-13-01
+        raise ConfigSyntaxError(
+            f"invalid YAML value: {exc}",
+            where=Location(name),
+            hint="quote dates and times that are not real ones, or fix them",
+        ) from None
     finally:
         loader.dispose()
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from reconciler.compile.desired import KIND_ORDER, DesiredState, SlurmNode
 from reconciler.compile.slurm_conf import Partition, declared_nodes, partitions_in
+from reconciler.plan.fields import field_changes
 from reconciler.plan.live import LiveNode, LiveState, comparable, contains
 from reconciler.plan.model import (
     KUBERNETES,
@@ -16,20 +17,22 @@ from reconciler.plan.model import (
     SLURM_CONFIG,
     SLURM_NODE,
     SLURM_PARTITION,
+    SLURM_RESERVATION,
     STEP_DRAIN,
     STEP_REGISTER,
     STEP_RESUME,
     STEP_RETIRE,
     Action,
     Change,
-    FieldChange,
     ObjectRef,
     Plan,
 )
+from reconciler.plan.reservations import reservation_changes
 from reconciler.wellknown import DRAIN_REASON_PREFIX
 
-# Apply order across scopes: Kubernetes config objects, then Slurm config, nodes, partitions.
-_SLURM_ORDER = {SLURM_CONFIG: 10, SLURM_NODE: 11, SLURM_PARTITION: 12}
+# Apply order across scopes: Kubernetes config objects, then Slurm config, nodes, partitions,
+# reservations.
+_SLURM_ORDER = {SLURM_CONFIG: 10, SLURM_NODE: 11, SLURM_PARTITION: 12, SLURM_RESERVATION: 13}
 
 
 def desired_objects(state: DesiredState) -> dict[ObjectRef, Any]:
@@ -175,10 +178,11 @@ def _slurm_changes(state: DesiredState, live: LiveState) -> tuple[list[Change], 
             changes.append(change)
     node_changes, node_unchanged, warnings = _node_changes(state, live)
     part_changes, part_unchanged = _partition_changes(state, live)
+    resv_changes, resv_unchanged, resv_warnings = reservation_changes(state, live)
     return (
-        [*changes, *node_changes, *part_changes],
-        unchanged + node_unchanged + part_unchanged,
-        warnings,
+        [*changes, *node_changes, *part_changes, *resv_changes],
+        unchanged + node_unchanged + part_unchanged + resv_unchanged,
+        [*warnings, *resv_warnings],
     )
 
 
@@ -263,31 +267,3 @@ def _compare(ref: ObjectRef, before: Any, after: Any) -> Change | None:
     if not fields:
         return None
     return Change(ref, Action.UPDATE, before, after, fields)
-
-
-def field_changes(before: Any, after: Any, path: str = "") -> list[FieldChange]:
-    """Leaf-level differences; lists compare whole unless both are lists of named items."""
-    if isinstance(before, dict) and isinstance(after, dict):
-        out: list[FieldChange] = []
-        for key in [*before, *(k for k in after if k not in before)]:
-            sub = (
-                f"{path}{key}"
-                if str(key).startswith("[")
-                else (f"{path}.{key}" if path else str(key))
-            )
-            out += field_changes(before.get(key), after.get(key), sub)
-        return out
-    if isinstance(before, list) and isinstance(after, list) and _named(before) and _named(after):
-        return field_changes(_by_name(before), _by_name(after), path)
-    if before != after:
-        return [FieldChange(path, before, after)]
-    return []
-
-
-def _named(items: list[Any]) -> bool:
-    names = [i.get("name") for i in items if isinstance(i, dict)]
-    return len(names) == len(items) and None not in names and len(set(names)) == len(names)
-
-
-def _by_name(items: list[dict[str, Any]]) -> dict[str, Any]:
-    return {f"[name={item['name']}]": item for item in items}

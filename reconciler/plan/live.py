@@ -47,11 +47,28 @@ class LiveNode:
 
 
 @dataclass(frozen=True)
+class LiveReservation:
+    """A Slurm reservation as slurmctld reports it, flags spelled as scontrol takes them."""
+
+    name: str
+    nodes: tuple[str, ...]  # Slurm node names, sorted
+    start: int  # seconds since the epoch
+    end: int
+    flags: frozenset[str]  # MAINT, DAILY, ...; without SPEC_NODES (Slurm sets it itself)
+    users: tuple[str, ...] = ()
+    accounts: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class LiveState:
     kube_objects: Mapping[ObjectRef, dict[str, Any]] = field(default_factory=dict)
     slurm_nodes: Mapping[str, LiveNode] = field(default_factory=dict)
     slurm_conf: str | None = None
     gres_conf: str | None = None
+    reservations: Mapping[str, LiveReservation] = field(default_factory=dict)
+    # When it was read (seconds since the epoch): whether a reservation has begun or ended is
+    # judged against it. None offline. Not part of the fingerprint.
+    now: int | None = None
 
     def fingerprint(self) -> str:
         """Changes whenever something a plan depends on changes, and only then: a Pod becoming
@@ -66,6 +83,12 @@ class LiveState:
             digest.update(f"{name}|{node.drained}|{down}|{node.reason}\n".encode())
         for text in (self.slurm_conf, self.gres_conf):
             digest.update(json.dumps(text).encode())
+        for name in sorted(self.reservations):
+            resv = self.reservations[name]
+            digest.update(
+                f"{name}|{resv.nodes}|{resv.start}|{resv.end}|{sorted(resv.flags)}|"
+                f"{resv.users}|{resv.accounts}\n".encode()
+            )
         return digest.hexdigest()
 
 

@@ -13,6 +13,7 @@ SLURM = "slurm"
 SLURM_CONFIG = "SlurmConfig"
 SLURM_NODE = "Node"
 SLURM_PARTITION = "Partition"
+SLURM_RESERVATION = "Reservation"
 
 
 class Action(StrEnum):
@@ -64,6 +65,9 @@ STEP_DRAIN = "drain"  # drain with our reason prefix, wait for the node's jobs t
 STEP_RETIRE = "retire"  # DOWN, then FUTURE: hidden, declared, no jobs can land
 STEP_RESUME = "resume"  # clear a drain that carries our prefix
 STEP_REGISTER = "register"  # comes up when its slurmd Pod starts (nothing to do in Slurm)
+# Reservation step: what Slurm cannot change in place (remove OVERLAP, move the start of one
+# that has begun) is deleted and created again.
+STEP_RECREATE = "recreate"
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from reconciler.local.ports import listening_ports
+from reconciler.local.slurm import SlurmCluster
 from reconciler.local.stack import STATE_FILE, LocalStack, new_temp_runtime_dir
 from tests.integration.conftest import require_kube_binaries, require_slurm_binaries
 
@@ -33,6 +34,12 @@ class RunningUp:
 
     def output(self) -> str:
         return f"`local up` (exit status {self.up.poll()}) said:\n{self.log.read_text('utf-8')}"
+
+    @property
+    def slurm(self) -> SlurmCluster:
+        slurm = self.stack.slurm
+        assert slurm is not None
+        return slurm
 
     def assert_alive(self) -> None:
         text = self.log.read_text(errors="replace")

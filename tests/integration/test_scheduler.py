@@ -80,9 +80,7 @@ class Env:
 
     @property
     def slurm(self) -> SlurmCluster:
-        slurm = self.running.stack.slurm
-        assert slurm is not None
-        return slurm
+        return self.running.slurm
 
 
 @pytest.fixture(scope="module")

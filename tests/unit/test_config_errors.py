@@ -213,3 +213,16 @@ def test_unknown_definition_key_warns_with_suggestion() -> None:
         "values.yaml:4 (compute.nodes.x.replica): warning: unknown node definition key "
         "'replica' is ignored; did you mean 'replicas'?"
     ]
+
+
+def test_a_node_definition_named_off_is_refused_not_a_crash() -> None:
+    with pytest.raises(ConfigTypeError) as err:
+        config_from("compute:\n  nodes:\n    off:\n      enabled: false\n")
+    assert str(err.value).startswith("values.yaml:2 (compute.nodes[False]): node definition")
+    assert "quote the name" in str(err.value)
+
+
+def test_an_impossible_unquoted_date_is_an_error_not_a_traceback() -> None:
+    with pytest.raises(ConfigSyntaxError) as err:
+        config_from("compute: {}\n", {"values.d/20-x.yaml": "when: 2030-13-01T08:00:00Z\n"})
+    assert str(err.value).startswith("values.d/20-x.yaml: invalid YAML value: month must be")
