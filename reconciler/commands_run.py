@@ -13,7 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.adapters.kube import Kube
-from reconciler.commands_apply import kubeconfig_of, startup_pod_policies, target_args
+from reconciler.commands_apply import (
+    kubeconfig_of,
+    resolve_target,
+    startup_pod_policies,
+    target_args,
+)
 from reconciler.commands_schedule import connect_scheduler
 from reconciler.config.files import read_library, read_repo
 from reconciler.config.repo import load_config
@@ -29,6 +34,8 @@ from reconciler.sources import Source
 from reconciler.sources.directory import DirectorySource
 from reconciler.sources.flux import FluxArtifactSource
 from reconciler.sources.git import GitSource
+from reconciler.sync.node_health import NodeSyncSettings
+from reconciler.sync.node_sync import NodeSync
 
 WEBHOOK_SECRET_ENV = "RECONCILER_WEBHOOK_SECRET"
 
@@ -84,6 +91,26 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--hooks-api-bind-address", default=f"0.0.0.0:{DEFAULT_HOOKS_PORT}", metavar="HOST:PORT"
     )
     run.add_argument("--hooks-url", help="URL placeholder jobs use to reach the hooks API")
+    health = run.add_argument_group("node health, both ways (Kubernetes Nodes <-> Slurm nodes)")
+    health.add_argument(
+        "--node-sync-interval", type=float, default=10.0, metavar="SECONDS",
+        help="compare Nodes, slurmd Pods and Slurm nodes every N s (10; 0 turns it off)",
+    )  # fmt: skip
+    health.add_argument(
+        "--drain-on-condition", action="append", default=[], metavar="TYPE",
+        help="drain the Slurm nodes of a Node whose condition TYPE is True (repeatable; e.g. "
+        "Node Problem Detector's KernelDeadlock)",
+    )  # fmt: skip
+    health.add_argument(
+        "--drain-on-taint", action="append", default=[], metavar="KEY",
+        help="drain the Slurm nodes of a Node with a NoSchedule/NoExecute taint KEY "
+        "(repeatable; cordoned and NotReady Nodes drain without it)",
+    )  # fmt: skip
+    health.add_argument(
+        "--cordon-when-slurm-down", action="store_true",
+        help="cordon a Node whose Slurm nodes are all down or failing, and uncordon it when "
+        "they are back (the daemon's RBAC then needs `patch` on nodes)",
+    )  # fmt: skip
     run.add_argument("--config", type=Path, help="a YAML file of settings (see below)")
     log_format_arg(run)
     target_args(run)
@@ -115,6 +142,7 @@ def run_daemon(args: argparse.Namespace) -> int:
         )  # fmt: skip
         scheduler = connect_scheduler(args, settings)
         scheduler.set_policies(startup_pod_policies(config))
+    node_sync = _node_sync(args, namespace, release)
     host, _, port = args.listen.rpartition(":")
     daemon = Daemon(
         source,
@@ -126,11 +154,15 @@ def run_daemon(args: argparse.Namespace) -> int:
             int(port),
             webhook_secret=_webhook_secret(args),
             branch=args.git_branch,
+            node_sync_seconds=args.node_sync_interval,
         ),
         scheduler=scheduler,
+        node_sync=node_sync,
     )
     if scheduler is not None:  # bind latency and Slurm requests on /metrics
         scheduler.observe(bind=daemon.metrics.observe_bind, slurm=daemon.metrics.observe_slurm)
+    if node_sync is not None:
+        node_sync.observe(daemon.metrics.observe_node_sync)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
@@ -172,6 +204,41 @@ def _elect(
         "reconciler run: %s waits for the lease %s/%s-reconciler", identity, namespace, release
     )
     return elector
+
+
+def _node_sync(args: argparse.Namespace, namespace: str, release: str) -> NodeSync | None:
+    if args.node_sync_interval < 0:
+        raise ReconcilerError(
+            f"--node-sync-interval {args.node_sync_interval:g}: expected seconds >= 0",
+            hint="0 turns the node health sync off",
+        )
+    if args.node_sync_interval == 0:
+        return None
+    try:
+        target, _ = resolve_target(args, namespace)
+    except ReconcilerError as error:
+        raise ReconcilerError(
+            f"the node health sync needs Slurm: {error.message}",
+            hint="--local, or --slurm-url with Slurm credentials; --node-sync-interval 0 "
+            "turns the sync off",
+        ) from None
+    settings = NodeSyncSettings(
+        drain_on_conditions=frozenset(_words(args.drain_on_condition, "--drain-on-condition")),
+        drain_on_taints=frozenset(_words(args.drain_on_taint, "--drain-on-taint")),
+        cordon_when_slurm_down=args.cordon_when_slurm_down,
+    )
+    return NodeSync(
+        target.kube, target.slurm, target.scontrol, namespace=namespace, release=release,
+        settings=settings,
+    )  # fmt: skip
+
+
+def _words(values: list[str], option: str) -> list[str]:
+    """Repeated flags, or comma lists from the environment and config file."""
+    words = [w.strip() for value in values for w in value.split(",")]
+    if any(not w for w in words):
+        raise ReconcilerError(f"{option}: an empty value", hint=f"{option} NAME, once per name")
+    return words
 
 
 def run_status(args: argparse.Namespace) -> int:

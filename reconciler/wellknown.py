@@ -112,3 +112,22 @@ EVENT_POLICY_WARNING: Final = "PolicyWarning"
 
 # The local node agent: simulated container stop time of a Pod (tests of teardown ordering).
 ANNOTATION_LOCAL_STOP_SECONDS: Final = f"{DOMAIN}/local-stop-seconds"
+
+# ---- Node health, both ways (reconciler/sync) ---------------------------------------------
+
+# slurmd Pods carry app.kubernetes.io/name=slurmd; the Pod's name is its Slurm node's name.
+SLURMD_APP_NAME: Final = "slurmd"
+# Drains the node sync makes for a Kubernetes cause carry this prefix; it resumes only those.
+DRAIN_REASON_K8S_PREFIX: Final = "k8s:"
+# On each slurmd Pod: its Slurm node's health as a Pod condition, its state and reason.
+CONDITION_SLURM_NODE_HEALTHY: Final = f"{DOMAIN}/SlurmNodeHealthy"
+ANNOTATION_SLURM_STATE: Final = f"{DOMAIN}/slurm-state"
+ANNOTATION_SLURM_REASON: Final = f"{DOMAIN}/slurm-reason"
+# A Node cordoned because every Slurm node on it is down carries this mark; only a Node so
+# marked is ever uncordoned, so an admin's cordon is never undone.
+ANNOTATION_CORDONED_BY: Final = f"{DOMAIN}/cordoned-by"
+CORDONED_BY_VALUE: Final = "reconciler"
+# The Pod condition gets its own manager: 1.20 does not record the subresource in managed
+# fields (see SCHEDULER_STATUS_MANAGER).
+NODE_SYNC_FIELD_MANAGER: Final = "sunk-reconciler-node-sync"
+NODE_SYNC_STATUS_MANAGER: Final = "sunk-reconciler-node-sync-status"

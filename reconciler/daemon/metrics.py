@@ -10,6 +10,7 @@ from prometheus_client.registry import Collector
 
 from reconciler.daemon.converge import Outcome
 from reconciler.scheduler.loop import Counters
+from reconciler.sync.node_sync import OPERATIONS as NODE_SYNC_OPERATIONS
 
 
 class DaemonMetrics:
@@ -60,6 +61,21 @@ class DaemonMetrics:
             ["operation"],
             registry=self.registry,
         )
+        self.node_sync_actions = Counter(
+            "reconciler_node_sync_actions",
+            "Node health sync actions carried out (drain, resume, pod_health, cordon, uncordon)",
+            ["action"],
+            registry=self.registry,
+        )
+        self.node_sync_errors = Counter(
+            "reconciler_node_sync_errors",
+            "Node health sync failures, retried next pass: a read that failed (list), a Slurm "
+            "node Slurm does not know (unknown_node), or an action that failed",
+            ["operation"],
+            registry=self.registry,
+        )
+        for operation in NODE_SYNC_OPERATIONS:  # at 0 from the start, so alerts see them
+            self.node_sync_errors.labels(operation)
 
     def record(self, outcome: Outcome, now: float) -> None:
         self.reconcile_seconds.labels(outcome.state).observe(outcome.seconds)
@@ -83,6 +99,13 @@ class DaemonMetrics:
         self.slurm_request_seconds.labels(operation).observe(seconds)
         if not ok:
             self.slurm_request_errors.labels(operation).inc()
+
+    def observe_node_sync(self, operation: str, ok: bool) -> None:
+        """The node sync's hook (sync.node_sync.NodeSyncObserver)."""
+        if ok:
+            self.node_sync_actions.labels(operation).inc()
+        else:
+            self.node_sync_errors.labels(operation).inc()
 
 
 _SCHEDULER_COUNTERS = {

@@ -1,10 +1,13 @@
 """`reconciler run`: fetch the source on an interval, converge each new revision, resync the
-applied one, and run the Pod scheduler beside it, all in one process.
+applied one, sync node health both ways, and run the Pod scheduler beside it, all in one
+process.
 
-apscheduler runs the two periodic jobs on one worker thread, so a fetch and a resync never
+apscheduler runs the fetch and resync jobs on one worker thread, so a fetch and a resync never
 converge at the same time; a directory source's watcher asks for a run at once when files
-change. The Pod scheduler has threads of its own and keeps scheduling while a revision is
-being applied. SIGTERM: the convergence under way finishes, then everything stops.
+change. The node health sync has a worker of its own: a convergence waiting up to its drain
+timeout must not hold up a drain for a cordoned Node. The Pod scheduler has threads of its own
+and keeps scheduling while a revision is being applied. SIGTERM: the convergence and node sync
+pass under way finish, then everything stops.
 """
 
 from __future__ import annotations
@@ -29,10 +32,14 @@ from reconciler.errors import ReconcilerError, SourceError
 from reconciler.scheduler.loop import PodScheduler
 from reconciler.sources import Revision, Source
 from reconciler.sources.directory import DirectorySource
+from reconciler.sync.node_sync import NodeSync
 
 log = logging.getLogger(__name__)
 
-FETCH_JOB, RESYNC_JOB = "fetch", "resync"
+FETCH_JOB, RESYNC_JOB, NODE_SYNC_JOB = "fetch", "resync", "node-sync"
+# apscheduler logs two INFO lines per run of a job; the node sync runs every few seconds and
+# logs what it changes itself, so its executor's lines would only bury that.
+logging.getLogger(f"apscheduler.executors.{NODE_SYNC_JOB}").setLevel(logging.WARNING)
 
 
 MAX_WEBHOOK_BYTES = 1024 * 1024
@@ -46,6 +53,7 @@ class RunSettings:
     listen_port: int = 8080
     webhook_secret: bytes | None = None  # POST /webhook is served only with a secret
     branch: str = "main"  # the branch whose pushes the webhook acts on
+    node_sync_seconds: float = 10.0  # node health, both ways; 0: off
 
     def __repr__(self) -> str:
         return f"RunSettings(interval={self.interval_seconds}, resync={self.resync_seconds})"
@@ -59,17 +67,19 @@ class Daemon:
         settings: RunSettings,
         *,
         scheduler: PodScheduler | None = None,
+        node_sync: NodeSync | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._source = source
         self._converger = converger
         self._settings = settings
         self._pod_scheduler = scheduler
+        self._node_sync = node_sync
         self._clock = clock
         self.metrics = DaemonMetrics()
         self.metrics.watch_scheduler(lambda: scheduler.counters if scheduler else None)
         self._jobs = BackgroundScheduler(
-            executors={"default": ThreadPoolExecutor(1)},
+            executors={"default": ThreadPoolExecutor(1), NODE_SYNC_JOB: ThreadPoolExecutor(1)},
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
         )
         self._tried: str | None = None  # the last revision id converged
@@ -108,6 +118,11 @@ class Daemon:
         self._jobs.add_job(
             self._resync, "interval", seconds=self._settings.resync_seconds, id=RESYNC_JOB
         )
+        if self._node_sync is not None and self._settings.node_sync_seconds > 0:
+            self._jobs.add_job(
+                self._sync_nodes, "interval", seconds=self._settings.node_sync_seconds,
+                id=NODE_SYNC_JOB, executor=NODE_SYNC_JOB, next_run_time=now,
+            )  # fmt: skip
         self._jobs.start()
         if isinstance(self._source, DirectorySource):
             threading.Thread(
@@ -122,6 +137,8 @@ class Daemon:
             self._jobs.shutdown(wait=True)
             if self._pod_scheduler is not None:
                 self._pod_scheduler.stop()
+        if self._node_sync is not None:
+            self._node_sync.close()
         if self._serving:
             self._http.shutdown()
         self._http.server_close()
@@ -131,7 +148,7 @@ class Daemon:
         if not self._stopping.is_set():
             self._jobs.modify_job(FETCH_JOB, next_run_time=datetime.now(UTC))
 
-    # ---- the two jobs ---------------------------------------------------------------------
+    # ---- the jobs -------------------------------------------------------------------------
 
     def _fetch_and_converge(self) -> None:
         revision = self._fetch()
@@ -167,6 +184,13 @@ class Daemon:
         self.metrics.record(outcome, self._clock())
         self._ready.set()
         return outcome
+
+    def _sync_nodes(self) -> None:
+        assert self._node_sync is not None
+        try:
+            self._node_sync.run_once()
+        except Exception:  # a bug: keep the trace; the next interval tries again
+            log.exception("daemon: the node health sync failed")
 
     def _watch_directory(self, source: DirectorySource) -> None:
         while not self._stopping.is_set():
