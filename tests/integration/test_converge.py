@@ -185,6 +185,7 @@ def test_reconciler_run_applies_a_push_and_reverts_a_hand_edit(env: Env, tmp_pat
         head = push(env, f"value: {before}", f"value: {after}", "from the daemon test")
         wait_for(lambda: nccl_debug(env) == after, 15, "the push to be applied")
         latency = time.monotonic() - pushed_at
+        print(f"push -> applied (poll, 1 s interval): {latency:.2f} s")
         assert latency < 5, f"push to applied took {latency:.1f} s with a 1 s interval"
         # The status is written just after the apply the test saw: wait for it.
         wait_for(lambda: _shown_status(runtime).get("appliedRevision") == head, 10,
