@@ -13,6 +13,7 @@ from pathlib import Path
 
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
+from reconciler.adapters.sacctmgr import Sacctmgr
 from reconciler.adapters.scontrol import Scontrol
 from reconciler.adapters.slurm_jwt import MintedTokens, ProvidedToken, TokenSource
 from reconciler.adapters.slurm_rest import connect
@@ -117,6 +118,9 @@ def resolve_target(
         slurm=connect(args.slurm_url, tokens),
         scontrol=Scontrol(tokens, env=env),
         namespace=namespace,
+        # slurmConfig.accounting is read and applied with sacctmgr, given the cluster's
+        # slurm.conf (without one, sacctmgr searches for a config for a minute before failing).
+        sacctmgr=Sacctmgr(env=env, tokens=tokens) if args.slurm_conf else None,
     )
     return target, Profile()
 
@@ -167,7 +171,7 @@ def plan_config(
     target, profile = resolve_target(args, config.settings.namespace, declared)
     state = compile_desired_state(config, profile)
     print_warnings(state.warnings)
-    live = read_live(target.kube, target.slurm, state.release, state.namespace)
+    live = read_live(target.kube, target.slurm, state.release, state.namespace, target.sacctmgr)
     plan = with_policies(plan_against(state, live, target), config, state, policies)
     return plan, target, state
 
@@ -274,7 +278,7 @@ def run_apply(args: argparse.Namespace) -> int:
 
 
 def _refuse_stale(plan: Plan, target: Target) -> None:
-    live = read_live(target.kube, target.slurm, plan.release, plan.namespace)
+    live = read_live(target.kube, target.slurm, plan.release, plan.namespace, target.sacctmgr)
     if live.fingerprint() != plan.fingerprint:
         raise ApplyError(
             "the plan is stale: the cluster or Slurm changed since it was made",

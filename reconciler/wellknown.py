@@ -42,6 +42,17 @@ def reservation_prefix(release: str) -> str:
     return RESERVATION_NAME_FORMAT.format(release=release, name="")
 
 
+# Slurm accounts and QOS from `slurmConfig.accounting` carry this at the end of their
+# description (sacctmgr keeps descriptions in lowercase, so it is lowercase too): only those are
+# updated or deleted. Users have no description: a user is ours when every association it has
+# is with an account of ours.
+ACCOUNTING_MARKER_FORMAT: Final = "(reconciler {release})"
+
+
+def accounting_marker(release: str) -> str:
+    return ACCOUNTING_MARKER_FORMAT.format(release=release)
+
+
 # Server-side apply field managers.
 FIELD_MANAGER: Final = "sunk-reconciler"
 SCHEDULER_FIELD_MANAGER: Final = "sunk-reconciler-scheduler"

@@ -22,8 +22,14 @@ from typing import Any, Literal, Protocol
 import hostlist
 
 from reconciler.adapters.kube import Kube
+from reconciler.adapters.sacctmgr import Sacctmgr
 from reconciler.adapters.scontrol import NodeState, Scontrol
 from reconciler.adapters.slurm_rest import SlurmNode, SlurmRestApi
+from reconciler.apply.accounting import (
+    accounting_changes_of,
+    apply_accounting,
+    refuse_busy_accounts,
+)
 from reconciler.compile.slurm_conf import declared_nodes
 from reconciler.errors import ReconcilerError
 from reconciler.plan.model import (
@@ -77,6 +83,7 @@ class Target:
     namespace: str
     sink: ConfigSink | None = None
     restarter: ControllerRestarter | None = None
+    sacctmgr: Sacctmgr | None = None  # when the cluster has slurmdbd
 
 
 def apply_plan(plan: Plan, target: Target, options: ApplyOptions, say: Say) -> None:
@@ -90,6 +97,8 @@ def apply_plan(plan: Plan, target: Target, options: ApplyOptions, say: Say) -> N
         return
     _refuse_unrestartable(plan, target)  # before any change: never leave half a plan applied
     _refuse_foreign_reservations(plan)
+    accounting = accounting_changes_of(plan)
+    refuse_busy_accounts(accounting, target.sacctmgr)
     _ensure_namespace(target, say)
     early, late = _reservation_phases(plan)
     _apply_reservations(early, target, say)
@@ -110,6 +119,8 @@ def apply_plan(plan: Plan, target: Target, options: ApplyOptions, say: Say) -> N
     _resume_nodes([c for c in plan.changes if STEP_RESUME in c.steps], target, say)
     _wait_registered([c for c in plan.changes if STEP_REGISTER in c.steps], target, options, say)
     _apply_reservations(late, target, say)
+    if accounting and target.sacctmgr is not None:
+        apply_accounting(accounting, target.sacctmgr, say)
 
 
 def _refuse_unrestartable(plan: Plan, target: Target) -> None:

@@ -9,11 +9,12 @@ import hostlist
 
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
+from reconciler.adapters.sacctmgr import Sacctmgr, SacctmgrError
 from reconciler.adapters.slurm_rest import SlurmNode, SlurmReservation, SlurmRestApi
 from reconciler.compile.desired import DesiredState
 from reconciler.compile.manifests import slurm_conf_map_name
 from reconciler.plan.diff import kube_ref, needs_dry_run
-from reconciler.plan.live import LiveNode, LiveReservation, LiveState
+from reconciler.plan.live import LiveAccounting, LiveNode, LiveReservation, LiveState
 from reconciler.plan.model import ObjectRef
 
 # The kinds we render (compile/manifests.py); only these are listed and pruned.
@@ -29,7 +30,13 @@ def owned_selector(release: str) -> str:
     return f"{wk.LABEL_MANAGED_BY}={wk.MANAGED_BY_VALUE},{wk.LABEL_RELEASE}={release}"
 
 
-def read_live(kube: Kube, slurm: SlurmRestApi, release: str, namespace: str) -> LiveState:
+def read_live(
+    kube: Kube,
+    slurm: SlurmRestApi,
+    release: str,
+    namespace: str,
+    sacctmgr: Sacctmgr | None = None,
+) -> LiveState:
     objects = {
         kube_ref(obj): obj
         for api_version, kind in OWNED_KINDS
@@ -45,8 +52,24 @@ def read_live(kube: Kube, slurm: SlurmRestApi, release: str, namespace: str) -> 
     now = int(time.time())
     reservations = {r.name: live_reservation(r) for r in slurm.reservations().items}
     return LiveState(
-        objects, nodes, data.get("slurm.conf"), data.get("gres.conf"), reservations, now
+        objects,
+        nodes,
+        data.get("slurm.conf"),
+        data.get("gres.conf"),
+        reservations,
+        now,
+        read_accounting(sacctmgr) if sacctmgr is not None else None,
     )
+
+
+def read_accounting(sacctmgr: Sacctmgr) -> LiveAccounting | None:
+    """QOS, accounts and users from slurmdbd; None when it does not answer (no accounting)."""
+    try:
+        qos = sacctmgr.qos()
+        accounts, users = sacctmgr.accounts_and_users()
+    except SacctmgrError:
+        return None
+    return LiveAccounting(qos, accounts, users)
 
 
 def live_reservation(resv: SlurmReservation) -> LiveReservation:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler.compile import manifests
+from reconciler.compile.accounting import Accounting, compile_accounting
 from reconciler.compile.nodesets import NodeSet, compose_all
 from reconciler.compile.profile import Profile
 from reconciler.compile.reservations import Reservation, compile_reservations
@@ -50,6 +51,7 @@ class DesiredState:
     gres_conf: str
     warnings: tuple[Warning_, ...] = field(default=())
     reservations: tuple[Reservation, ...] = field(default=())
+    accounting: Accounting = field(default_factory=Accounting)
 
 
 def compile_desired_state(config: Config, profile: Profile | None = None) -> DesiredState:
@@ -101,6 +103,7 @@ def compile_desired_state(config: Config, profile: Profile | None = None) -> Des
         gres_conf=gres_conf,
         warnings=(*config.warnings, *warnings),
         reservations=reservations,
+        accounting=compile_accounting(release, values, config.accounting_locations),
     )
 
 

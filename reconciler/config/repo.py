@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from reconciler.config.accounting import check_accounting, note_accounting
 from reconciler.config.layering import deep_update, tag
 from reconciler.config.schema import (
     Warning_,
@@ -62,6 +63,8 @@ class Config:
     policies: tuple[Policy | Override, ...] = field(default=())
     # slurmConfig.reservations: name -> key ("" for the entry itself) -> where it was last set.
     reservation_locations: dict[str, dict[str, Location]] = field(default_factory=dict)
+    # slurmConfig.accounting: "<section>/<name>" -> where the entry was last set.
+    accounting_locations: dict[str, Location] = field(default_factory=dict)
 
     def layer(self, name: str) -> Layer | None:
         """compute.nodes entries win over files of the same name, as in SUNK's chart."""
@@ -106,8 +109,9 @@ def load_config(
         )
     warnings: list[Warning_] = []
     reservation_locations: dict[str, dict[str, Location]] = {}
+    accounting_locations: dict[str, Location] = {}
     values, node_locations, partitions_where = _merge_values(
-        files, warnings, track_origins, reservation_locations
+        files, warnings, track_origins, reservation_locations, accounting_locations
     )
     layers = _load_layers(library, LIBRARY_PREFIX, warnings, track_origins)
     repo_layers = _load_layers(
@@ -138,6 +142,7 @@ def load_config(
         tuple(warnings),
         policies,
         reservation_locations,
+        accounting_locations,
     )
 
 
@@ -146,6 +151,7 @@ def _merge_values(
     warnings: list[Warning_],
     track_origins: bool,
     reservation_locations: dict[str, dict[str, Location]],
+    accounting_locations: dict[str, Location],
 ) -> tuple[dict[str, Any], dict[str, Location], Location | None]:
     names = [
         VALUES_FILE,
@@ -161,6 +167,8 @@ def _merge_values(
         check_values_file(doc, warnings)
         check_reservations(doc, files[name])
         _note_reservations(doc, reservation_locations)
+        check_accounting(doc)
+        note_accounting(doc, accounting_locations)
         for node_name in (doc.data.get("compute") or {}).get("nodes") or {}:
             node_locations.setdefault(node_name, doc.location(("compute", "nodes", node_name)))
         if "partitions" in (doc.data.get("compute") or {}):

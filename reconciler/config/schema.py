@@ -88,6 +88,7 @@ VALUES: dict[str, str] = {
     "slurmConfig.defMemPerCPU": "integer",
     "slurmConfig.extraConfig": "string",
     "slurmConfig.reservations": "mapping",
+    "slurmConfig.accounting": "mapping",
     "compute": "mapping",
     "compute.nodes": "mapping",
     "compute.partitions": "string",

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from reconciler.adapters.kube import Kube
+from reconciler.adapters.sacctmgr import Sacctmgr
 from reconciler.adapters.scontrol import Scontrol
 from reconciler.adapters.slurm_jwt import MintedTokens
 from reconciler.adapters.slurm_rest import connect
@@ -72,6 +73,9 @@ def local_target(stack: LocalStack, namespace: str, *, kubeconfig: Path | None =
         namespace=namespace,
         sink=FileSink(slurm.paths.slurm_conf, slurm.paths.gres_conf),
         restarter=ForegroundRestarter(stack),
+        sacctmgr=Sacctmgr(env=slurm.env(), cluster=stack.cluster_name)
+        if slurm.accounting
+        else None,
     )
 
 

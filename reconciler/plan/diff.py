@@ -9,15 +9,19 @@ from typing import Any
 
 from reconciler.compile.desired import KIND_ORDER, DesiredState, SlurmNode
 from reconciler.compile.slurm_conf import Partition, declared_nodes, partitions_in
+from reconciler.plan.accounting import accounting_changes
 from reconciler.plan.fields import field_changes
 from reconciler.plan.live import LiveNode, LiveState, comparable, contains
 from reconciler.plan.model import (
     KUBERNETES,
     SLURM,
+    SLURM_ACCOUNT,
     SLURM_CONFIG,
     SLURM_NODE,
     SLURM_PARTITION,
+    SLURM_QOS,
     SLURM_RESERVATION,
+    SLURM_USER,
     STEP_DRAIN,
     STEP_REGISTER,
     STEP_RESUME,
@@ -32,7 +36,10 @@ from reconciler.wellknown import DRAIN_REASON_PREFIX
 
 # Apply order across scopes: Kubernetes config objects, then Slurm config, nodes, partitions,
 # reservations.
-_SLURM_ORDER = {SLURM_CONFIG: 10, SLURM_NODE: 11, SLURM_PARTITION: 12, SLURM_RESERVATION: 13}
+_SLURM_ORDER = {
+    SLURM_CONFIG: 10, SLURM_NODE: 11, SLURM_PARTITION: 12, SLURM_RESERVATION: 13,
+    SLURM_QOS: 14, SLURM_ACCOUNT: 15, SLURM_USER: 16,
+}  # fmt: skip
 
 
 def desired_objects(state: DesiredState) -> dict[ObjectRef, Any]:
@@ -179,10 +186,11 @@ def _slurm_changes(state: DesiredState, live: LiveState) -> tuple[list[Change], 
     node_changes, node_unchanged, warnings = _node_changes(state, live)
     part_changes, part_unchanged = _partition_changes(state, live)
     resv_changes, resv_unchanged, resv_warnings = reservation_changes(state, live)
+    acct_changes, acct_unchanged, acct_warnings = accounting_changes(state, live)
     return (
-        [*changes, *node_changes, *part_changes, *resv_changes],
-        unchanged + node_unchanged + part_unchanged + resv_unchanged,
-        [*warnings, *resv_warnings],
+        [*changes, *node_changes, *part_changes, *resv_changes, *acct_changes],
+        unchanged + node_unchanged + part_unchanged + resv_unchanged + acct_unchanged,
+        [*warnings, *resv_warnings, *acct_warnings],
     )
 
 

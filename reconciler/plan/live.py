@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from reconciler.compile.accounting import Account, Qos, User
 from reconciler.plan.model import ObjectRef
 from reconciler.wellknown import DRAIN_REASON_PREFIX
 
@@ -60,6 +62,29 @@ class LiveReservation:
 
 
 @dataclass(frozen=True)
+class LiveAccounting:
+    """Slurm accounts, users and QOS as slurmdbd reports them (sacctmgr), in the shapes git's
+    compile to; users carry their associations on this cluster."""
+
+    qos: Mapping[str, Qos] = field(default_factory=dict)
+    accounts: Mapping[str, Account] = field(default_factory=dict)
+    users: Mapping[str, User] = field(default_factory=dict)
+
+    def fingerprint_text(self) -> str:
+        return repr(
+            (
+                sorted((n, replace_where(q)) for n, q in self.qos.items()),
+                sorted((n, replace_where(a)) for n, a in self.accounts.items()),
+                sorted((n, replace_where(u)) for n, u in self.users.items()),
+            )
+        )
+
+
+def replace_where(obj: Any) -> Any:
+    return dataclasses.replace(obj, where="")
+
+
+@dataclass(frozen=True)
 class LiveState:
     kube_objects: Mapping[ObjectRef, dict[str, Any]] = field(default_factory=dict)
     slurm_nodes: Mapping[str, LiveNode] = field(default_factory=dict)
@@ -69,6 +94,8 @@ class LiveState:
     # When it was read (seconds since the epoch): whether a reservation has begun or ended is
     # judged against it. None offline. Not part of the fingerprint.
     now: int | None = None
+    # None: not read (offline, or no slurmdbd answers).
+    accounting: LiveAccounting | None = None
 
     def fingerprint(self) -> str:
         """Changes whenever something a plan depends on changes, and only then: a Pod becoming
@@ -89,6 +116,8 @@ class LiveState:
                 f"{name}|{resv.nodes}|{resv.start}|{resv.end}|{sorted(resv.flags)}|"
                 f"{resv.users}|{resv.accounts}\n".encode()
             )
+        if self.accounting is not None:
+            digest.update(self.accounting.fingerprint_text().encode())
         return digest.hexdigest()
 
 

@@ -14,6 +14,9 @@ SLURM_CONFIG = "SlurmConfig"
 SLURM_NODE = "Node"
 SLURM_PARTITION = "Partition"
 SLURM_RESERVATION = "Reservation"
+SLURM_QOS = "Qos"
+SLURM_ACCOUNT = "Account"
+SLURM_USER = "User"
 
 
 class Action(StrEnum):

@@ -12,7 +12,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,6 +47,23 @@ class RunningUp:
             pytest.fail(self.output())
 
 
+@dataclass
+class RepoStack:
+    """A test module's copy of a config repo, its work directory and the stack from it."""
+
+    repo: Path
+    work: Path
+    running: RunningUp
+
+    @property
+    def runtime(self) -> Path:
+        return self.running.runtime
+
+    @property
+    def slurm(self) -> SlurmCluster:
+        return self.running.slurm
+
+
 def reconciler_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "reconciler", *args], capture_output=True, text=True, timeout=timeout
@@ -55,8 +72,15 @@ def reconciler_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProc
 
 @contextlib.contextmanager
 def local_up(
-    repo: Path, log: Path, *, prefix: str, timings: dict[str, float], label: str
+    repo: Path,
+    log: Path,
+    *,
+    prefix: str,
+    timings: dict[str, float],
+    label: str,
+    extra_args: Sequence[str] = (),
 ) -> Iterator[RunningUp]:
+    """`extra_args`: more `local up` flags (`--accounting`)."""
     require_kube_binaries()
     require_slurm_binaries()
     runtime = new_temp_runtime_dir(prefix)
@@ -64,7 +88,7 @@ def local_up(
     with log.open("wb") as out:
         up = subprocess.Popen(
             [sys.executable, "-m", "reconciler", "local", "up", str(repo), "--runtime-dir",
-             str(runtime)],
+             str(runtime), *extra_args],
             stdout=out, stderr=subprocess.STDOUT,
         )  # fmt: skip
     running = None

@@ -21,14 +21,12 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from reconciler.local.slurm import SlurmCluster
-from tests.integration.local_up import RunningUp, local_up, reconciler_cli
+from tests.integration.local_up import RepoStack, local_up, reconciler_cli
 
 pytestmark = pytest.mark.integration
 
@@ -58,19 +56,7 @@ slurmConfig:
 """
 
 
-@dataclass
-class Env:
-    repo: Path
-    work: Path
-    running: RunningUp
-
-    @property
-    def runtime(self) -> Path:
-        return self.running.runtime
-
-    @property
-    def slurm(self) -> SlurmCluster:
-        return self.running.slurm
+Env = RepoStack  # the copied repo, its work dir and the running stack
 
 
 @pytest.fixture(scope="module")
