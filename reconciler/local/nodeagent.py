@@ -32,6 +32,7 @@ from reconciler.local.kubelet_model import (
     running_status,
 )
 
+NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 log = logging.getLogger(__name__)
 
 KUBELET_MANAGER = "reconciler-local-kubelet"
@@ -97,6 +98,20 @@ class NodeAgent:
                 {"apiVersion": "v1", "kind": "Node", "metadata": {"name": template.name},
                  "status": status},
                 field_manager=KUBELET_STATUS_MANAGER, force=True, subresource="status",
+            )  # fmt: skip
+            self._lift_not_ready_taint(template.name)
+
+    def _lift_not_ready_taint(self, name: str) -> None:
+        """The API server taints a new Node node.kubernetes.io/not-ready:NoSchedule; in a
+        cluster the node lifecycle controller lifts it once the Node is Ready. That controller
+        does not run here, so the agent does its part: a Ready Node without that taint."""
+        node = self._kube.get("v1", "Node", name) or {}
+        taints = (node.get("spec") or {}).get("taints") or []
+        kept = [t for t in taints if t.get("key") != NOT_READY_TAINT]
+        if kept != taints:
+            self._kube.request_json(
+                "PATCH", f"/api/v1/nodes/{name}", body={"spec": {"taints": kept or None}},
+                content_type="application/merge-patch+json", target=f"Node {name}",
             )  # fmt: skip
 
     def start(self) -> None:

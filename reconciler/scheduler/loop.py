@@ -53,6 +53,7 @@ from reconciler.scheduler.placeholder import (
 from reconciler.scheduler.pod_policies import PodPolicies
 from reconciler.scheduler.pod_writer import PodWriter, load_hooks_key
 from reconciler.scheduler.settings import SchedulerSettings
+from reconciler.scheduler.tolerations import Taint, blocking_taints, tolerates_all
 from reconciler.scheduler.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
@@ -105,6 +106,7 @@ class PodScheduler:
         self._abandoned: set[int] = set()  # jobs we cancelled to submit again or to refuse
         self._kube_node_of: dict[str, str] = {}  # Slurm node -> Kubernetes Node (slurmd Pods)
         self._node_labels: dict[str, dict[str, str]] = {}
+        self._node_taints: dict[str, list[Taint]] = {}  # Node -> NoSchedule/NoExecute taints
         self._failures: dict[str, int] = {}
         self._queue = WorkQueue()
         self._stopping = threading.Event()
@@ -272,8 +274,10 @@ class PodScheduler:
         with self._lock:
             if event == "DELETED":
                 self._node_labels.pop(name, None)
+                self._node_taints.pop(name, None)
             else:
                 self._node_labels[name] = node["metadata"].get("labels") or {}
+                self._node_taints[name] = blocking_taints(node)
 
     # ---- Slurm: the safety-net poll ---------------------------------------------------
 
@@ -423,7 +427,7 @@ class PodScheduler:
         assert self.credentials is not None
         uid = pod["metadata"]["uid"]
         spec = placeholder_job_for(
-            pod, request, self.credentials, excluded_nodes=self._excluded_by_affinity(pod)
+            pod, request, self.credentials, excluded_nodes=self._excluded_nodes(pod)
         )
         try:
             client = self._slurm.for_user(submit_user(request))
@@ -470,15 +474,20 @@ class PodScheduler:
             )
         return False
 
-    def _excluded_by_affinity(self, pod: Obj) -> list[str]:
-        """Slurm nodes on Kubernetes Nodes the Pod's node affinity/selector rules out."""
-        if not has_node_constraints(pod):
-            return []
+    def _excluded_nodes(self, pod: Obj) -> list[str]:
+        """Slurm nodes on Kubernetes Nodes the Pod's node affinity/selector rules out, or whose
+        NoSchedule/NoExecute taints (a cordon included) it does not tolerate: exclusions,
+        never a required pool."""
         with self._lock:
             placed = dict(self._kube_node_of)
             labels = dict(self._node_labels)
+            taints = dict(self._node_taints)
+        constrained = has_node_constraints(pod)
         return sorted(
-            slurm for slurm, node in placed.items() if not node_matches(pod, labels.get(node, {}))
+            slurm
+            for slurm, node in placed.items()
+            if (constrained and not node_matches(pod, labels.get(node, {})))
+            or not tolerates_all(pod, taints.get(node, ()))
         )
 
     def _bind(self, pod: Obj, step: Bind) -> None:
@@ -486,6 +495,7 @@ class PodScheduler:
         with self._lock:
             node = self._kube_node_of.get(step.slurm_node)
             labels = self._node_labels.get(node or "", {})
+            taints = self._node_taints.get(node or "", [])
         if node is None:
             log.warning(
                 "scheduler: job %d runs on Slurm node %s, which has no slurmd Pod on a Node yet",
@@ -493,7 +503,9 @@ class PodScheduler:
             )  # fmt: skip
             self._queue.add_after(uid, UNRESOLVED_NODE_RECHECK_SECONDS)
             return
-        if not node_matches(pod, labels):
+        if not node_matches(pod, labels) or not tolerates_all(pod, taints):
+            # The Node changed after submit (a label, a taint, a cordon): the kubelet would
+            # reject the Pod, so its job goes elsewhere.
             self._resubmit_elsewhere(pod, step, node)
             return
         meta = pod["metadata"]
@@ -516,15 +528,16 @@ class PodScheduler:
         )  # fmt: skip
 
     def _resubmit_elsewhere(self, pod: Obj, step: Bind, node: str) -> None:
-        """Slurm chose a node that joined after the job was submitted and that the Pod's node
-        affinity rules out: give the allocation back and submit again with it excluded."""
+        """Slurm chose a node the Pod's node affinity or tolerations rule out (it joined, or was
+        labelled, tainted or cordoned, after submit): give the allocation back and submit again
+        with it excluded."""
         self._slurm.operator.cancel(step.job_id)
         with self._lock:
             self._forget_locked(pod["metadata"]["uid"], step.job_id)
         self._pods_out.event(
             pod, wk.EVENT_BIND_FAILED, "Binding",
             f"Slurm job {step.job_id} got Slurm node {step.slurm_node} on Node {node}, which "
-            "the Pod's node affinity rules out; submitting again without it",
+            "the Pod's node affinity or tolerations rule out; submitting again without it",
             type="Warning",
         )  # fmt: skip
         self._pods_out.annotate(pod, {wk.ANNOTATION_JOB_ID: None})

@@ -347,6 +347,47 @@ def test_node_affinity_excludes_nodes_instead_of_requiring_them(env: Env, pods: 
     assert job["NodeList"] in ("slurm-gpu-small-0", "slurm-gpu-small-1")
 
 
+def test_a_tainted_node_is_never_chosen_for_a_pod_that_does_not_tolerate_it(
+    env: Env, pods: list[str]
+) -> None:
+    """Issue 9: the Node of slurm-gpu-small-0 tainted dedicated=infer:NoSchedule. A Pod that
+    does not tolerate it has that Slurm node excluded (never a required pool) and lands on the
+    other; a Pod that tolerates it may use both."""
+    slurmd = env.kube.get("v1", "Pod", "slurm-gpu-small-0", NAMESPACE)
+    assert slurmd is not None
+    node = slurmd["spec"]["nodeName"]
+    taint = {"key": "dedicated", "value": "infer", "effect": "NoSchedule"}
+    _set_taints(env, node, [taint])
+    rtx = {"key": wk.NODE_LABEL_GPU_MODEL, "operator": "In", "values": ["Quadro_RTX_4000"]}
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [rtx]}]}}}  # fmt: skip
+    try:
+        time.sleep(0.5)  # the scheduler's Node watch sees the taint
+        plain, tolerant = unique("untolerated"), unique("tolerant")
+        _create(env, pods, _pod_spec(plain, affinity=affinity))
+        job = _show_job(env, _job_id(_wait_bound(env, plain)))
+        excluded = set(env.slurm.run("scontrol", "show", "hostnames", job["ExcNodeList"]).split())
+        assert "slurm-gpu-small-0" in excluded and job["ReqNodeList"] == "(null)"
+        assert job["NodeList"] == "slurm-gpu-small-1"
+        assert _pod(env, plain)["spec"]["nodeName"] != node
+
+        toleration = {"key": "dedicated", "operator": "Equal", "value": "infer",
+                      "effect": "NoSchedule"}  # fmt: skip
+        _create(env, pods, _pod_spec(tolerant, affinity=affinity, tolerations=[toleration]))
+        job = _show_job(env, _job_id(_wait_bound(env, tolerant)))
+        excluded = set(env.slurm.run("scontrol", "show", "hostnames", job["ExcNodeList"]).split())
+        assert "slurm-gpu-small-0" not in excluded
+    finally:
+        _set_taints(env, node, None)
+
+
+def _set_taints(env: Env, node: str, taints: list[dict[str, str]] | None) -> None:
+    env.kube.request_json(
+        "PATCH", f"/api/v1/nodes/{node}", body={"spec": {"taints": taints}},
+        content_type="application/merge-patch+json",
+    )  # fmt: skip
+
+
 # ---- admission --------------------------------------------------------------------------
 
 REFUSALS = {

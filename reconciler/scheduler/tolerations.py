@@ -1,0 +1,59 @@
+"""Taints and tolerations, as the default scheduler reads them (pure).
+
+A Slurm node whose Kubernetes Node carries a NoSchedule or NoExecute taint the Pod does not
+tolerate is excluded from the Pod's job, so the kubelet never rejects a bound Pod (SUNK does
+not evaluate taints: seed 003, "Known limitations"). PreferNoSchedule is a preference, not a
+rule, and is ignored, as a bound Pod may run there. A cordoned Node counts as tainted with
+node.kubernetes.io/unschedulable:NoSchedule, as the default scheduler treats it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+BLOCKING_EFFECTS: Final = frozenset({"NoSchedule", "NoExecute"})
+UNSCHEDULABLE_TAINT: Final = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
+
+Taint = Mapping[str, Any]
+
+
+def blocking_taints(node: Mapping[str, Any]) -> list[Taint]:
+    """The Node's taints that keep Pods off it, a cordon included."""
+    spec = node.get("spec") or {}
+    taints = [t for t in spec.get("taints") or () if t.get("effect") in BLOCKING_EFFECTS]
+    if spec.get("unschedulable"):
+        taints.append(UNSCHEDULABLE_TAINT)
+    return taints
+
+
+def tolerates_all(pod: Mapping[str, Any], taints: Iterable[Taint]) -> bool:
+    tolerations = (pod.get("spec") or {}).get("tolerations") or ()
+    return all(any(_tolerates(t, taint) for t in tolerations) for taint in taints)
+
+
+def untolerated(pod: Mapping[str, Any], taints: Iterable[Taint]) -> list[Taint]:
+    tolerations = (pod.get("spec") or {}).get("tolerations") or ()
+    return [taint for taint in taints if not any(_tolerates(t, taint) for t in tolerations)]
+
+
+def _tolerates(toleration: Mapping[str, Any], taint: Taint) -> bool:
+    """Kubernetes' ToleratesTaint: effect empty or equal; an empty key with Exists matches
+    every key; Exists ignores the value; Equal (the default) compares it."""
+    effect = toleration.get("effect") or ""
+    if effect and effect != taint.get("effect"):
+        return False
+    key = toleration.get("key") or ""
+    operator = toleration.get("operator") or "Equal"
+    if not key:
+        return operator == "Exists"
+    if key != taint.get("key"):
+        return False
+    if operator == "Exists":
+        return True
+    return operator == "Equal" and (toleration.get("value") or "") == (taint.get("value") or "")
+
+
+def describe(taint: Taint) -> str:
+    value = taint.get("value")
+    return f"{taint.get('key')}{'=' + value if value else ''}:{taint.get('effect')}"
