@@ -209,6 +209,11 @@ def revision_policies(config: Config) -> tuple[CompiledPolicy, ...]:
     return policies_for(config, read_shipped_policies())
 
 
+def shipped_policies() -> tuple[CompiledPolicy, ...]:
+    """The shipped policies alone, compiled (no repo, or a repo whose own do not compile)."""
+    return compile_policies(effective_policies(shipped_documents(read_shipped_policies()), ()))
+
+
 def startup_pod_policies(config: Config) -> PodPolicies:
     """The pod policies to start the scheduler with, before any revision is converged. If
     the repo's own do not compile, the shipped ones (the converger records the error)."""
@@ -216,8 +221,7 @@ def startup_pod_policies(config: Config) -> PodPolicies:
         policies = revision_policies(config)
     except ReconcilerError as error:
         log.warning("policies of the first revision: %s; starting with the shipped ones", error)
-        shipped = shipped_documents(read_shipped_policies())
-        policies = compile_policies(effective_policies(shipped, ()))
+        policies = shipped_policies()
     pods = tuple(p for p in policies if p.policy.target == "pod")
     return PodPolicies(pods, params_of(config))
 

@@ -47,9 +47,7 @@ def run_policy_test(args: argparse.Namespace) -> int:
     policies = compile_policies(effective_policies(shipped_documents(read_shipped_policies()),
                                                    repo_docs))  # fmt: skip
     cases = [
-        case
-        for path in tests
-        for case in parse_test_file(path.read_text(), _shown(path, root), params)
+        case for path in tests for case in parse_test_file(path.read_text(), str(path), params)
     ]
     results = run_cases(policies, cases)
     for result in results:
@@ -74,13 +72,9 @@ def _suite(root: Path) -> tuple[list[Policy | Override], dict[str, Any], list[Pa
     docs = [
         doc
         for path in sorted(root.glob("*.yaml"))
-        for doc in parse_policy_file(path.read_text(), _shown(path, root), "repo")
+        for doc in parse_policy_file(path.read_text(), str(path), "repo")
     ]
     return docs, default_params(), tests
-
-
-def _shown(path: Path, root: Path) -> str:
-    return str(root / path.relative_to(root))
 
 
 def _report(result: CaseResult, verbose: bool) -> None:

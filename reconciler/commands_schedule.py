@@ -14,16 +14,14 @@ from reconciler.adapters.kube import Kube
 from reconciler.adapters.slurm_jwt import MintedTokens
 from reconciler.commands_apply import (
     kubeconfig_of,
+    shipped_policies,
     startup_pod_policies,
     target_args,
     tokens_from_args,
 )
 from reconciler.commands_compile import load
-from reconciler.config.files import read_shipped_policies
 from reconciler.errors import ReconcilerError
 from reconciler.logs import log_format_arg
-from reconciler.policy.engine import compile_policies, effective_policies
-from reconciler.policy.loader import shipped_documents
 from reconciler.policy.subjects import default_params
 from reconciler.scheduler.clients import SlurmClients
 from reconciler.scheduler.loop import PodScheduler
@@ -124,8 +122,7 @@ def _pod_policies(args: argparse.Namespace, settings: SchedulerSettings) -> PodP
     """The repo's pod policies with its settings; without a repo, the shipped ones."""
     if args.repo:
         return startup_pod_policies(load(args))
-    shipped = shipped_documents(read_shipped_policies())
-    pods = compile_policies(p for p in effective_policies(shipped, ()) if p.target == "pod")
+    pods = tuple(p for p in shipped_policies() if p.policy.target == "pod")
     params = {**default_params(), "killWait": settings.kill_wait_seconds,
               "schedulerName": settings.name}  # fmt: skip
     return PodPolicies(pods, params)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from reconciler.policy.engine import CompiledPolicy, Finding, evaluate
@@ -19,7 +20,7 @@ class PodPolicies:
     policies: tuple[CompiledPolicy, ...] = ()
     params: Mapping[str, Any] = field(default_factory=dict)
 
-    @property
+    @cached_property  # asked for every Pod; the answer is fixed per revision
     def reads_namespace(self) -> bool:
         return any(
             "namespaceObject" in program.expression.text

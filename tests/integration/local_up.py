@@ -7,6 +7,7 @@ Teardown is `reconciler local down`, then checks that every process and port is 
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import shutil
 import subprocess
@@ -15,6 +16,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -62,6 +64,38 @@ class RepoStack:
     @property
     def slurm(self) -> SlurmCluster:
         return self.running.slurm
+
+    # `plan` and `apply` of the repo against the stack, as a user runs them.
+
+    def cli_output(self, result: subprocess.CompletedProcess[str]) -> str:
+        """A command's output for a failure message, with what `local up` said."""
+        return f"exit {result.returncode}\n{result.stdout}{result.stderr}\n{self.running.output()}"
+
+    def plan_json(self, *extra: str) -> dict[str, Any]:
+        """`plan -o json --detailed-exitcode`: exit 2 exactly when the JSON lists changes."""
+        result = self.plan_text("-o", "json", *extra)
+        plan: dict[str, Any] = json.loads(result.stdout)
+        assert result.returncode == (2 if plan["changes"] else 0), self.cli_output(result)
+        return plan
+
+    def plan_text(self, *extra: str) -> subprocess.CompletedProcess[str]:
+        self.running.assert_alive()
+        result = reconciler_cli(
+            "plan", str(self.repo), "--runtime-dir", str(self.runtime), "--detailed-exitcode",
+            *extra,
+        )  # fmt: skip
+        assert result.returncode in (0, 2), self.cli_output(result)
+        return result
+
+    def apply(self, *extra: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
+        """`apply --yes`; it must exit 0 (or, with ok=False, must not)."""
+        self.running.assert_alive()
+        result = reconciler_cli(
+            "apply", str(self.repo), "--runtime-dir", str(self.runtime), "--yes", *extra,
+            timeout=180,
+        )  # fmt: skip
+        assert (result.returncode == 0) == ok, self.cli_output(result)
+        return result
 
 
 def reconciler_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:

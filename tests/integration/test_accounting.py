@@ -13,7 +13,6 @@ The tests run in file order and build on each other's state (one stack per modul
 from __future__ import annotations
 
 import getpass
-import json
 import shutil
 import subprocess
 import tempfile
@@ -24,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.local_up import RepoStack, local_up, reconciler_cli
+from tests.integration.local_up import RepoStack, local_up
 
 pytestmark = pytest.mark.integration
 
@@ -82,37 +81,20 @@ def env(stack_timings: dict[str, float]) -> Iterator[Env]:
 
 
 def _output(env: Env, result: subprocess.CompletedProcess[str]) -> str:
-    return f"exit {result.returncode}\n{result.stdout}{result.stderr}\n{env.running.output()}"
+    return env.cli_output(result)
 
 
 def _plan(env: Env) -> dict[str, Any]:
-    env.running.assert_alive()
-    result = reconciler_cli(
-        "plan", str(env.repo), "--runtime-dir", str(env.runtime), "-o", "json",
-        "--detailed-exitcode",
-    )  # fmt: skip
-    assert result.returncode in (0, 2), _output(env, result)
-    plan = json.loads(result.stdout)
-    assert result.returncode == (2 if plan["changes"] else 0), _output(env, result)
-    return plan
+    return env.plan_json()
 
 
 def _plan_text(env: Env) -> tuple[int, str]:
-    env.running.assert_alive()
-    result = reconciler_cli(
-        "plan", str(env.repo), "--runtime-dir", str(env.runtime), "--detailed-exitcode"
-    )
-    assert result.returncode in (0, 2), _output(env, result)
+    result = env.plan_text()
     return result.returncode, result.stdout + result.stderr
 
 
 def _apply(env: Env, *, ok: bool = True) -> subprocess.CompletedProcess[str]:
-    env.running.assert_alive()
-    result = reconciler_cli(
-        "apply", str(env.repo), "--runtime-dir", str(env.runtime), "--yes", timeout=180
-    )
-    assert (result.returncode == 0) == ok, _output(env, result)
-    return result
+    return env.apply(ok=ok)
 
 
 def _accounting(plan: dict[str, Any]) -> dict[tuple[str, str], str]:

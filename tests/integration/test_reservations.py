@@ -14,7 +14,6 @@ The tests run in file order and build on each other's state (one stack per modul
 from __future__ import annotations
 
 import datetime
-import json
 import re
 import shutil
 import subprocess
@@ -26,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.local_up import RepoStack, local_up, reconciler_cli
+from tests.integration.local_up import RepoStack, local_up
 
 pytestmark = pytest.mark.integration
 
@@ -79,37 +78,21 @@ def env(stack_timings: dict[str, float]) -> Iterator[Env]:
 
 
 def _output(env: Env, result: subprocess.CompletedProcess[str]) -> str:
-    return f"exit {result.returncode}\n{result.stdout}{result.stderr}\n{env.running.output()}"
+    return env.cli_output(result)
 
 
 def _plan_text(env: Env, *extra: str) -> tuple[int, str]:
-    env.running.assert_alive()
-    result = reconciler_cli(
-        "plan", str(env.repo), "--runtime-dir", str(env.runtime), "--detailed-exitcode", *extra
-    )
-    assert result.returncode in (0, 2), _output(env, result)
+    result = env.plan_text(*extra)
     return result.returncode, result.stdout
 
 
 def _plan(env: Env, *extra: str) -> dict[str, Any]:
-    env.running.assert_alive()
-    result = reconciler_cli(
-        "plan", str(env.repo), "--runtime-dir", str(env.runtime), "-o", "json",
-        "--detailed-exitcode", *extra,
-    )  # fmt: skip
-    assert result.returncode in (0, 2), _output(env, result)
-    plan = json.loads(result.stdout)
-    assert result.returncode == (2 if plan["changes"] else 0), _output(env, result)
-    return plan
+    return env.plan_json(*extra)
 
 
 def _apply(env: Env, *extra: str) -> tuple[str, str]:
     """`apply --yes`: (stdout, the progress lines on stderr)."""
-    env.running.assert_alive()
-    result = reconciler_cli(
-        "apply", str(env.repo), "--runtime-dir", str(env.runtime), "--yes", *extra, timeout=180
-    )
-    assert result.returncode == 0, _output(env, result)
+    result = env.apply(*extra)
     return result.stdout, result.stderr
 
 
