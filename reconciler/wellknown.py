@@ -99,6 +99,19 @@ LABEL_SCHEDULED_BY: Final = f"{DOMAIN}/scheduled-by"
 
 # Placeholder jobs: the name carries the Pod's UID, so a restarted scheduler finds its jobs.
 PLACEHOLDER_JOB_PREFIX: Final = "pod:"
+# A gang's one job: `pod-group:<namespace>/<group>@gang_<namespace>_<group>`; the part after
+# "@" is the gang's key (DNS names have no "_", so it cannot collide with a Pod UID).
+GANG_JOB_PREFIX: Final = "pod-group:"
+GANG_KEY_PREFIX: Final = "gang_"
+
+# Gangs (issue 9): the scheduler-plugins coscheduling label and its PodGroup CRD, or our plain
+# annotations for groups without the CRD.
+LABEL_POD_GROUP: Final = "scheduling.x-k8s.io/pod-group"
+POD_GROUP_API_VERSION: Final = "scheduling.x-k8s.io/v1alpha1"
+POD_GROUP_KIND: Final = "PodGroup"
+ANNOTATION_POD_GROUP: Final = f"{DOMAIN}/pod-group"
+ANNOTATION_POD_GROUP_MIN_MEMBER: Final = f"{DOMAIN}/pod-group-min-member"
+ANNOTATION_GANG_POLICY: Final = f"{DOMAIN}/gang-failure-policy"
 # Environment of a placeholder job: how it reaches the hooks API, and its per-Pod credential.
 ENV_HOOKS_URL: Final = "SUNK_HOOKS_URL"
 ENV_POD_UID: Final = "SUNK_POD_UID"
@@ -120,6 +133,8 @@ EVENT_SLURM_ENDED: Final = "SlurmJobEnded"
 EVENT_RELEASED: Final = "SlurmJobReleased"
 EVENT_BIND_FAILED: Final = "FailedBinding"
 EVENT_POLICY_WARNING: Final = "PolicyWarning"
+EVENT_GANG_WAITING: Final = "GangWaiting"
+EVENT_GANG_RESTART: Final = "GangRestart"
 
 # The local node agent: simulated container stop time of a Pod (tests of teardown ordering).
 ANNOTATION_LOCAL_STOP_SECONDS: Final = f"{DOMAIN}/local-stop-seconds"

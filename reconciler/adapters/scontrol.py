@@ -308,6 +308,12 @@ def node_state_args(nodes: str, state: NodeState, reason: str | None = None) -> 
     return args
 
 
+def node_weight_args(nodes: str, weight: int) -> list[str]:
+    if isinstance(weight, bool) or not isinstance(weight, int) or not 0 < weight < 2**32 - 1:
+        raise SlurmArgumentError("node weight", weight, "expected an integer from 1 to 2^32-2")
+    return ["update", f"NodeName={check_hostlist('node', nodes)}", f"Weight={weight}"]
+
+
 def partition_args(verb: str, name: str, options: Mapping[str, OptionValue]) -> list[str]:
     head = [verb, f"PartitionName={check_name('partition', name)}"]
     if verb == "delete":
@@ -375,6 +381,10 @@ class Scontrol:
 
     def set_node_state(self, nodes: str, state: NodeState, reason: str | None = None) -> None:
         self.run(node_state_args(nodes, state, reason))
+
+    def set_node_weight(self, nodes: str, weight: int) -> None:
+        """Slurm allocates the lowest-weight nodes that fit first (before LLN or node order)."""
+        self.run(node_weight_args(nodes, weight))
 
     def create_partition(self, name: str, options: Mapping[str, OptionValue]) -> None:
         self.run(partition_args("create", name, options))

@@ -36,12 +36,12 @@ def _term_matches(term: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
     # matchFields (metadata.name) is the only field Kubernetes allows; the hostname label
     # carries the same value on every Node we know.
     fields = {"metadata.name": labels.get("kubernetes.io/hostname", "")}
-    return all(_expression_matches(e, labels) for e in term.get("matchExpressions") or []) and all(
-        _expression_matches(e, fields) for e in term.get("matchFields") or []
+    return all(expression_matches(e, labels) for e in term.get("matchExpressions") or []) and all(
+        expression_matches(e, fields) for e in term.get("matchFields") or []
     )
 
 
-def _expression_matches(expression: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+def expression_matches(expression: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
     key, operator = expression.get("key"), expression.get("operator")
     values = [str(v) for v in expression.get("values") or []]
     present = key in labels

@@ -11,6 +11,7 @@ from reconciler.adapters.scontrol import (
     check_text,
     error_summary,
     node_state_args,
+    node_weight_args,
     partition_args,
     reservation_args,
     scontrol_env,
@@ -185,3 +186,10 @@ def test_scontrol_error_text_has_command_and_exit_code() -> None:
     error = ScontrolError(["update", "NodeName=x"], exit_code=1, message="Invalid node name")
     assert str(error) == "scontrol update NodeName=x: Invalid node name (exit 1)"
     assert error.output == "Invalid node name"
+
+
+def test_node_weight_is_a_positive_integer_slurm_can_hold() -> None:
+    assert node_weight_args("gpu-[0-3]", 7) == ["update", "NodeName=gpu-[0-3]", "Weight=7"]
+    for bad in (0, -1, 2**32 - 1, True, "7"):
+        with pytest.raises(SlurmArgumentError, match="node weight"):
+            node_weight_args("gpu-0", bad)  # type: ignore[arg-type]

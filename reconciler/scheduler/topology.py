@@ -1,0 +1,407 @@
+"""Inter-pod affinity, anti-affinity and topology spread, as Nodes to exclude (pure).
+
+Slurm can only be steered by excluding nodes (ExcNodeList): turning a candidate pool into
+required nodes would pin a job to nodes Slurm may never free. So every required pod (anti-)
+affinity term and every DoNotSchedule spread constraint becomes a set of Kubernetes Nodes
+the Pod must not go to, evaluated against the Pods already placed, as kube-scheduler 1.20's
+InterPodAffinity and PodTopologySpread filters decide it. Preferred terms and ScheduleAnyway
+constraints are preferences, not rules, and are ignored.
+
+What this module cannot honour (namespaceSelector, minDomains, the node inclusion policies,
+matchLabelKeys) is reported by `topology_problems`, so the Pod is refused with a reason rather
+than placed somewhere its rules do not hold. `excluded_nodes` assumes a Pod without problems
+and skips a term or constraint it cannot read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from reconciler.scheduler.admission import Problem
+from reconciler.scheduler.affinity import expression_matches, node_matches
+
+HOSTNAME: Final = "kubernetes.io/hostname"
+REQUIRED: Final = "requiredDuringSchedulingIgnoredDuringExecution"
+SPREAD: Final = "spec.topologySpreadConstraints"
+HARD: Final = "DoNotSchedule"
+WHEN_UNSATISFIABLE: Final = (HARD, "ScheduleAnyway")
+OPERATORS: Final = ("In", "NotIn", "Exists", "DoesNotExist")
+# Spread constraint fields newer than 1.20 whose meaning we do not reproduce, and what to do.
+UNSUPPORTED_SPREAD_FIELDS: Final = {
+    "minDomains": "remove it; every domain holding a Node the Pod may use counts",
+    "nodeAffinityPolicy": "remove it; spreading counts the Nodes that pass the Pod's node "
+    "affinity, as the default (Honor) does",
+    "nodeTaintsPolicy": "remove it; the Pod's tolerations already decide which Nodes it may use",
+    "matchLabelKeys": "remove it and put those labels (with their values) in labelSelector",
+}
+
+Obj = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class PlacedPod:
+    """A Pod already bound to a Node, as far as the rules of other Pods can see it."""
+
+    namespace: str
+    labels: Mapping[str, str]
+    node: str  # the Kubernetes Node it is bound to
+
+
+@dataclass(frozen=True)
+class _Rule:
+    """A required (anti-)affinity term or a spread constraint, read once."""
+
+    field: str  # where it is in the Pod, for Problems
+    kind: str  # "podAffinity", "podAntiAffinity" or "spread"
+    body: Obj
+    namespaces: tuple[str, ...]
+    selector: Obj | None  # None matches no Pod, {} every Pod
+
+    @property
+    def topology_key(self) -> str:
+        return str(self.body.get("topologyKey") or "")
+
+    def matches(self, namespace: str, labels: Mapping[str, str]) -> bool:
+        return namespace in self.namespaces and selector_matches(self.selector, labels)
+
+
+# ---- public API -----------------------------------------------------------------------------
+
+
+def needs_placed_pods(pod: Obj) -> bool:
+    """Whether the Pod has a rule about other Pods, so the caller must list the placed ones."""
+    return bool(_hard_rules(pod))
+
+
+def selector_queries(pod: Obj) -> list[tuple[str, str]]:
+    """(namespace, labelSelector) pairs to list the placed Pods the rules can see, so the caller
+    asks the API server only for those. A query may return more than the rule matches (an
+    expression it cannot render is left out); `excluded_nodes` matches again, exactly."""
+    queries: dict[tuple[str, str], None] = {}
+    for rule in _hard_rules(pod):
+        if rule.selector is None:
+            continue  # matches no Pod: nothing to list
+        text = selector_string(rule.selector)
+        for namespace in rule.namespaces:
+            queries[(namespace, text)] = None
+    return list(queries)
+
+
+def excluded_nodes(
+    pod: Obj,
+    placed: Sequence[PlacedPod],
+    node_labels: Mapping[str, Mapping[str, str]],
+    candidates: Iterable[str],
+) -> set[str]:
+    """The candidates the Pod must not go to for its pod (anti-)affinity and spread rules.
+
+    `node_labels` maps every Node name we know to its labels; `candidates` are the Nodes that
+    could take the Pod otherwise. Only ever a subset of `candidates`: never a requirement."""
+    pool = list(dict.fromkeys(candidates))
+    topology = _Topology(node_labels)
+    return (
+        _anti_affinity_excluded(pod, placed, topology, pool)
+        | _affinity_excluded(pod, placed, topology, pool)
+        | _spread_excluded(pod, placed, topology, pool)
+    )
+
+
+def topology_problems(pod: Obj) -> list[Problem]:
+    """What in the Pod's inter-pod rules we cannot honour, each with what to do instead."""
+    problems: list[Problem] = []
+    for rule in _terms(pod):
+        if rule.body.get("namespaceSelector") is not None:
+            problems.append(
+                Problem(
+                    f"{rule.field}.namespaceSelector",
+                    "namespaceSelector is not supported (inter-pod affinity follows Kubernetes "
+                    "1.20); list the namespaces in namespaces instead",
+                )
+            )
+        problems.extend(_rule_problems(rule))
+    for index, constraint in enumerate(_spread_constraints(pod)):
+        problems.extend(_constraint_problems(pod, index, constraint))
+    return problems
+
+
+def unlabelled_keys(
+    pod: Obj, node_labels: Mapping[str, Mapping[str, str]], candidates: Iterable[str]
+) -> list[Problem]:
+    """Rules whose topologyKey no candidate Node carries: they would exclude every Node (or, for
+    anti-affinity, none), so the Pod is refused with a reason instead. Hostname always counts as
+    carried (a Node without the label is its own domain); no candidates, no problems: the
+    caller has a better reason to give then."""
+    pool = list(candidates)
+    if not pool:
+        return []
+    topology = _Topology(node_labels)
+    problems = []
+    for rule in _hard_rules(pod):
+        key = rule.topology_key
+        if key and not any(topology.value(node, key) is not None for node in pool):
+            problems.append(
+                Problem(
+                    f"{rule.field}.topologyKey",
+                    f"topologyKey {key!r} is a label of none of the Nodes that host Slurm nodes, "
+                    "so this rule cannot be honoured; label those Nodes or use "
+                    f"{HOSTNAME}",
+                )
+            )
+    return problems
+
+
+def selector_matches(selector: Obj | None, labels: Mapping[str, str]) -> bool:
+    """Kubernetes LabelSelector semantics: null matches nothing, {} matches everything."""
+    if selector is None:
+        return False
+    match_labels = selector.get("matchLabels") or {}
+    if any(labels.get(key) != value for key, value in match_labels.items()):
+        return False
+    return all(expression_matches(e, labels) for e in selector.get("matchExpressions") or ())
+
+
+def selector_string(selector: Obj) -> str:
+    """The selector in the API's ?labelSelector= syntax: "a=b,c in (x,y),!d,e". An expression
+    with an unknown operator, or In/NotIn without values, is left out (the query then returns
+    more Pods, never fewer)."""
+    parts = [f"{key}={value}" for key, value in sorted((selector.get("matchLabels") or {}).items())]
+    for expression in selector.get("matchExpressions") or ():
+        part = _expression_string(expression)
+        if part:
+            parts.append(part)
+    return ",".join(parts)
+
+
+# ---- reading the Pod ------------------------------------------------------------------------
+
+
+def _namespace(pod: Obj) -> str:
+    return str((pod.get("metadata") or {}).get("namespace") or "default")
+
+
+def _labels(pod: Obj) -> Mapping[str, str]:
+    return (pod.get("metadata") or {}).get("labels") or {}
+
+
+def _terms(pod: Obj) -> list[_Rule]:
+    """Required affinity and anti-affinity terms; preferred ones are ignored (soft)."""
+    affinity = (pod.get("spec") or {}).get("affinity") or {}
+    rules = []
+    for kind in ("podAffinity", "podAntiAffinity"):
+        for index, term in enumerate((affinity.get(kind) or {}).get(REQUIRED) or ()):
+            # An empty namespaces list means the Pod's own namespace (no namespaceSelector).
+            namespaces = tuple(term.get("namespaces") or ()) or (_namespace(pod),)
+            field = f"spec.affinity.{kind}.{REQUIRED}[{index}]"
+            rules.append(_Rule(field, kind, term, namespaces, term.get("labelSelector")))
+    return rules
+
+
+def _spread_constraints(pod: Obj) -> list[Obj]:
+    return list((pod.get("spec") or {}).get("topologySpreadConstraints") or ())
+
+
+def _hard_rules(pod: Obj) -> list[_Rule]:
+    """Every rule that can exclude a Node: required terms and DoNotSchedule constraints."""
+    rules = _terms(pod)
+    for index, constraint in enumerate(_spread_constraints(pod)):
+        if constraint.get("whenUnsatisfiable") == HARD:
+            rules.append(_spread_rule(pod, index, constraint))
+    return rules
+
+
+def _spread_rule(pod: Obj, index: int, constraint: Obj) -> _Rule:
+    """Spreading counts Pods of the Pod's own namespace only."""
+    field = f"{SPREAD}[{index}]"
+    selector = constraint.get("labelSelector")
+    return _Rule(field, "spread", constraint, (_namespace(pod),), selector)
+
+
+# ---- problems -------------------------------------------------------------------------------
+
+
+def _rule_problems(rule: _Rule) -> list[Problem]:
+    problems = []
+    if not rule.topology_key:
+        problems.append(
+            Problem(
+                f"{rule.field}.topologyKey",
+                f"a topologyKey is required, e.g. {HOSTNAME} (one Node) or "
+                "topology.kubernetes.io/zone",
+            )
+        )
+    expressions = (rule.selector or {}).get("matchExpressions") or ()
+    for index, expression in enumerate(expressions):
+        operator = expression.get("operator")
+        if operator not in OPERATORS:
+            problems.append(
+                Problem(
+                    f"{rule.field}.labelSelector.matchExpressions[{index}].operator",
+                    f"{operator!r} is not a label-selector operator; use {', '.join(OPERATORS)}",
+                )
+            )
+    return problems
+
+
+def _constraint_problems(pod: Obj, index: int, constraint: Obj) -> list[Problem]:
+    field = f"{SPREAD}[{index}]"
+    when = constraint.get("whenUnsatisfiable")
+    if when not in WHEN_UNSATISFIABLE:
+        return [
+            Problem(
+                f"{field}.whenUnsatisfiable",
+                f"must be {' or '.join(WHEN_UNSATISFIABLE)}, got {when!r}",
+            )
+        ]
+    if when != HARD:
+        return []  # a preference: ignored, so nothing in it can fail to be honoured
+    problems = [
+        Problem(f"{field}.{name}", f"not supported (spreading follows Kubernetes 1.20): {advice}")
+        for name, advice in UNSUPPORTED_SPREAD_FIELDS.items()
+        if constraint.get(name) is not None
+    ]
+    if _max_skew(constraint) is None:
+        problems.append(
+            Problem(
+                f"{field}.maxSkew",
+                f"must be a whole number of 1 or more, got {constraint.get('maxSkew')!r}",
+            )
+        )
+    return problems + _rule_problems(_spread_rule(pod, index, constraint))
+
+
+def _max_skew(constraint: Obj) -> int | None:
+    skew = constraint.get("maxSkew")
+    if isinstance(skew, bool) or not isinstance(skew, int) or skew < 1:
+        return None
+    return skew
+
+
+# ---- label selectors ------------------------------------------------------------------------
+
+
+def _expression_string(expression: Obj) -> str:
+    key, operator = expression.get("key"), expression.get("operator")
+    values = ",".join(sorted({str(v) for v in expression.get("values") or ()}))
+    if operator == "Exists":
+        return str(key)
+    if operator == "DoesNotExist":
+        return f"!{key}"
+    if operator in ("In", "NotIn") and values:
+        return f"{key} {operator.lower()} ({values})"
+    return ""
+
+
+# ---- topology -------------------------------------------------------------------------------
+
+
+class _Topology:
+    """Node labels, with the hostname rule: a Node without the label is its own domain."""
+
+    def __init__(self, node_labels: Mapping[str, Mapping[str, str]]) -> None:
+        self.node_labels = node_labels
+
+    def labels(self, node: str) -> Mapping[str, str]:
+        return self.node_labels.get(node) or {}
+
+    def value(self, node: str, key: str) -> str | None:
+        value = self.labels(node).get(key)
+        if value is None and key == HOSTNAME:
+            return node
+        return value
+
+
+def _anti_affinity_excluded(
+    pod: Obj, placed: Sequence[PlacedPod], topology: _Topology, pool: list[str]
+) -> set[str]:
+    """A Node is out when a Pod matching a term sits in its domain; a Node without the key is
+    in no domain, so no term keeps the Pod off it."""
+    excluded: set[str] = set()
+    for rule in _terms(pod):
+        key = rule.topology_key
+        if rule.kind != "podAntiAffinity" or not key:
+            continue
+        taken = {topology.value(p.node, key) for p in placed if rule.matches(p.namespace, p.labels)}
+        taken.discard(None)
+        excluded.update(node for node in pool if topology.value(node, key) in taken)
+    return excluded
+
+
+def _affinity_excluded(
+    pod: Obj, placed: Sequence[PlacedPod], topology: _Topology, pool: list[str]
+) -> set[str]:
+    """A Node is in when, for every term, a placed Pod shares its domain. As kube-scheduler, a
+    placed Pod counts only if it matches every term, and a Pod matching its own terms may start
+    the group anywhere when no placed Pod does; a Node must carry every key either way."""
+    rules = [r for r in _terms(pod) if r.kind == "podAffinity" and r.topology_key]
+    if not rules:
+        return set()
+    domains: list[set[str]] = [set() for _ in rules]
+    for placed_pod in placed:
+        if all(rule.matches(placed_pod.namespace, placed_pod.labels) for rule in rules):
+            for values, rule in zip(domains, rules, strict=True):
+                value = topology.value(placed_pod.node, rule.topology_key)
+                if value is not None:
+                    values.add(value)
+    first = not any(domains) and all(rule.matches(_namespace(pod), _labels(pod)) for rule in rules)
+    excluded = set()
+    for node in pool:
+        values = [topology.value(node, rule.topology_key) for rule in rules]
+        if None in values or not (first or all(map(set.__contains__, domains, values))):
+            excluded.add(node)
+    return excluded
+
+
+def _spread_excluded(
+    pod: Obj, placed: Sequence[PlacedPod], topology: _Topology, pool: list[str]
+) -> set[str]:
+    """DoNotSchedule spreading. Domains are the key's values over the candidates that carry
+    every constraint's key (the others are out); Pods count where their Node carries every key
+    and passes the Pod's node affinity, as kube-scheduler counts them."""
+    rules = [r for r in _hard_rules(pod) if r.kind == "spread" and r.topology_key]
+    rules = [r for r in rules if _max_skew(r.body) is not None]
+    if not rules:
+        return set()
+    keys = [rule.topology_key for rule in rules]
+
+    def carries_all(node: str) -> bool:
+        return all(topology.value(node, key) is not None for key in keys)
+
+    eligible = [node for node in pool if carries_all(node)]
+    pool_set = set(pool)
+
+    def counted(node: str) -> bool:
+        return carries_all(node) and (node in pool_set or node_matches(pod, topology.labels(node)))
+
+    excluded = pool_set - set(eligible)
+    for rule in rules:
+        excluded |= _skewed(pod, rule, placed, topology, eligible, counted)
+    return excluded
+
+
+def _skewed(
+    pod: Obj,
+    rule: _Rule,
+    placed: Sequence[PlacedPod],
+    topology: _Topology,
+    eligible: list[str],
+    counted: Callable[[str], bool],
+) -> set[str]:
+    """Nodes whose domain would end up more than maxSkew above the least loaded domain."""
+    key, max_skew = rule.topology_key, _max_skew(rule.body) or 1
+    counts = dict.fromkeys((topology.value(node, key) for node in eligible), 0)
+    for placed_pod in placed:
+        if rule.matches(placed_pod.namespace, placed_pod.labels) and counted(placed_pod.node):
+            value = topology.value(placed_pod.node, key)
+            if value in counts:
+                counts[value] += 1
+    if not counts:
+        return set()
+    floor = min(counts.values())
+    self_match = int(selector_matches(rule.selector, _labels(pod)))
+    return {
+        node
+        for node in eligible
+        if counts[topology.value(node, key)] + self_match - floor > max_skew
+    }

@@ -1,0 +1,329 @@
+"""Inter-pod affinity, anti-affinity and topology spread turned into Nodes to exclude."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from reconciler.scheduler.topology import (
+    PlacedPod,
+    excluded_nodes,
+    needs_placed_pods,
+    selector_queries,
+    selector_string,
+    topology_problems,
+    unlabelled_keys,
+)
+
+HOST = "kubernetes.io/hostname"
+ZONE = "topology.kubernetes.io/zone"
+WEB = {"matchLabels": {"app": "web"}}
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+# n1, n2 in zone a; n3 in zone b; n4 has no zone.
+NODES = {
+    "n1": {HOST: "n1", ZONE: "a"},
+    "n2": {HOST: "n2", ZONE: "a"},
+    "n3": {HOST: "n3", ZONE: "b"},
+    "n4": {HOST: "n4"},
+}
+ALL = list(NODES)
+
+
+def pod(
+    *,
+    labels: dict[str, str] | None = None,
+    namespace: str = "ml",
+    affinity: list[dict] | None = None,
+    anti: list[dict] | None = None,
+    spread: list[dict] | None = None,
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {"affinity": {}}
+    if affinity is not None:
+        spec["affinity"]["podAffinity"] = {REQUIRED: affinity}
+    if anti is not None:
+        spec["affinity"]["podAntiAffinity"] = {REQUIRED: anti}
+    if spread is not None:
+        spec["topologySpreadConstraints"] = spread
+    metadata = {"name": "p", "namespace": namespace, "labels": labels or {}}
+    return {"metadata": metadata, "spec": spec}
+
+
+def term(selector: dict | None = WEB, key: str = HOST, **extra: Any) -> dict[str, Any]:
+    return {"labelSelector": selector, "topologyKey": key, **extra}
+
+
+def constraint(
+    selector: dict | None = WEB, key: str = HOST, skew: Any = 1, when: str = "DoNotSchedule"
+) -> dict[str, Any]:
+    return {"maxSkew": skew, "topologyKey": key, "whenUnsatisfiable": when,
+            "labelSelector": selector}  # fmt: skip
+
+
+def web(node: str, namespace: str = "ml", app: str = "web") -> PlacedPod:
+    return PlacedPod(namespace, {"app": app}, node)
+
+
+# ---- anti-affinity ---------------------------------------------------------------------------
+
+
+def test_hostname_anti_affinity_excludes_nodes_hosting_a_matching_pod_of_the_namespace() -> None:
+    placed = [web("n1"), web("n2", namespace="other"), web("n3", app="db")]
+    assert excluded_nodes(pod(anti=[term()]), placed, NODES, ALL) == {"n1"}
+
+
+def test_anti_affinity_looks_in_the_namespaces_the_term_lists() -> None:
+    placed = [web("n1"), web("n2", namespace="other")]
+    rule = term(namespaces=["other"])
+    assert excluded_nodes(pod(anti=[rule]), placed, NODES, ALL) == {"n2"}
+
+
+def test_zone_anti_affinity_excludes_the_whole_zone_but_not_nodes_without_a_zone() -> None:
+    placed = [web("n2"), web("n4")]
+    assert excluded_nodes(pod(anti=[term(key=ZONE)]), placed, NODES, ALL) == {"n1", "n2"}
+
+
+def test_a_node_without_the_hostname_label_is_its_own_domain() -> None:
+    nodes = {"n1": {}, "n2": {}}
+    assert excluded_nodes(pod(anti=[term()]), [web("n1")], nodes, ["n1", "n2"]) == {"n1"}
+
+
+def test_only_candidates_are_ever_excluded() -> None:
+    placed = [web("n1"), web("elsewhere")]
+    assert excluded_nodes(pod(anti=[term(key=ZONE)]), placed, NODES, ["n2", "n3"]) == {"n2"}
+
+
+def test_preferred_terms_are_ignored() -> None:
+    soft = pod()
+    preferred = [{"weight": 1, "podAffinityTerm": term()}]
+    soft["spec"]["affinity"]["podAntiAffinity"] = {
+        "preferredDuringSchedulingIgnoredDuringExecution": preferred
+    }
+    assert not needs_placed_pods(soft)
+    assert excluded_nodes(soft, [web("n1")], NODES, ALL) == set()
+
+
+# ---- affinity --------------------------------------------------------------------------------
+
+
+def test_affinity_keeps_the_pod_in_the_domain_of_a_matching_pod() -> None:
+    placed = [web("n3"), web("n1", namespace="other")]
+    assert excluded_nodes(pod(affinity=[term(key=ZONE)]), placed, NODES, ALL) == {"n1", "n2", "n4"}
+    assert excluded_nodes(pod(affinity=[term()]), placed, NODES, ALL) == {"n1", "n2", "n4"}
+
+
+def test_the_first_pod_of_a_group_matching_its_own_term_may_go_anywhere_with_the_key() -> None:
+    first = pod(labels={"app": "web"}, affinity=[term(key=ZONE)])
+    assert excluded_nodes(first, [web("n1", app="db")], NODES, ALL) == {"n4"}
+    # Once a group member is placed, the rule applies.
+    assert excluded_nodes(first, [web("n3")], NODES, ALL) == {"n1", "n2", "n4"}
+
+
+def test_a_pod_not_matching_its_own_term_waits_for_a_matching_pod() -> None:
+    lonely = pod(labels={"app": "db"}, affinity=[term()])
+    assert excluded_nodes(lonely, [], NODES, ALL) == set(ALL)
+    other_namespace = pod(labels={"app": "web"}, affinity=[term(namespaces=["other"])])
+    assert excluded_nodes(other_namespace, [], NODES, ALL) == set(ALL)
+
+
+def test_with_two_terms_a_placed_pod_counts_only_if_it_matches_both() -> None:
+    # As kube-scheduler: the domains come from Pods matching every term.
+    both = [term({"matchLabels": {"app": "web"}}), term({"matchLabels": {"tier": "front"}}, ZONE)]
+    placed = [PlacedPod("ml", {"app": "web"}, "n1"), PlacedPod("ml", {"tier": "front"}, "n1")]
+    assert excluded_nodes(pod(affinity=both), placed, NODES, ALL) == set(ALL)
+    placed.append(PlacedPod("ml", {"app": "web", "tier": "front"}, "n2"))
+    assert excluded_nodes(pod(affinity=both), placed, NODES, ALL) == {"n1", "n3", "n4"}
+
+
+# ---- topology spread -------------------------------------------------------------------------
+
+
+def spread_pod(*constraints: dict, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    return pod(labels={"app": "web"} if labels is None else labels, spread=list(constraints))
+
+
+def test_spread_max_skew_one_over_three_nodes_with_two_one_one_excludes_the_first() -> None:
+    placed = [web("n1"), web("n1"), web("n2"), web("n3")]
+    candidates = ["n1", "n2", "n3"]
+    assert excluded_nodes(spread_pod(constraint()), placed, NODES, candidates) == {"n1"}
+    assert excluded_nodes(spread_pod(constraint(skew=2)), placed, NODES, candidates) == set()
+
+
+def test_spread_without_self_match_allows_one_more_than_the_minimum() -> None:
+    unmatched = spread_pod(constraint(), labels={"app": "db"})
+    placed = [web("n1"), web("n1"), web("n2"), web("n3")]
+    assert excluded_nodes(unmatched, placed, NODES, ["n1", "n2", "n3"]) == set()
+    assert excluded_nodes(unmatched, [*placed, web("n1")], NODES, ["n1", "n2", "n3"]) == {"n1"}
+
+
+def test_spread_counts_only_the_pods_namespace_and_excludes_nodes_lacking_the_key() -> None:
+    placed = [web("n1"), web("n3", namespace="other")]
+    # Zones a (1 Pod) and b (0 in "ml"); n4 has no zone label.
+    assert excluded_nodes(spread_pod(constraint(key=ZONE)), placed, NODES, ALL) == {
+        "n1", "n2", "n4",
+    }  # fmt: skip
+
+
+def test_spread_domains_are_those_of_the_candidates() -> None:
+    # Zone b has no candidate: it is not a domain, so its emptiness does not hold zone a back.
+    placed = [web("n1"), web("n3")]
+    assert excluded_nodes(spread_pod(constraint(key=ZONE)), placed, NODES, ["n1", "n2"]) == set()
+
+
+def test_spread_counts_pods_on_other_nodes_of_a_domain_only_if_they_pass_node_affinity() -> None:
+    # n2 (zone a) is not a candidate, say it is tainted; its Pod counts unless the Pod's node
+    # selector rules n2 out, as kube-scheduler counts only Nodes that pass node affinity.
+    nodes = {name: {**labels, "gpu": "yes"} for name, labels in NODES.items()}
+    nodes["n2"] = NODES["n2"]
+    placed = [web("n2")]
+    spreading = spread_pod(constraint(key=ZONE))
+    assert excluded_nodes(spreading, placed, nodes, ["n1", "n3"]) == {"n1"}
+    spreading["spec"]["nodeSelector"] = {"gpu": "yes"}
+    assert excluded_nodes(spreading, placed, nodes, ["n1", "n3"]) == set()
+
+
+def test_schedule_anyway_is_ignored() -> None:
+    soft = spread_pod(constraint(when="ScheduleAnyway"))
+    assert not needs_placed_pods(soft)
+    assert excluded_nodes(soft, [web("n1")] * 5, NODES, ALL) == set()
+
+
+# ---- selectors -------------------------------------------------------------------------------
+
+
+def test_a_null_selector_matches_no_pod_and_an_empty_one_every_pod() -> None:
+    placed = [web("n1"), web("n2", app="db"), web("n3", namespace="other")]
+    assert excluded_nodes(pod(anti=[term(None)]), placed, NODES, ALL) == set()
+    assert excluded_nodes(pod(anti=[term({})]), placed, NODES, ALL) == {"n1", "n2"}
+    # A null spread selector counts nothing and the Pod does not match it: no skew anywhere.
+    assert excluded_nodes(spread_pod(constraint(None)), placed, NODES, ALL) == set()
+
+
+def test_selector_string_renders_the_api_syntax() -> None:
+    selector = {
+        "matchLabels": {"a": "b"},
+        "matchExpressions": [
+            {"key": "c", "operator": "In", "values": ["y", "x"]},
+            {"key": "d", "operator": "DoesNotExist"},
+            {"key": "e", "operator": "Exists"},
+            {"key": "f", "operator": "NotIn", "values": ["z"]},
+        ],
+    }
+    assert selector_string(selector) == "a=b,c in (x,y),!d,e,f notin (z)"
+    assert selector_string({}) == ""
+
+
+def test_selector_queries_cover_every_rule_once_and_skip_null_selectors() -> None:
+    rules = pod(
+        anti=[term(namespaces=["ml", "other"]), term(None)],
+        affinity=[term({"matchLabels": {"app": "db"}})],
+        spread=[constraint(), constraint({}, when="ScheduleAnyway"), constraint({}, ZONE)],
+    )
+    assert selector_queries(rules) == [
+        ("ml", "app=db"), ("ml", "app=web"), ("other", "app=web"), ("ml", ""),
+    ]  # fmt: skip
+    assert selector_queries(pod()) == []
+
+
+def test_needs_placed_pods_for_any_required_rule() -> None:
+    assert not needs_placed_pods(pod())
+    assert needs_placed_pods(pod(anti=[term()]))
+    assert needs_placed_pods(pod(affinity=[term()]))
+    assert needs_placed_pods(spread_pod(constraint()))
+
+
+# ---- problems --------------------------------------------------------------------------------
+
+ANTI = f"spec.affinity.podAntiAffinity.{REQUIRED}[0]"
+
+
+def fields(problems: list) -> list[str]:
+    return [p.field for p in problems]
+
+
+def test_a_supported_pod_has_no_problems() -> None:
+    good = pod(anti=[term()], affinity=[term(key=ZONE)], spread=[constraint()])
+    assert topology_problems(good) == []
+
+
+def test_namespace_selector_is_refused_with_namespaces_as_the_way_out() -> None:
+    [problem] = topology_problems(pod(anti=[term(namespaceSelector={})]))
+    assert problem.field == f"{ANTI}.namespaceSelector"
+    assert "not supported" in problem.message and "namespaces" in problem.message
+
+
+def test_missing_topology_key_and_unknown_operators_are_refused() -> None:
+    bad = {"matchExpressions": [{"key": "a", "operator": "Exists"},
+                                {"key": "b", "operator": "Gt", "values": ["1"]}]}  # fmt: skip
+    problems = topology_problems(pod(anti=[term(bad, key="")], affinity=[{"labelSelector": {}}]))
+    assert fields(problems) == [
+        f"spec.affinity.podAffinity.{REQUIRED}[0].topologyKey",
+        f"{ANTI}.topologyKey",
+        f"{ANTI}.labelSelector.matchExpressions[1].operator",
+    ]
+    assert "'Gt'" in problems[2].message and "In, NotIn, Exists" in problems[2].message
+
+
+def test_spread_fields_newer_than_1_20_are_refused() -> None:
+    newer = constraint()
+    newer.update(minDomains=2, nodeAffinityPolicy="Ignore", nodeTaintsPolicy="Honor",
+                 matchLabelKeys=["pod-template-hash"])  # fmt: skip
+    assert fields(topology_problems(spread_pod(newer))) == [
+        f"spec.topologySpreadConstraints[0].{name}"
+        for name in ("minDomains", "nodeAffinityPolicy", "nodeTaintsPolicy", "matchLabelKeys")
+    ]
+
+
+def test_max_skew_below_one_and_unknown_when_unsatisfiable_are_refused() -> None:
+    problems = topology_problems(
+        spread_pod(constraint(skew=0), constraint(when="Maybe"), constraint(key="", skew="2"))
+    )
+    assert fields(problems) == [
+        "spec.topologySpreadConstraints[0].maxSkew",
+        "spec.topologySpreadConstraints[1].whenUnsatisfiable",
+        "spec.topologySpreadConstraints[2].maxSkew",
+        "spec.topologySpreadConstraints[2].topologyKey",
+    ]
+    assert "got 0" in problems[0].message
+    assert "DoNotSchedule or ScheduleAnyway" in problems[1].message
+
+
+def test_a_topology_key_no_candidate_carries_is_reported() -> None:
+    rack = "example.com/rack"
+    rules = pod(anti=[term(key=rack), term()], spread=[constraint(key=ZONE)])
+    [problem] = unlabelled_keys(rules, NODES, ALL)
+    assert problem.field == f"{ANTI}.topologyKey"
+    assert f"topologyKey {rack!r} is a label of none of the Nodes" in problem.message
+    assert HOST in problem.message
+    assert fields(unlabelled_keys(rules, NODES, ["n4"])) == [
+        f"{ANTI}.topologyKey", "spec.topologySpreadConstraints[0].topologyKey",
+    ]  # fmt: skip
+    assert unlabelled_keys(pod(anti=[term()]), {}, ["x"]) == []  # hostname is always there
+
+
+# ---- property --------------------------------------------------------------------------------
+
+zones = st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=6)
+
+
+@given(zones=zones, skew=st.integers(1, 3), use_zone=st.booleans(), picks=st.lists(
+    st.integers(0, 1000), max_size=12))  # fmt: skip
+def test_placing_on_any_allowed_candidate_keeps_the_spread_within_max_skew(
+    zones: list[str], skew: int, use_zone: bool, picks: list[int]
+) -> None:
+    """Pods placed one by one, each on a Node the rule allows, never leave one domain more
+    than maxSkew ahead of another; and some Node is always allowed."""
+    nodes = {f"n{i}": {ZONE: zone} for i, zone in enumerate(zones)}
+    key = ZONE if use_zone else HOST
+    domain = {name: labels[ZONE] if use_zone else name for name, labels in nodes.items()}
+    incoming = spread_pod(constraint(key=key, skew=skew))
+    placed: list[PlacedPod] = [web("n0", app="db")]  # not matching: never counted
+    for pick in picks:
+        allowed = sorted(set(nodes) - excluded_nodes(incoming, placed, nodes, nodes))
+        assert allowed
+        placed.append(web(allowed[pick % len(allowed)]))
+        counts = Counter(domain[p.node] for p in placed if p.labels["app"] == "web")
+        per_domain = [counts[d] for d in set(domain.values())]
+        assert max(per_domain) - min(per_domain) <= skew
