@@ -11,6 +11,7 @@ from typing import Any
 
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
+from reconciler.adapters.scontrol import Scontrol
 from reconciler.adapters.slurm_jwt import MintedTokens
 from reconciler.commands_apply import (
     kubeconfig_of,
@@ -107,14 +108,21 @@ def connect_scheduler(args: argparse.Namespace, settings: SchedulerSettings) -> 
         kube = Kube.from_kubeconfig(
             args.kubeconfig or kubeconfig, field_manager=wk.SCHEDULER_FIELD_MANAGER
         )
-        return PodScheduler(kube, SlurmClients(url, MintedTokens(key, user), jwt_key=key), settings)
+        tokens = MintedTokens(key, user)
+        scontrol = Scontrol(tokens, env=stack.slurm.env()) if stack.slurm else None
+        clients = SlurmClients(url, tokens, jwt_key=key, scontrol=scontrol)
+        return PodScheduler(kube, clients, settings)
     if not args.slurm_url:
         raise ReconcilerError(
             "schedule needs a cluster: --local for the local stack, or --slurm-url (with "
             "--kubeconfig) for a cluster"
         )
     kube = Kube.from_kubeconfig(kubeconfig_of(args), field_manager=wk.SCHEDULER_FIELD_MANAGER)
-    clients = SlurmClients(args.slurm_url, tokens_from_args(args), jwt_key=args.slurm_jwt_key)
+    tokens = tokens_from_args(args)
+    env = {"SLURM_CONF": str(args.slurm_conf)} if getattr(args, "slurm_conf", None) else {}
+    clients = SlurmClients(
+        args.slurm_url, tokens, jwt_key=args.slurm_jwt_key, scontrol=Scontrol(tokens, env=env)
+    )
     return PodScheduler(kube, clients, settings)
 
 

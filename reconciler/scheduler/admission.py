@@ -31,6 +31,10 @@ MODE_NEEDS_VERSION = {"topo": "24.11"}
 KILL_WAIT_MARGIN_SECONDS = 5
 DEFAULT_GRACE_SECONDS = 30  # what the API server fills in when a Pod does not say
 MIB = 1024 * 1024
+# What the scheduler itself writes on a Pod: not part of what the user asked.
+STATUS_ANNOTATIONS = frozenset(
+    {wk.ANNOTATION_JOB_ID, wk.ANNOTATION_SLURM_NODE, wk.ANNOTATION_REJECTED}
+)
 
 Obj = Mapping[str, Any]
 
@@ -105,7 +109,7 @@ def fingerprint(pod: Obj) -> str:
     looked at again only when this changes."""
     meta = pod.get("metadata") or {}
     annotations = {
-        k: v for k, v in (meta.get("annotations") or {}).items() if not k.startswith(wk.DOMAIN)
+        k: v for k, v in (meta.get("annotations") or {}).items() if k not in STATUS_ANNOTATIONS
     }
     text = json.dumps([pod.get("spec") or {}, annotations], sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]

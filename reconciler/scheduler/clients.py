@@ -11,13 +11,15 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+from reconciler.adapters.scontrol import Scontrol
 from reconciler.adapters.slurm_jwt import MintedTokens, TokenSource
 from reconciler.adapters.slurm_rest import SlurmObserver, SlurmRestApi, connect
 from reconciler.errors import SlurmAuthError
 
 
 class SlurmClients:
-    """`observe`, when set (at any time), is told of every request of every client here."""
+    """`observe`, when set (at any time), is told of every request of every client here.
+    `scontrol`, when given, sets node weights for bin-packing (REST 0.0.38 cannot)."""
 
     def __init__(
         self,
@@ -26,8 +28,10 @@ class SlurmClients:
         *,
         jwt_key: Path | None,
         observe: SlurmObserver | None = None,
+        scontrol: Scontrol | None = None,
     ) -> None:
         self._url = url
+        self.scontrol = scontrol
         self._key = jwt_key
         self.observe = observe
         self.operator: SlurmRestApi = connect(url, operator, observe=self._relay)

@@ -10,10 +10,11 @@ a restart anywhere resumes from what the Pod and the job say.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -38,12 +39,41 @@ from reconciler.scheduler.decide import (
     DeletePod,
     RecheckAt,
     Step,
+    is_refused,
     next_steps,
+    recorded_job_id,
+)
+from reconciler.scheduler.gang import (
+    AdoptMembers,
+    BindGang,
+    CancelGangJob,
+    DeleteMembers,
+    Gang,
+    GangStep,
+    RefreshJob,
+    SubmitGang,
+    WaitForMembers,
+    gang_from_annotations,
+    gang_from_pod_group,
+    gang_key_of,
+    gang_request,
+    group_of,
+    is_gang_key,
+    next_gang_steps,
+    uses_pod_group_crd,
 )
 from reconciler.scheduler.hooks import HookCall, HooksServer
 from reconciler.scheduler.jobindex import merge_listing
+from reconciler.scheduler.packing import (
+    Fragmentation,
+    fragmentation,
+    packing_weights,
+    weight_changes,
+)
 from reconciler.scheduler.placeholder import (
     HookCredentials,
+    JobHolder,
+    gang_job_for,
     job_name_for,
     placeholder_job_for,
     pod_uid_of,
@@ -54,6 +84,14 @@ from reconciler.scheduler.pod_policies import PodPolicies
 from reconciler.scheduler.pod_writer import PodWriter, load_hooks_key
 from reconciler.scheduler.settings import SchedulerSettings
 from reconciler.scheduler.tolerations import Taint, blocking_taints, tolerates_all
+from reconciler.scheduler.topology import (
+    PlacedPod,
+    needs_placed_pods,
+    selector_queries,
+    topology_problems,
+    unlabelled_keys,
+)
+from reconciler.scheduler.topology import excluded_nodes as topology_excluded
 from reconciler.scheduler.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
@@ -62,6 +100,9 @@ RETRY_BASE_SECONDS = 0.5
 RETRY_MAX_SECONDS = 30.0
 UNRESOLVED_NODE_RECHECK_SECONDS = 2.0
 NAMESPACE_TTL_SECONDS = 30.0  # a label change reaches namespaceObject within this
+POD_GROUP_TTL_SECONDS = 5.0  # a PodGroup's minMember change is seen within this
+PACK_SECONDS = 5.0  # node weights are refreshed at least this often, and after every change
+GANG_RECHECK_SECONDS = 5.0  # a gang whose PodGroup is missing or wrong looks again after this
 HOOK_WAIT_SECONDS = 5.0  # below the script's curl timeout (10 s)
 Obj = dict[str, Any]
 # Told, for each Pod this scheduler binds, the seconds from the Pod's creationTimestamp to the
@@ -120,6 +161,13 @@ class PodScheduler:
         self.hooks: HooksServer | None = None
         self._policies = PodPolicies()  # replaced whole by set_policies: no lock needed
         self._namespaces: dict[str, tuple[float, Obj | None]] = {}  # name -> (read at, object)
+        self._gang_members: dict[str, set[str]] = {}  # gang key -> Pod uids
+        self._pod_groups: dict[tuple[str, str], tuple[float, Obj | None]] = {}
+        self._told_waiting: dict[str, tuple[int, int]] = {}  # Pod uid -> (present, needed)
+        self._rule_pods: set[str] = set()  # uids of our Pods with pod (anti-)affinity rules
+        self._bind_lock = threading.Lock()
+        self._repack = threading.Event()
+        self.fragmentation: Fragmentation | None = None  # of the bin-packed partitions
 
     # ---- lifecycle --------------------------------------------------------------------
 
@@ -135,6 +183,10 @@ class PodScheduler:
         url = self.settings.hooks_url or self._default_hooks_url(self.hooks.port)
         self.credentials = HookCredentials(url, key)
         self._poll_jobs()  # the full list first: a restart finds the jobs it made
+        if self.settings.bin_pack_partitions:
+            self._check_packing()
+            self._pack()  # before the first submit: a burst must already see the order
+            self._spawn("packer", self._pack_forever)
         ours = f"spec.schedulerName={self.settings.name}"
         for namespace in self.settings.watch_namespaces or (None,):
             self._mirror("Pod", namespace, self._on_pod, field_selector=ours)
@@ -252,13 +304,29 @@ class PodScheduler:
 
     def _on_pod(self, event: str, pod: Obj) -> None:
         uid = pod["metadata"]["uid"]
+        gang = gang_key_of(pod)
         with self._pod_changed:
+            before = self._pods.get(uid)
             if event == "DELETED":
                 self._pods.pop(uid, None)
             else:
                 self._pods[uid] = pod
+            self._index_gang_locked(uid, before, None if event == "DELETED" else pod)
+            if event != "DELETED" and needs_placed_pods(pod) and not _finished(pod):
+                self._rule_pods.add(uid)
+            else:
+                self._rule_pods.discard(uid)
             self._pod_changed.notify_all()
-        self._queue.add(uid)
+        self._queue.add(gang or uid)  # a gang's Pods are handled together, under its key
+
+    def _index_gang_locked(self, uid: str, before: Obj | None, after: Obj | None) -> None:
+        old = gang_key_of(before) if before is not None else None
+        new = gang_key_of(after) if after is not None else None
+        if old and old != new:
+            self._gang_members.get(old, set()).discard(uid)
+            self._queue.add(old)
+        if new:
+            self._gang_members.setdefault(new, set()).add(uid)
 
     def _on_slurmd_pod(self, event: str, pod: Obj) -> None:
         """A slurmd Pod is a Slurm node (slurmd -N <pod name>) on its Kubernetes Node."""
@@ -278,6 +346,36 @@ class PodScheduler:
             else:
                 self._node_labels[name] = node["metadata"].get("labels") or {}
                 self._node_taints[name] = blocking_taints(node)
+
+    # ---- bin-packing: Slurm's node weights --------------------------------------------
+
+    def _check_packing(self) -> None:
+        if self._slurm.scontrol is None:
+            raise ReconcilerError(
+                "scheduler.binPackPartitions needs scontrol (node weights cannot be set "
+                "through slurmrestd 0.0.38); run the scheduler where scontrol reaches slurmctld"
+            )
+
+    def _pack_forever(self) -> None:
+        while not self._stopping.is_set():
+            self._repack.wait(PACK_SECONDS)
+            self._repack.clear()
+            if not self._stopping.is_set():
+                try:
+                    self._pack()
+                except ReconcilerError as exc:
+                    log.warning("scheduler: setting bin-packing node weights failed: %s", exc)
+
+    def _pack(self) -> None:
+        """The fullest nodes of the bin-packed partitions get the lowest weights."""
+        scontrol = self._slurm.scontrol
+        assert scontrol is not None
+        nodes = self._slurm.operator.nodes().items
+        partitions = self.settings.bin_pack_partitions
+        packed = [n for n in nodes if set(n.partitions) & set(partitions)]
+        self.fragmentation = fragmentation(packed)
+        for name, weight in weight_changes(nodes, packing_weights(nodes, partitions)).items():
+            scontrol.set_node_weight(name, weight)
 
     # ---- Slurm: the safety-net poll ---------------------------------------------------
 
@@ -307,6 +405,8 @@ class PodScheduler:
         self._jobs_since = snapshot.as_of
         for uid in merged.changed:
             self._queue.add(uid)
+        if merged.changed:
+            self._repack.set()  # jobs started or ended: the fullest nodes changed
 
     def _record_locked(self, uid: str, job: SlurmJob) -> None:
         self._jobs[uid] = job
@@ -323,6 +423,8 @@ class PodScheduler:
 
     def on_hook(self, call: HookCall) -> str:
         self.counters.hooks += 1
+        if is_gang_key(call.pod_uid):
+            return self._on_gang_hook(call)
         with self._lock:
             if call.job_id in self._abandoned:  # its Pod has moved on: let the job end
                 return "ok" if call.kind == "started" else "gone"
@@ -339,9 +441,47 @@ class PodScheduler:
                     job = replace(job, state="COMPLETING")
                 self._record_locked(call.pod_uid, job)
         self._queue.add(call.pod_uid, urgent=True)  # a bind waits behind no new Pod
+        self._repack.set()
         if call.kind == "started":
             return "ok"
         return self._wait_pod_gone(call.pod_uid, HOOK_WAIT_SECONDS)
+
+    def _on_gang_hook(self, call: HookCall) -> str:
+        """A gang's job started (its nodes are read from Slurm next) or is ending (it may end
+        once no Pod it holds is left)."""
+        key = call.pod_uid
+        with self._lock:
+            if call.job_id in self._abandoned:
+                return "ok" if call.kind == "started" else "gone"
+            job = self._jobs.get(key)
+            if job is None or job.job_id < call.job_id:
+                job = _pending_job(call.job_id, "", self._clock())
+            if job.job_id == call.job_id:
+                if call.kind == "started" and job.state == "PENDING":
+                    job = replace(job, state="RUNNING", nodes="")  # the hook names one node
+                elif call.kind == "signalled" and job.state in ACTIVE_STATES:
+                    job = replace(job, state="COMPLETING")
+                self._record_locked(key, job)
+        self._queue.add(key, urgent=True)
+        if call.kind == "started":
+            return "ok"
+        return self._wait_gang_gone(key, call.job_id, HOOK_WAIT_SECONDS)
+
+    def _wait_gang_gone(self, key: str, job_id: int, seconds: float) -> str:
+        deadline = time.monotonic() + seconds
+        with self._pod_changed:
+            while True:
+                held = [
+                    pod for uid in self._gang_members.get(key, ())
+                    if (pod := self._pods.get(uid)) is not None
+                    and recorded_job_id(pod) == job_id and not _finished(pod)
+                ]  # fmt: skip
+                if not held:
+                    return "gone"
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or self._stopping.is_set():
+                    return "wait"
+                self._pod_changed.wait(remaining)
 
     def _wait_pod_gone(self, uid: str, seconds: float) -> str:
         """Answer `signalled` when the Pod is gone, or `wait` after a while (the job asks
@@ -382,10 +522,21 @@ class PodScheduler:
         self._queue.add_after(uid, delay)
 
     def sync(self, uid: str) -> None:
-        """One level-triggered step for one Pod UID."""
+        """One level-triggered step for one Pod UID, or for one gang (by its key)."""
+        if is_gang_key(uid):
+            self._sync_gang(uid)
+            return
         with self._lock:
             pod = self._pods.get(uid)
             job = self._jobs.get(uid)
+        gang = gang_key_of(pod) if pod is not None else None
+        if gang is not None:
+            self._queue.add(gang)
+            return
+        if pod is not None and job is None and recorded_job_id(pod) in self._abandoned:
+            # We cancelled that job to submit again (our annotation's removal may not have
+            # reached the watch yet): the Pod has no job, it did not lose one.
+            pod = _without_job_id(pod)
         steps = next_steps(
             pod, job, now=self._clock(), kill_wait_seconds=self.settings.kill_wait_seconds
         )
@@ -420,6 +571,10 @@ class PodScheduler:
         )
         if isinstance(admission, Rejection):
             self._refuse(pod, admission.message())
+            return
+        refusal = self._topology_refusal(pod)
+        if refusal is not None:
+            self._refuse(pod, refusal)
             return
         self._submit(pod, admission)
 
@@ -475,38 +630,68 @@ class PodScheduler:
         return False
 
     def _excluded_nodes(self, pod: Obj) -> list[str]:
-        """Slurm nodes on Kubernetes Nodes the Pod's node affinity/selector rules out, or whose
-        NoSchedule/NoExecute taints (a cordon included) it does not tolerate: exclusions,
-        never a required pool."""
+        """Slurm nodes on Kubernetes Nodes the Pod's node affinity/selector rules out, whose
+        NoSchedule/NoExecute taints (a cordon included) it does not tolerate, or that its pod
+        (anti-)affinity and spread rules rule out: exclusions, never a required pool."""
         with self._lock:
             placed = dict(self._kube_node_of)
             labels = dict(self._node_labels)
             taints = dict(self._node_taints)
         constrained = has_node_constraints(pod)
-        return sorted(
+        ruled_out = {
             slurm
             for slurm, node in placed.items()
             if (constrained and not node_matches(pod, labels.get(node, {})))
             or not tolerates_all(pod, taints.get(node, ()))
-        )
+        }
+        if needs_placed_pods(pod):
+            candidates = {node for slurm, node in placed.items() if slurm not in ruled_out}
+            kube_nodes = topology_excluded(pod, self._placed_pods(pod), labels, candidates)
+            ruled_out |= {slurm for slurm, node in placed.items() if node in kube_nodes}
+        return sorted(ruled_out)
 
-    def _bind(self, pod: Obj, step: Bind) -> None:
-        uid = pod["metadata"]["uid"]
+    def _topology_refusal(self, pod: Obj) -> str | None:
+        """What in the Pod's pod (anti-)affinity and spread rules cannot be honoured here."""
+        problems = topology_problems(pod)
+        if not problems and needs_placed_pods(pod):
+            with self._lock:
+                candidates = set(self._kube_node_of.values())
+                labels = dict(self._node_labels)
+            problems = unlabelled_keys(pod, labels, candidates)
+        return "; ".join(str(p) for p in problems) or None
+
+    def _placed_pods(self, pod: Obj) -> list[PlacedPod]:
+        """Bound, unfinished Pods the rules can see, of any scheduler, read from the API
+        server (not our cache: it holds only our own Pods)."""
+        own = pod["metadata"]["uid"]
+        found: dict[str, PlacedPod] = {}
+        for namespace, selector in selector_queries(pod):
+            listing = self._kube.list("v1", "Pod", namespace, label_selector=selector or None)
+            for other in listing.items:
+                meta, node = other["metadata"], (other.get("spec") or {}).get("nodeName")
+                if node and meta["uid"] != own and not _finished(other):
+                    found[meta["uid"]] = PlacedPod(
+                        meta["namespace"], meta.get("labels") or {}, node
+                    )
+        return list(found.values())
+
+    def _topology_allows(self, pod: Obj, node: str) -> bool:
+        if not needs_placed_pods(pod):
+            return True
         with self._lock:
-            node = self._kube_node_of.get(step.slurm_node)
-            labels = self._node_labels.get(node or "", {})
-            taints = self._node_taints.get(node or "", [])
+            labels = dict(self._node_labels)
+            candidates = set(self._kube_node_of.values())
+        return node not in topology_excluded(pod, self._placed_pods(pod), labels, candidates)
+
+    def _bind(self, pod: Obj, step: Bind, *, checked_node: str | None = None) -> None:
+        # While any Pod has pod (anti-)affinity or spread rules, binds go one at a time, so a
+        # rule's check sees every Pod bound before it.
+        with self._bind_lock if self._rule_pods else contextlib.nullcontext():
+            self._bind_checked(pod, step, checked_node)
+
+    def _bind_checked(self, pod: Obj, step: Bind, checked_node: str | None) -> None:
+        node = checked_node or self._checked_node(pod, step)
         if node is None:
-            log.warning(
-                "scheduler: job %d runs on Slurm node %s, which has no slurmd Pod on a Node yet",
-                step.job_id, step.slurm_node,
-            )  # fmt: skip
-            self._queue.add_after(uid, UNRESOLVED_NODE_RECHECK_SECONDS)
-            return
-        if not node_matches(pod, labels) or not tolerates_all(pod, taints):
-            # The Node changed after submit (a label, a taint, a cordon): the kubelet would
-            # reject the Pod, so its job goes elsewhere.
-            self._resubmit_elsewhere(pod, step, node)
             return
         meta = pod["metadata"]
         recorded = {
@@ -515,6 +700,7 @@ class PodScheduler:
         }
         if not self._pods_out.bind(pod, node, recorded):
             return
+        self._note_bound(pod, node, recorded)
         self.counters.bound += 1
         on_bind = self.on_bind
         if on_bind is not None:
@@ -527,6 +713,45 @@ class PodScheduler:
             f"{step.job_id} runs on Slurm node {step.slurm_node}",
         )  # fmt: skip
 
+    def _note_bound(self, pod: Obj, node: str, recorded: dict[str, str]) -> None:
+        """Our cache says what we just wrote, before the watch does: a gang's next look must
+        see this member placed, not missing (which its restart policy would take for a
+        member that died)."""
+        uid = pod["metadata"]["uid"]
+        with self._pod_changed:
+            cached = self._pods.get(uid)
+            if cached is None or (cached.get("spec") or {}).get("nodeName"):
+                return
+            meta = dict(cached["metadata"])
+            meta["annotations"] = {**(meta.get("annotations") or {}), **recorded}
+            spec = {**cached["spec"], "nodeName": node}
+            self._pods[uid] = {**cached, "metadata": meta, "spec": spec}
+
+    def _checked_node(self, pod: Obj, step: Bind) -> str | None:
+        """The Kubernetes Node of the job's Slurm node, if the Pod may go there now."""
+        uid = pod["metadata"]["uid"]
+        with self._lock:
+            node = self._kube_node_of.get(step.slurm_node)
+            labels = self._node_labels.get(node or "", {})
+            taints = self._node_taints.get(node or "", [])
+        if node is None:
+            log.warning(
+                "scheduler: job %d runs on Slurm node %s, which has no slurmd Pod on a Node yet",
+                step.job_id, step.slurm_node,
+            )  # fmt: skip
+            self._queue.add_after(uid, UNRESOLVED_NODE_RECHECK_SECONDS)
+            return None
+        if (
+            not node_matches(pod, labels)
+            or not tolerates_all(pod, taints)
+            or not self._topology_allows(pod, node)
+        ):
+            # The Node changed after submit (a label, a taint, a cordon), or a Pod its rules
+            # are about was bound there meanwhile: its job goes elsewhere.
+            self._resubmit_elsewhere(pod, step, node)
+            return None
+        return node
+
     def _resubmit_elsewhere(self, pod: Obj, step: Bind, node: str) -> None:
         """Slurm chose a node the Pod's node affinity or tolerations rule out (it joined, or was
         labelled, tainted or cordoned, after submit): give the allocation back and submit again
@@ -537,7 +762,8 @@ class PodScheduler:
         self._pods_out.event(
             pod, wk.EVENT_BIND_FAILED, "Binding",
             f"Slurm job {step.job_id} got Slurm node {step.slurm_node} on Node {node}, which "
-            "the Pod's node affinity or tolerations rule out; submitting again without it",
+            "the Pod's node affinity, tolerations or pod (anti-)affinity and spread rules rule "
+            "out now; submitting again without it",
             type="Warning",
         )  # fmt: skip
         self._pods_out.annotate(pod, {wk.ANNOTATION_JOB_ID: None})
@@ -552,22 +778,26 @@ class PodScheduler:
     def _cancel(self, uid: str, pod: Obj | None, step: CancelJob) -> None:
         if pod is None and not self._pod_is_gone(uid):
             return
-        try:
-            self._slurm.operator.cancel(step.job_id)
-        except SlurmApiError as exc:
-            if exc.error_number != 2017:  # unknown job: it is gone already
-                raise
-        self.counters.jobs_cancelled += 1
-        with self._lock:
-            job = self._jobs.get(uid)
-            if job is not None and job.job_id == step.job_id:
-                self._record_locked(uid, replace(job, state="CANCELLED"))
+        self._cancel_job(uid, step.job_id)
         log.info("scheduler: cancelled placeholder job %d: %s", step.job_id, step.message)
         if pod is not None:
             self._pods_out.event(
                 pod, wk.EVENT_RELEASED, "Release",
                 f"cancelled placeholder Slurm job {step.job_id}: {step.message}",
             )  # fmt: skip
+
+    def _cancel_job(self, key: str, job_id: int) -> None:
+        """Cancel, and note it at once: a later sync must not see the job active still."""
+        try:
+            self._slurm.operator.cancel(job_id)
+        except SlurmApiError as exc:
+            if exc.error_number != 2017:  # unknown job: it is gone already
+                raise
+        self.counters.jobs_cancelled += 1
+        with self._lock:
+            job = self._jobs.get(key)
+            if job is not None and job.job_id == job_id:
+                self._record_locked(key, replace(job, state="CANCELLED"))
 
     def _pod_is_gone(self, uid: str) -> bool:
         """Before cancelling a job whose Pod we do not see: ask the API server. A Pod outside
@@ -623,6 +853,214 @@ class PodScheduler:
         self._pods_out.refuse(pod, message)
         log.info("scheduler: refused pod %s: %s", _key(pod), message)
 
+    # ---- gangs ------------------------------------------------------------------------
+
+    def _sync_gang(self, key: str) -> None:
+        with self._lock:
+            members = [p for u in self._gang_members.get(key, ()) if (p := self._pods.get(u))]
+            job = self._jobs.get(key)
+        if not members:
+            if job is not None and job.state in ACTIVE_STATES:
+                self._cancel_gang(key, CancelGangJob(job.job_id, "its Pods were deleted"), ())
+            return
+        gang = self._gang_of(key, members)
+        if gang is None:
+            return
+        for step in next_gang_steps(gang, members, job):
+            self._execute_gang(gang, members, step)
+
+    def _gang_of(self, key: str, members: list[Obj]) -> Gang | None:
+        """The gang's size and policy; None (with an Event, and a look again later) while its
+        PodGroup is missing or wrong, or after refusing members whose annotations are."""
+        first = min(members, key=lambda p: p["metadata"].get("creationTimestamp") or "")
+        namespace, name = first["metadata"]["namespace"], group_of(first) or ""
+        policy = self.settings.gang_failure_policy
+        if not uses_pod_group_crd(first):
+            found = gang_from_annotations(namespace, name, members, policy)
+            if not isinstance(found, Gang):
+                for pod in members:
+                    if not pod["spec"].get("nodeName") and not is_refused(pod):
+                        self._refuse(pod, str(found))
+                return None
+            return found
+        pod_group = self._pod_group(namespace, name)
+        found = (
+            gang_from_pod_group(namespace, name, pod_group, policy)
+            if pod_group is not None
+            else f"PodGroup {namespace}/{name} ({wk.POD_GROUP_API_VERSION}) does not exist; "
+            "create it with spec.minMember, or use the "
+            f"{wk.ANNOTATION_POD_GROUP} annotations instead of the label"
+        )
+        if isinstance(found, Gang):
+            return found
+        self._tell_waiting(members, str(found), type="Warning")
+        self._queue.add_after(key, GANG_RECHECK_SECONDS)
+        return None
+
+    def _pod_group(self, namespace: str, name: str) -> Obj | None:
+        read_at, found = self._pod_groups.get((namespace, name), (0.0, None))
+        if self._clock() - read_at > POD_GROUP_TTL_SECONDS:
+            try:
+                found = self._kube.get(wk.POD_GROUP_API_VERSION, wk.POD_GROUP_KIND, name, namespace)
+            except ReconcilerError as exc:  # the CRD is not installed, most likely
+                log.info("scheduler: reading PodGroup %s/%s: %s", namespace, name, exc)
+                found = None
+            self._pod_groups[(namespace, name)] = (self._clock(), found)
+        return found
+
+    def _execute_gang(self, gang: Gang, members: list[Obj], step: GangStep) -> None:
+        if isinstance(step, WaitForMembers):
+            free = [p for p in members if not p["spec"].get("nodeName")]
+            message = (
+                f"waiting for its gang {gang.namespace}/{gang.name}: {step.present} of "
+                f"{step.needed} Pods are here; none is placed until all are"
+            )
+            self._tell_waiting(free, message, counts=(step.present, step.needed))
+        elif isinstance(step, SubmitGang):
+            self._submit_gang(gang, list(step.pods))
+        elif isinstance(step, AdoptMembers):
+            for pod in step.pods:
+                self._pods_out.annotate(pod, {wk.ANNOTATION_JOB_ID: str(step.job_id)})
+        elif isinstance(step, RefreshJob):
+            self._refresh_gang_job(gang.key, step.job_id)
+        elif isinstance(step, BindGang):
+            self._bind_gang(gang, members, step)
+        elif isinstance(step, DeleteMembers):
+            for pod in step.pods:
+                self._delete_pod(pod, DeletePod(step.reason, step.message))
+        elif isinstance(step, CancelGangJob):
+            self._cancel_gang(gang.key, step, members)
+
+    def _tell_waiting(
+        self, pods: list[Obj], message: str, *, counts: tuple[int, int] = (-1, -1),
+        type: str = "Normal",
+    ) -> None:  # fmt: skip
+        """One Event per Pod and state of its gang, not one per look."""
+        for pod in pods:
+            uid = pod["metadata"]["uid"]
+            if self._told_waiting.get(uid) != counts:
+                self._told_waiting[uid] = counts
+                self._pods_out.event(pod, wk.EVENT_GANG_WAITING, "Scheduling", message, type)
+
+    def _submit_gang(self, gang: Gang, pods: list[Obj]) -> None:
+        assert self.credentials is not None
+        requests: list[PodRequest] = []
+        for pod in pods:
+            if not self._passes_policies(pod):
+                self._queue.add(gang.key)  # refused: the gang is one short, look again
+                return
+            admission = admit(
+                pod, kill_wait_seconds=self.settings.kill_wait_seconds,
+                slurm_version=self.settings.slurm_version,
+            )  # fmt: skip
+            refusal = (
+                admission.message()
+                if isinstance(admission, Rejection)
+                else self._topology_refusal(pod)
+            )
+            if refusal is not None or isinstance(admission, Rejection):
+                self._refuse(pod, refusal or "")
+                self._queue.add(gang.key)
+                return
+            requests.append(admission)
+        request = gang_request(requests)
+        if not isinstance(request, PodRequest):
+            for pod in pods:
+                self._refuse(pod, str(request))
+            return
+        excluded = sorted({n for pod in pods for n in self._excluded_nodes(pod)})
+        holder = JobHolder(gang.key, gang.job_name, f"{gang.namespace}/{gang.name} (gang)")
+        spec = gang_job_for(
+            holder, request, self.credentials, nodes=len(pods), excluded_nodes=excluded
+        )
+        try:
+            submitted = self._slurm.for_user(submit_user(request)).submit(spec)
+        except (SlurmUnavailableError, SlurmAuthError):
+            raise
+        except SlurmApiError as exc:
+            if exc.error_number in (None, -1, 5005):
+                raise
+            for pod in pods:
+                self._refuse(pod, f"Slurm refused the gang's job: {exc.message}")
+            return
+        job = replace(_pending_job(submitted.job_id, gang.job_name, self._clock()),
+                      node_count=len(pods))  # fmt: skip
+        with self._lock:
+            known = self._jobs.get(gang.key)
+            if known is None or known.job_id != job.job_id:
+                self._record_locked(gang.key, job)
+        self.counters.submitted += 1
+        if priority_update_needed(request):
+            self._slurm.operator.update_job(job.job_id, JobUpdate(priority=request.priority))
+        for pod in pods:
+            self._pods_out.annotate_later(pod, {wk.ANNOTATION_JOB_ID: str(job.job_id)})
+            self._pods_out.event(
+                pod, wk.EVENT_SUBMITTED, "Submit",
+                f"submitted Slurm job {job.job_id} for gang {gang.namespace}/{gang.name}: "
+                f"{len(pods)} nodes, all or none, each with {_describe(spec)}",
+            )  # fmt: skip
+
+    def _refresh_gang_job(self, key: str, job_id: int) -> None:
+        job = self._slurm.operator.job(job_id)
+        if job is None:
+            return
+        with self._lock:
+            known = self._jobs.get(key)
+            if known is None or known.job_id <= job.job_id:
+                self._record_locked(key, job)
+        if job.state == "RUNNING" and not job.nodes:
+            self._queue.add_after(key, UNRESOLVED_NODE_RECHECK_SECONDS)
+        else:
+            self._queue.add(key)
+
+    def _bind_gang(self, gang: Gang, members: list[Obj], step: BindGang) -> None:
+        """Every member to its node, or none: first every node must be known and take its Pod."""
+        with self._lock:
+            placed = dict(self._kube_node_of)
+            labels, taints = dict(self._node_labels), dict(self._node_taints)
+        targets: list[tuple[Obj, str, str]] = []
+        for pod, slurm_node in step.assignments:
+            node = placed.get(slurm_node)
+            if node is None:
+                self._queue.add_after(gang.key, UNRESOLVED_NODE_RECHECK_SECONDS)
+                return
+            if not node_matches(pod, labels.get(node, {})) or not tolerates_all(
+                pod, taints.get(node, ())
+            ):
+                self._resubmit_gang(gang, members, step.job_id, pod, slurm_node, node)
+                return
+            targets.append((pod, slurm_node, node))
+        for pod, slurm_node, node in targets:
+            self._bind(pod, Bind(step.job_id, slurm_node), checked_node=node)
+
+    def _resubmit_gang(
+        self, gang: Gang, members: list[Obj], job_id: int, pod: Obj, slurm_node: str, node: str
+    ) -> None:
+        self._slurm.operator.cancel(job_id)
+        with self._lock:
+            self._forget_locked(gang.key, job_id)
+        for member in members:
+            if recorded_job_id(member) == job_id:
+                self._pods_out.annotate(member, {wk.ANNOTATION_JOB_ID: None})
+        self._pods_out.event(
+            pod, wk.EVENT_BIND_FAILED, "Binding",
+            f"gang job {job_id} got Slurm node {slurm_node} on Node {node}, which this Pod's "
+            "node affinity or tolerations rule out; submitting the gang again without it",
+            type="Warning",
+        )  # fmt: skip
+        self._queue.add(gang.key)
+
+    def _cancel_gang(self, key: str, step: CancelGangJob, members: Iterable[Obj]) -> None:
+        self._cancel_job(key, step.job_id)
+        log.info("scheduler: cancelled gang job %d: %s", step.job_id, step.message)
+        for pod in members:
+            if recorded_job_id(pod) == step.job_id and not _finished(pod):
+                self._pods_out.annotate(pod, {wk.ANNOTATION_JOB_ID: None})
+                self._pods_out.event(
+                    pod, wk.EVENT_RELEASED, "Release",
+                    f"cancelled gang job {step.job_id}: {step.message}",
+                )  # fmt: skip
+
     # ---- views for tests and status ---------------------------------------------------
 
     def job_of(self, pod_uid: str) -> SlurmJob | None:
@@ -659,6 +1097,14 @@ def _pending_job(job_id: int, name: str, now: float) -> SlurmJob:
         time_limit_minutes=None, priority=0, node_count=1, cpus=0, submit_time=int(now),
         start_time=0, end_time=0, exit_code=None, batch_host="", flags=frozenset(),
     )  # fmt: skip
+
+
+def _without_job_id(pod: Obj) -> Obj:
+    meta = dict(pod["metadata"])
+    meta["annotations"] = {
+        k: v for k, v in (meta.get("annotations") or {}).items() if k != wk.ANNOTATION_JOB_ID
+    }
+    return {**pod, "metadata": meta}
 
 
 def _finished(pod: Obj) -> bool:

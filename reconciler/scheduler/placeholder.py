@@ -78,8 +78,10 @@ def job_name_for(pod: Mapping[str, Any]) -> str:
 
 
 def pod_uid_of(job_name: str) -> str | None:
-    """The Pod UID a placeholder job's name carries; None for any other job."""
-    if not job_name.startswith(wk.PLACEHOLDER_JOB_PREFIX) or "@" not in job_name:
+    """The key a placeholder job's name carries (a Pod UID, or a gang's key); None for any
+    other job."""
+    ours = job_name.startswith((wk.PLACEHOLDER_JOB_PREFIX, wk.GANG_JOB_PREFIX))
+    if not ours or "@" not in job_name:
         return None
     return job_name.rsplit("@", 1)[1] or None
 
@@ -100,6 +102,41 @@ def placeholder_job_for(
     """The JobSpec for a Pod. `excluded_nodes` adds Slurm nodes whose Kubernetes Node does not
     satisfy the Pod's node affinity; a candidate pool is never turned into required nodes."""
     meta = pod["metadata"]
+    holder = JobHolder(meta["uid"], job_name_for(pod), f"{meta['namespace']}/{meta['name']}")
+    return _job_spec(holder, request, hooks, excluded_nodes=excluded_nodes, nodes=1)
+
+
+def gang_job_for(
+    holder: JobHolder,
+    request: PodRequest,
+    hooks: HookCredentials,
+    *,
+    nodes: int,
+    excluded_nodes: Sequence[str] = (),
+) -> JobSpec:
+    """One job for a gang: `nodes` nodes, one task each, every node sized as `request` (the
+    largest member), so Slurm allocates all of them or none."""
+    return _job_spec(holder, request, hooks, excluded_nodes=excluded_nodes, nodes=nodes)
+
+
+@dataclass(frozen=True)
+class JobHolder:
+    """Whom a job holds resources for: the key its hooks speak for (a Pod UID, or a gang's
+    key), its job name, and what its script's comment shows."""
+
+    key: str
+    job_name: str
+    display: str
+
+
+def _job_spec(
+    holder: JobHolder,
+    request: PodRequest,
+    hooks: HookCredentials,
+    *,
+    excluded_nodes: Sequence[str],
+    nodes: int,
+) -> JobSpec:
     excluded = sorted({*request.excluded_nodes, *excluded_nodes})
     as_root = submit_user(request) == ROOT_USER
     return JobSpec(
@@ -107,11 +144,11 @@ def placeholder_job_for(
         environment={
             "PATH": JOB_PATH,
             wk.ENV_HOOKS_URL: hooks.url,
-            wk.ENV_POD_UID: meta["uid"],
-            wk.ENV_POD: f"{meta['namespace']}/{meta['name']}",
-            wk.ENV_HOOK_TOKEN: hooks.token_for(meta["uid"]),
+            wk.ENV_POD_UID: holder.key,
+            wk.ENV_POD: holder.display,
+            wk.ENV_HOOK_TOKEN: hooks.token_for(holder.key),
         },
-        name=job_name_for(pod),
+        name=holder.job_name,
         partition=request.partition,
         account=request.account,
         comment=request.comment,
@@ -123,8 +160,8 @@ def placeholder_job_for(
         # it by an update from the operator right after (see priority_update_needed).
         priority=request.priority if as_root else None,
         time_limit_minutes=request.timeout_minutes,
-        nodes=1,
-        tasks=1,
+        nodes=nodes,
+        tasks=nodes,  # one per node: the job holds each node for one Pod
         required_nodes=_hostlist(request.required_nodes),
         excluded_nodes=_hostlist(excluded),
         gres=f"gpu:{request.gpus}" if request.gpus else None,

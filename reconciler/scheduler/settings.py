@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconciler import wellknown as wk
+from reconciler.errors import ConfigTypeError
+from reconciler.scheduler.gang import FAILURE_POLICIES, FailurePolicy
 
 DEFAULT_KILL_WAIT_SECONDS = 30  # Slurm's KillWait default, and the chart's (seed 001)
 DEFAULT_POLL_SECONDS = 5.0
@@ -27,6 +29,11 @@ class SchedulerSettings:
     poll_seconds: float = DEFAULT_POLL_SECONDS
     workers: int = DEFAULT_WORKERS
     slurm_version: tuple[int, int] = (22, 5)
+    # When a member of a running gang fails: "restart" (every member is deleted, for its
+    # controller to make a new gang) or "keep-going" (a new member takes the free node).
+    gang_failure_policy: FailurePolicy = "restart"
+    # Partitions whose nodes get bin-packing weights (the fullest node that fits goes first).
+    bin_pack_partitions: tuple[str, ...] = ()
 
     @property
     def hooks_secret_name(self) -> str:
@@ -57,12 +64,23 @@ def settings_from_values(
         "namespace": namespace,
         "watch_namespaces": watch,
         "kill_wait_seconds": int(kill_wait),
+        "gang_failure_policy": _gang_policy(scheduler.get("gangFailurePolicy", "restart")),
+        "bin_pack_partitions": _namespaces(scheduler.get("binPackPartitions")),
     }
     fields.update({k: v for k, v in overrides.items() if v is not None})
     return SchedulerSettings(**fields)
 
 
 def _namespaces(raw: Any) -> tuple[str, ...]:
-    """SUNK takes a comma-separated string; a YAML list works too."""
+    """Names: SUNK takes a comma-separated string; a YAML list works too."""
     items = raw.split(",") if isinstance(raw, str) else raw or []
     return tuple(dict.fromkeys(str(n).strip() for n in items if str(n).strip()))
+
+
+def _gang_policy(raw: Any) -> FailurePolicy:
+    if raw not in FAILURE_POLICIES:
+        raise ConfigTypeError(
+            f"scheduler.gangFailurePolicy: must be one of {', '.join(FAILURE_POLICIES)}, "
+            f"got {raw!r}"
+        )
+    return raw  # type: ignore[no-any-return]

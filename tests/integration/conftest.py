@@ -7,10 +7,12 @@ SUNK_RECONCILER_REQUIRE_LOCAL_STACK=1 (CI sets it), which turns the skip into a 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,6 +26,7 @@ from reconciler.local import slurm as slurm_module
 from reconciler.local.endpoints import KubeEndpoints, SlurmEndpoints
 from reconciler.local.simple_cluster import SimpleCluster, render_gres_conf, render_slurm_conf
 from reconciler.local.stack import LocalStack, new_temp_runtime_dir
+from tests.integration.helpers import wait_for
 
 REQUIRE_ENV = "SUNK_RECONCILER_REQUIRE_LOCAL_STACK"
 # 4 nodes up with fake gpu:4, 3 spares declared FUTURE, partitions debug (default) and high.
@@ -153,3 +156,28 @@ def api(slurm: SlurmEndpoints, tokens: MintedTokens) -> Iterator[SlurmRestApi]:
 @pytest.fixture(scope="module")
 def scontrol(slurm: SlurmEndpoints, tokens: MintedTokens) -> Scontrol:
     return Scontrol(tokens, env=slurm.env)
+
+
+# ---- the Pod scheduler's tests (test_scheduler*.py): each module has its own `env` ------------
+
+
+@pytest.fixture
+def pods(env: Any) -> Iterator[list[str]]:
+    """Names of Pods a test made; deleted (and their jobs ended) after it."""
+    from tests.integration.test_scheduler import NAMESPACE, _live_placeholders
+
+    names: list[str] = []
+    yield names
+    for name in names:
+        env.kube.delete("v1", "Pod", name, NAMESPACE, grace_period_seconds=0)
+    wait_for(lambda: not _live_placeholders(env), 30, "placeholder jobs to end after the test")
+
+
+@pytest.fixture
+def plain_jobs(env: Any) -> Iterator[list[int]]:
+    """Ids of plain Slurm jobs a test submitted; cancelled after it."""
+    ids: list[int] = []
+    yield ids
+    for job_id in ids:
+        with contextlib.suppress(Exception):
+            env.api.cancel(job_id)

@@ -8,7 +8,6 @@ as `reconciler schedule` subprocesses under another scheduler name, so the two n
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import shutil
@@ -18,7 +17,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ import yaml
 
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
+from reconciler.adapters.scontrol import Scontrol
 from reconciler.adapters.slurm_jwt import MintedTokens
 from reconciler.adapters.slurm_rest import JobSpec, SlurmJob, SlurmRestApi, connect
 from reconciler.commands_apply import startup_pod_policies
@@ -76,7 +76,7 @@ class Env:
     api: SlurmRestApi
     scheduler: PodScheduler
     work: Path
-    new_scheduler: Callable[[], PodScheduler]
+    new_scheduler: Callable[..., PodScheduler]
 
     @property
     def slurm(self) -> SlurmCluster:
@@ -85,15 +85,21 @@ class Env:
 
 @pytest.fixture(scope="module")
 def env(stack_timings: dict[str, float]) -> Iterator[Env]:
-    work = Path(tempfile.mkdtemp(prefix="sunk-reconciler-sched-work-"))
+    yield from scheduler_env(H100_VALUES, "sched", "scheduler tests", stack_timings)
+
+
+def scheduler_env(values: str, short: str, label: str, timings: dict[str, float]) -> Iterator[Env]:
+    """fixtures/config-repo plus `values` (a values.d file) on a stack of its own, and the
+    scheduler in this process."""
+    work = Path(tempfile.mkdtemp(prefix=f"sunk-reconciler-{short}-work-"))
     work.chmod(0o755)
     repo = work / "repo"
     shutil.copytree(FIXTURE_REPO, repo)
-    (repo / "values.d" / "50-h100.yaml").write_text(H100_VALUES)
+    (repo / "values.d" / "50-test.yaml").write_text(values)
     try:
         with local_up(
-            repo, work / "up.log", prefix="sunk-reconciler-sched-", timings=stack_timings,
-            label="scheduler tests",
+            repo, work / "up.log", prefix=f"sunk-reconciler-{short}-", timings=timings,
+            label=label,
         ) as running:  # fmt: skip
             yield from _with_scheduler(running, repo, work)
     finally:
@@ -112,10 +118,12 @@ def _with_scheduler(running: RunningUp, repo: Path, work: Path) -> Iterator[Env]
     )  # fmt: skip
     assert settings.name == SCHEDULER
     key = slurm.paths.jwt_key
-    clients = SlurmClients(slurm.rest_url(), MintedTokens(key, current_user()), jwt_key=key)
+    tokens = MintedTokens(key, current_user())
+    scontrol = Scontrol(tokens, env=slurm.env())
+    clients = SlurmClients(slurm.rest_url(), tokens, jwt_key=key, scontrol=scontrol)
 
-    def new_scheduler() -> PodScheduler:
-        scheduler = PodScheduler(kube, clients, settings)
+    def new_scheduler(**overrides: Any) -> PodScheduler:
+        scheduler = PodScheduler(kube, clients, replace(settings, **overrides))
         scheduler.start()
         return scheduler
 
@@ -127,25 +135,6 @@ def _with_scheduler(running: RunningUp, repo: Path, work: Path) -> Iterator[Env]
         env.scheduler.stop()
         clients.close()
         api.close()
-
-
-@pytest.fixture
-def pods(env: Env) -> Iterator[list[str]]:
-    """Names of Pods a test made; deleted (and their jobs ended) after it."""
-    names: list[str] = []
-    yield names
-    for name in names:
-        env.kube.delete("v1", "Pod", name, NAMESPACE, grace_period_seconds=0)
-    wait_for(lambda: not _live_placeholders(env), 30, "placeholder jobs to end after the test")
-
-
-@pytest.fixture
-def plain_jobs(env: Env) -> Iterator[list[int]]:
-    ids: list[int] = []
-    yield ids
-    for job_id in ids:
-        with contextlib.suppress(Exception):
-            env.api.cancel(job_id)
 
 
 # ---- helpers ------------------------------------------------------------------------------
