@@ -27,6 +27,13 @@ from bench/fixtures/scheduler-repo: 4 Slurm nodes of 128 CPUs and 512Gi):
    throughput, independent of the API server's create rate. Cleaned up the same way.
 6. the stack is stopped through its own stop (the `up` process, by its recorded PID) and down.
 
+With --gang-size N (default 8; 0 for single Pods only, on the 4-node stack) the stack comes from
+bench/fixtures/scheduler-gang-repo (16 nodes of 32 CPUs: a gang of 8 needs 8 distinct nodes),
+and after 5. come: raw slurmrestd jobs of N nodes; a gang burst and a gang backlog (the Pods
+created in gangs of N, annotations pod-group and pod-group-min-member: one Slurm job of N nodes
+per gang); then single Pods and gangs side by side: Pods bound/s, gangs bound/s, Pod -> bound
+and last member created -> gang fully bound, p50/p90/p99.
+
 Targets: p50 < 1 s, and throughput (the backlog's) / raw slurmrestd >= 0.8, against both the
 raw submit rate and the raw submit -> all RUNNING rate.
 """
@@ -58,6 +65,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+import hostlist
 import urllib3
 
 if __package__ in (None, ""):  # `python bench/scheduler_bench.py`: make `bench` importable
@@ -75,6 +83,7 @@ from reconciler.local.stack import STATE_FILE, LocalStack, default_runtime_dir
 from reconciler.local.target import scheduler_endpoints
 from reconciler.scheduler.clients import SlurmClients
 from reconciler.scheduler.decide import ACTIVE_STATES
+from reconciler.scheduler.gang import gang_key
 from reconciler.scheduler.hooks import HookCall
 from reconciler.scheduler.loop import Counters, PodScheduler
 from reconciler.scheduler.placeholder import JOB_PATH, pod_uid_of
@@ -86,6 +95,10 @@ from reconciler.scheduler.settings import (
 
 ROOT = Path(__file__).resolve().parent.parent
 REPO = ROOT / "bench" / "fixtures" / "scheduler-repo"
+# With gangs: as many CPUs on 16 nodes, so a gang of 8 gets 8 distinct nodes (one per member).
+GANG_REPO = ROOT / "bench" / "fixtures" / "scheduler-gang-repo"
+CLUSTERS = {REPO: "4 Slurm nodes x 128 CPUs / 512Gi", GANG_REPO: "16 Slurm nodes x 32 CPUs / 128Gi"}
+GANG_SIZE = 8
 STACK_NAME = "bench-sched"
 POD_NAMESPACE = "bench"  # the repo's scheduler.scope.namespaces
 RAW_SCRIPT = "#!/bin/sh\nsleep 600\n"
@@ -284,13 +297,13 @@ class RawResult:
         return self.count / self.all_running_after if self.all_running_after else None
 
 
-def raw_spec(index: int) -> JobSpec:
+def raw_spec(index: int, nodes: int = 1) -> JobSpec:
     return JobSpec(
         script=RAW_SCRIPT,
         environment={"PATH": JOB_PATH},
-        name=f"bench-raw-{index:04d}",
-        nodes=1,
-        tasks=1,
+        name=f"bench-raw-{index:04d}" if nodes == 1 else f"bench-raw{nodes}n-{index:04d}",
+        nodes=nodes,
+        tasks=nodes,
         cpus_per_task=RAW_CPUS,
         memory_per_node=RAW_MEMORY_MB,
         standard_output="/dev/null",
@@ -298,9 +311,10 @@ def raw_spec(index: int) -> JobSpec:
     )
 
 
-def run_raw(stack: Stack, count: int, submitters: int) -> RawResult:
+def run_raw(stack: Stack, count: int, submitters: int, nodes: int = 1) -> RawResult:
+    """COUNT jobs of NODES nodes (one task, 1 CPU, per node; the script runs on the first)."""
     api = connect(stack.rest_url, MintedTokens(stack.jwt_key, stack.user))
-    specs = [raw_spec(i) for i in range(count)]
+    specs = [raw_spec(i, nodes) for i in range(count)]
     before = mem_available()
     try:
         api.ping()
@@ -312,7 +326,7 @@ def run_raw(stack: Stack, count: int, submitters: int) -> RawResult:
             per_submit.append(time.perf_counter() - t0)
             return job_id
 
-        say(f"raw: submitting {count} jobs with {submitters} submitters")
+        say(f"raw: submitting {count} jobs of {nodes} nodes with {submitters} submitters")
         started = time.perf_counter()
         with ThreadPoolExecutor(submitters, thread_name_prefix="bench-raw") as pool:
             ids = list(pool.map(submit, specs))
@@ -371,6 +385,7 @@ class PodTimes:
     job_id: str = ""
     delete_sent: float = 0.0  # our clock, cleanup's delete request sent
     gone: float | None = None  # our clock, DELETED seen
+    group: str = ""  # its gang's pod group ("" for a single Pod)
 
 
 class FastPodWatch:
@@ -485,11 +500,17 @@ def _epoch(stamp: str) -> float:
     return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
-def pod_body(name: str, scheduler_name: str) -> dict[str, Any]:
+def pod_body(name: str, scheduler_name: str, group: str = "", gang: int = 0) -> dict[str, Any]:
+    """A Pod; with GROUP, a member of that gang of GANG Pods (our annotations, no PodGroup)."""
+    annotations = (
+        {wk.ANNOTATION_POD_GROUP: group, wk.ANNOTATION_POD_GROUP_MIN_MEMBER: str(gang)}
+        if group
+        else {}
+    )
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "namespace": POD_NAMESPACE,
+        "metadata": {"name": name, "namespace": POD_NAMESPACE, "annotations": annotations,
                      "labels": {"app.kubernetes.io/name": "scheduler-bench"}},
         "spec": {
             "schedulerName": scheduler_name,
@@ -504,15 +525,20 @@ def pod_body(name: str, scheduler_name: str) -> dict[str, Any]:
 
 def load_generator(
     conn: Connection, kubeconfig: str, scheduler_name: str, prefix: str, count: int,
-    creators: int, rate: float | None, timeout: float,
+    creators: int, rate: float | None, timeout: float, gang: int = 0,
 ) -> None:  # fmt: skip
     """The child process that creates the Pods (PREFIX-NNNN; as fast as it can, or RATE a
     second), watches them and deletes them, so none of that costs the scheduler's process CPU
-    or GIL time. Talks to the parent over `conn`:
+    or GIL time. With GANG, Pods N*GANG .. N*GANG+GANG-1 are gang PREFIX-gNNN (created in that
+    order). Talks to the parent over `conn`:
     -> ready, <- create, -> created, -> bound, <- delete, -> deleted (or -> error)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
     kube = Kube.from_kubeconfig(Path(kubeconfig), field_manager="scheduler-bench")
-    pods = {f"{prefix}-{i:04d}": PodTimes(f"{prefix}-{i:04d}") for i in range(count)}
+    pods = {
+        f"{prefix}-{i:04d}": PodTimes(f"{prefix}-{i:04d}",
+                                      group=f"{prefix}-g{i // gang:03d}" if gang else "")
+        for i in range(count)
+    }  # fmt: skip
     order = list(pods.values())
     watch: FastPodWatch | None = None
     try:
@@ -522,7 +548,7 @@ def load_generator(
             return
 
         def create(times: PodTimes) -> None:
-            body = pod_body(times.name, scheduler_name)
+            body = pod_body(times.name, scheduler_name, times.group, gang)
             times.sent = time.time()
             kube.request_json("POST", f"/api/v1/namespaces/{POD_NAMESPACE}/pods", body=body,
                               target=f"Pod {POD_NAMESPACE}/{times.name}")  # fmt: skip
@@ -578,12 +604,23 @@ class LoadGenerator:
     scheduler threads hold locks)."""
 
     def __init__(self, kubeconfig: Path, scheduler_name: str, prefix: str, count: int,
-                 creators: int, timeout: float, rate: float | None = None) -> None:  # fmt: skip
+                 creators: int, timeout: float, rate: float | None = None,
+                 gang: int = 0) -> None:  # fmt: skip
         context = multiprocessing.get_context("spawn")
         self._conn, child = context.Pipe()
         self.process = context.Process(
             target=load_generator,
-            args=(child, str(kubeconfig), scheduler_name, prefix, count, creators, rate, timeout),
+            args=(
+                child,
+                str(kubeconfig),
+                scheduler_name,
+                prefix,
+                count,
+                creators,
+                rate,
+                timeout,
+                gang,
+            ),
             name=f"bench-load-{prefix}",
             daemon=True,
         )
@@ -938,8 +975,8 @@ def counters_since(before: Counters, after: Counters) -> Counters:
     return Counters(**{k: v - getattr(before, k) for k, v in vars(after).items()})
 
 
-def bench_settings(workers: int, name_suffix: str = "") -> SchedulerSettings:
-    config = load_config(read_repo(REPO), read_library())
+def bench_settings(workers: int, name_suffix: str = "", repo: Path = REPO) -> SchedulerSettings:
+    config = load_config(read_repo(repo), read_library())
     settings = settings_from_values(
         config.values, release=config.settings.release, namespace=config.settings.namespace,
         hooks_host="127.0.0.1", hooks_port=0, workers=workers,
@@ -982,16 +1019,19 @@ def instrumented_scheduler(
 
 def run_scheduler(
     stack: Stack, count: int, workers: int, creators: int, timeout: float, steady: float,
-    paced_count: int, paced_rate: float, captured: LogCapture,
+    paced_count: int, paced_rate: float, captured: LogCapture, *, repo: Path = REPO,
+    gang: int = 0, prefix: str = "bench", name_suffix: str = "",
 ) -> SchedResult:  # fmt: skip
-    """The burst, its cleanup, then the paced Pods with the same scheduler, and their cleanup."""
-    settings = bench_settings(workers)
+    """The burst, its cleanup, then the paced Pods with the same scheduler, and their cleanup.
+    With GANG, the Pods come in gangs of that many (one Slurm job of GANG nodes each)."""
+    settings = bench_settings(workers, name_suffix, repo)
     kube, sched_kube, clients, scheduler, instrument = instrumented_scheduler(stack, settings)
     loader: LoadGenerator | None = None
     started_scheduler = False
     try:
         kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": POD_NAMESPACE}})
-        loader = LoadGenerator(stack.kubeconfig, settings.name, "bench", count, creators, timeout)
+        loader = LoadGenerator(stack.kubeconfig, settings.name, prefix, count, creators, timeout,
+                               gang=gang)  # fmt: skip
         loader.expect("ready", 120)
         t0 = time.perf_counter()
         scheduler.start()
@@ -1015,7 +1055,9 @@ def run_scheduler(
             say(f"only {bound}/{count} Pods bound after {timeout:.0f} s")
         memory = job_memory(stack.process.pid)
         mem_drop = before - mem_available()
-        checks, jobs_in_slurm = check_binds(kube, clients.operator, pods, settings)
+        checks, jobs_in_slurm = check_binds(kube, clients.operator, pods, settings, gang)
+        if gang:
+            checks += torn_down(counters_bound, deleted)
 
         say(f"steady state: watching the poll for {steady:.0f} s")
         polls0, unchanged0 = scheduler.counters.polls, scheduler.counters.polls_unchanged
@@ -1066,16 +1108,18 @@ def run_scheduler(
 
 def run_backlog(
     stack: Stack, count: int, workers: int, creators: int, timeout: float, captured: LogCapture,
+    *, repo: Path = REPO, gang: int = 0, prefix: str = "backlog", name_suffix: str = "-backlog",
 ) -> BacklogResult:  # fmt: skip
     """Pods for a scheduler name nothing watches yet; then a scheduler of that name starts:
-    its bind rate does not depend on how fast the API server creates Pods."""
-    settings = bench_settings(workers, "-backlog")
+    its bind rate does not depend on how fast the API server creates Pods. With GANG, in gangs
+    of that many."""
+    settings = bench_settings(workers, name_suffix, repo)
     kube, sched_kube, clients, scheduler, instrument = instrumented_scheduler(stack, settings)
     loader: LoadGenerator | None = None
     started_scheduler = False
     try:
-        loader = LoadGenerator(stack.kubeconfig, settings.name, "backlog", count, creators,
-                               timeout)  # fmt: skip
+        loader = LoadGenerator(stack.kubeconfig, settings.name, prefix, count, creators,
+                               timeout, gang=gang)  # fmt: skip
         loader.expect("ready", 120)
         say(f"backlog: creating {count} Pods for {settings.name}, which nothing watches yet")
         loader.send("create")
@@ -1097,7 +1141,9 @@ def run_backlog(
         bound = sum(1 for p in pods if p.bound is not None)
         if bound < count:
             say(f"backlog: only {bound}/{count} Pods bound after {timeout:.0f} s")
-        checks, jobs_in_slurm = check_binds(kube, clients.operator, pods, settings)
+        checks, jobs_in_slurm = check_binds(kube, clients.operator, pods, settings, gang)
+        if gang:
+            checks += torn_down(counters, sum(1 for p in pods if p.gone is not None))
         early = [p.name for p in pods if p.bound is not None and p.bound < started_at]
         if bound_before or early:
             checks.append(f"{max(bound_before, len(early))} Pods were bound before the backlog "
@@ -1120,11 +1166,13 @@ def run_backlog(
 
 
 def check_binds(
-    kube: Kube, api: SlurmRestApi, pods: list[PodTimes], settings: Any
+    kube: Kube, api: SlurmRestApi, pods: list[PodTimes], settings: Any, gang: int = 0
 ) -> tuple[list[str], int]:
     """Every bound Pod's placeholder job runs on the Slurm node it was bound for, on that Slurm
     node's Kubernetes Node; one job per Pod. Problems are listed, not raised. Only the jobs of
     these Pods count (those of earlier phases stay in Slurm's list until MinJobAge)."""
+    if gang:
+        return check_gang_binds(kube, api, pods, settings, gang)
     problems: list[str] = []
     ours = {p.uid for p in pods if p.uid}
     slurmd = {
@@ -1164,7 +1212,80 @@ def check_binds(
     return problems, sum(len(js) for js in jobs.values())
 
 
+def torn_down(counters: Counters, gone: int) -> list[str]:
+    """A gang's Pods deleted, or its job cancelled, by the scheduler before the phase's last
+    bind: nothing in the benchmark fails them, so the scheduler tore down gangs it had placed."""
+    if not (counters.pods_deleted or counters.jobs_cancelled or gone):
+        return []
+    return [
+        f"before the last bind the scheduler deleted {counters.pods_deleted} Pods and "
+        f"cancelled {counters.jobs_cancelled} gang jobs ({gone} Pods already gone)"
+    ]
+
+
+def _slurmd_nodes(kube: Kube, settings: Any) -> dict[str, str | None]:
+    """Slurm node (slurmd Pod name) -> its Kubernetes Node."""
+    return {
+        p["metadata"]["name"]: (p.get("spec") or {}).get("nodeName")
+        for p in kube.list("v1", "Pod", settings.namespace,
+                           label_selector=f"{wk.LABEL_NAME}=slurmd").items
+    }  # fmt: skip
+
+
+def check_gang_binds(
+    kube: Kube, api: SlurmRestApi, pods: list[PodTimes], settings: Any, gang: int
+) -> tuple[list[str], int]:
+    """Every gang has GANG members and one job, RUNNING on GANG nodes; its members are bound for
+    that job, each on a distinct node of it, on that Slurm node's Kubernetes Node."""
+    problems: list[str] = []
+    slurmd = _slurmd_nodes(kube, settings)
+    groups: dict[str, list[PodTimes]] = {}
+    for pod in pods:
+        groups.setdefault(pod.group, []).append(pod)
+    keys = {gang_key(POD_NAMESPACE, g): g for g in groups}
+    jobs: dict[str, list[Any]] = {}
+    for job in api.jobs().items:
+        key = pod_uid_of(job.name)
+        if key is not None and key in keys:
+            jobs.setdefault(keys[key], []).append(job)
+    active = {g: [j for j in js if j.state in HOLDING] for g, js in jobs.items()}
+    several = [g for g, js in active.items() if len(js) > 1]
+    if several:
+        problems.append(f"{len(several)} gangs have more than one active job (e.g. {several[0]})")
+    wrong: list[str] = []
+    for group, members in sorted(groups.items()):
+        bound = [p for p in members if p.bound is not None]
+        if not bound:
+            continue
+        ids = {p.job_id for p in bound}
+        job = next((j for j in jobs.get(group, ()) if str(j.job_id) in ids), None)
+        nodes = set(hostlist.expand_hostlist(job.nodes)) if job and job.nodes else set()
+        placed = [p.slurm_node for p in bound]
+        bad = (
+            len(members) != gang or len(bound) != gang or len(ids) != 1 or job is None
+            or job.state != "RUNNING" or len(nodes) != gang or len(set(placed)) != gang
+            or not set(placed) <= nodes or any(slurmd.get(p.slurm_node) != p.node for p in bound)
+        )  # fmt: skip
+        if bad:
+            what = f"job {job.job_id} {job.state} on {job.nodes!r}" if job else "no such job"
+            wrong.append(f"{group}: {len(bound)}/{len(members)} bound for jobs {sorted(ids)} on "
+                         f"{sorted(placed)}, Slurm says {what}")  # fmt: skip
+    if wrong:
+        problems.append(f"{len(wrong)} gangs do not match their job, e.g. " + "; ".join(wrong[:2]))
+    unbound = [p.name for p in pods if p.bound is None]
+    if unbound:
+        problems.append(f"{len(unbound)} Pods never bound (e.g. {', '.join(unbound[:5])})")
+    return problems, sum(len(js) for js in jobs.values())
+
+
 # --------------------------------------------------------------------------- report
+
+
+def gang_check_rows(out: Callable[..., None], c: Counters, checks: list[str], checked: str) -> None:
+    out(f"  counters at the last bind: submitted {c.submitted}, bound {c.bound}, refused "
+        f"{c.refused}, pods_deleted {c.pods_deleted}, jobs_cancelled {c.jobs_cancelled}, "
+        f"hooks {c.hooks}, polls {c.polls}")  # fmt: skip
+    out("  CHECKS FAILED: " + "; ".join(checks) if checks else f"  checked: {checked}")
 
 
 def fmt_row(label: str, values: Iterable[float], width: int = 34) -> str:
@@ -1352,6 +1473,7 @@ def ratio_text(numerator: float, denominator: float | None) -> tuple[str, float 
 def report(
     args: argparse.Namespace, stack: Stack, raw: RawResult, sched: SchedResult,
     backlog: BacklogResult | None, captured: LogCapture, load_at_start: float,
+    gangs: GangRun | None = None,
 ) -> list[Target]:  # fmt: skip
     """Print everything; returns the targets, met or not."""
     out = print
@@ -1364,7 +1486,7 @@ def report(
         "at start"
     )
     out(
-        f"  stack {stack.name} ({stack.runtime}), 4 Slurm nodes x 128 CPUs / 512Gi, Slurm "
+        f"  stack {stack.name} ({stack.runtime}), {CLUSTERS[args.repo]}, Slurm "
         f"22.05 + kube-apiserver 1.20.2 on loopback, ready in {stack.seconds_to_ready:.1f} s"
     )
     out()
@@ -1565,10 +1687,10 @@ def report(
 
     # ---- 6. the whole run
     out("6. the whole run")
-    for label, end in (
-        (sched.scheduler_name, sched.counters_end),
-        (backlog.scheduler_name if backlog else "", backlog.counters_end if backlog else None),
-    ):
+    phases: list[SchedResult | BacklogResult | None] = [sched, backlog]
+    if gangs is not None:
+        phases += [gangs.burst, gangs.backlog]
+    for label, end in ((r.scheduler_name, r.counters_end) for r in phases if r is not None):
         if end is not None:
             out(f"  {label} at its stop: submitted {end.submitted}, bound {end.bound}, "
                 f"pods_deleted {end.pods_deleted}, jobs_cancelled {end.jobs_cancelled}, hooks "
@@ -1579,9 +1701,10 @@ def report(
         out(f"    {n:>5} x {text}")
     answers: Counter[str] = Counter(inst.hook_answers)
     errors: Counter[str] = Counter(inst.hook_errors)
-    if backlog is not None:
-        answers.update(backlog.instrument.hook_answers)
-        errors.update(backlog.instrument.hook_errors)
+    for phase in phases[1:]:
+        if phase is not None:
+            answers.update(phase.instrument.hook_answers)
+            errors.update(phase.instrument.hook_errors)
     listed = ", ".join(f"{k} {n}" for k, n in sorted(answers.items()))
     out(f"  hook calls by kind and answer: {listed or 'none'}")
     if errors:
@@ -1621,15 +1744,242 @@ def report(
     ]
 
 
-def dump_times(path: Path, sched: SchedResult, backlog: BacklogResult | None) -> None:
+# --------------------------------------------------------------------------- gangs
+
+
+@dataclass
+class GangRun:
+    """The gang phases: raw multi-node jobs, then a burst and a backlog of gangs."""
+
+    size: int
+    raw: RawResult | None = None
+    burst: SchedResult | None = None
+    backlog: BacklogResult | None = None
+
+
+def _groups(pods: list[PodTimes]) -> dict[str, list[PodTimes]]:
+    groups: dict[str, list[PodTimes]] = {}
+    for pod in pods:
+        groups.setdefault(pod.group, []).append(pod)
+    return groups
+
+
+def gang_latencies(pods: list[PodTimes], start: float = 0.0) -> list[float]:
+    """Per fully bound gang: its last member's create returned (or START, if later) -> its
+    last member seen bound."""
+    return [
+        max(p.bound for p in members if p.bound) - max(start, max(p.created for p in members))
+        for members in _groups(pods).values()
+        if all(p.bound for p in members)
+    ]
+
+
+@dataclass
+class SideBySide:
+    """One row of the side-by-side table."""
+
+    label: str
+    pods: list[PodTimes]
+    start: float  # epoch: first create sent (burst), or the scheduler's start (backlog)
+    gang: int
+
+    @property
+    def bound(self) -> list[PodTimes]:
+        return [p for p in self.pods if p.bound is not None]
+
+    @property
+    def seconds(self) -> float:
+        return max(p.bound for p in self.bound if p.bound) - self.start if self.bound else 0.0
+
+    @property
+    def pod_latency(self) -> list[float]:
+        return [p.bound - max(self.start, p.created) for p in self.bound if p.bound]
+
+    @property
+    def gang_latency(self) -> list[float]:
+        return gang_latencies(self.pods, self.start) if self.gang else []
+
+    def text(self) -> str:
+        seconds = self.seconds or math.inf
+        pods = f"{len(self.bound) / seconds:>8.1f}"
+        gangs = f"{len(self.gang_latency) / seconds:>8.2f}" if self.gang else f"{'-':>8}"
+
+        def three(values: list[float]) -> str:
+            if not values:
+                return "".join(f"{'-':>7}" for _ in range(3))
+            return "".join(f"{percentile(values, q):>7.2f}" for q in (50, 90, 99))
+
+        latencies = f"{three(self.pod_latency)}  {three(self.gang_latency)}"
+        return f"  {self.label:<30}{pods}{gangs}  {latencies}"
+
+
+def side_by_side_rows(
+    sched: SchedResult, backlog: BacklogResult | None, gangs: GangRun
+) -> list[SideBySide]:
+    rows = [SideBySide(f"burst, {sched.count} single Pods", sched.pods,
+                       min(p.sent for p in sched.pods), 0)]  # fmt: skip
+    if gangs.burst is not None:
+        g = gangs.burst
+        rows.append(SideBySide(f"burst, {g.count // gangs.size} gangs of {gangs.size}", g.pods,
+                               min(p.sent for p in g.pods), gangs.size))  # fmt: skip
+    if backlog is not None:
+        rows.append(SideBySide(f"backlog, {backlog.count} single Pods", backlog.pods,
+                               backlog.started_at, 0))  # fmt: skip
+    if gangs.backlog is not None:
+        g2 = gangs.backlog
+        rows.append(SideBySide(f"backlog, {g2.count // gangs.size} gangs of {gangs.size}",
+                               g2.pods, g2.started_at, gangs.size))  # fmt: skip
+    return rows
+
+
+def gang_stage_rows(
+    out: Callable[..., None], pods: list[PodTimes], inst: Instrument,
+    first: tuple[str, Callable[[list[PodTimes]], float | None]],
+) -> None:  # fmt: skip
+    """Where a gang's time goes, per fully bound gang (the job's times are keyed by the gang)."""
+
+    def each(values: list[float | None], pick: Callable[[list[float]], float]) -> float | None:
+        return pick([v for v in values if v]) if values and all(values) else None
+
+    def key(members: list[PodTimes]) -> str:
+        return gang_key(POD_NAMESPACE, members[0].group)
+
+    marks: list[tuple[str, Callable[[list[PodTimes]], float | None]]] = [
+        first,
+        ("all seen by the scheduler", lambda m: each([inst.seen.get(p.uid) for p in m], max)),
+        ("submit sent", lambda m: inst.submit_sent.get(key(m))),
+        ("job submitted", lambda m: inst.submitted.get(key(m))),
+        ("`started` hook", lambda m: inst.started_hook.get(key(m))),
+        ("first bind sent", lambda m: each([inst.bind_sent.get(p.uid) for p in m], min)),
+        ("last bind returned", lambda m: each([inst.bind_returned.get(p.uid) for p in m], max)),
+        ("all seen bound", lambda m: each([p.bound for p in m], max)),
+    ]
+    complete = [m for m in _groups(pods).values() if all(p.bound for p in m)]
+    out("  where a gang's time goes, per fully bound gang (its job's submit and `started` hook, "
+        "its members' watch events and binds):")  # fmt: skip
+    out(f"  {'stage (s)':<50}{HEADER}")
+    for (label_a, a), (label_b, b) in itertools.pairwise(marks):
+        pairs = [(a(m), b(m)) for m in complete]
+        values = [y - x for x, y in pairs if x and y]
+        if values:
+            out(fmt_row(f"{label_a} -> {label_b}", spread(values), 50))
+
+
+def gang_report(
+    out: Callable[..., None], args: argparse.Namespace, raw: RawResult, sched: SchedResult,
+    backlog: BacklogResult | None, gangs: GangRun,
+) -> None:  # fmt: skip
+    """7. raw multi-node jobs, 8. the gang burst, 9. the gang backlog, 10. side by side."""
+    size = gangs.size
+    g_raw = gangs.raw
+    if g_raw is not None:
+        out(f"7. raw slurmrestd, gangs: {g_raw.count} batch jobs of {size} nodes (one task, "
+            f"{RAW_CPUS} CPU, {RAW_MEMORY_MB} MB per node), {args.workers} submitters")  # fmt: skip
+        out(f"  submitted in {g_raw.submit_seconds:.2f} s: {g_raw.rate:.1f} submits/s")
+        if g_raw.running_rate is not None and g_raw.all_running_after is not None:
+            out(f"  all {g_raw.count} RUNNING {g_raw.all_running_after:.1f} s after the first "
+                f"submit: {g_raw.running_rate:.2f} jobs RUNNING/s "
+                f"({g_raw.running_rate * size:.1f} nodes' worth/s)")  # fmt: skip
+        else:
+            out(f"  NOT all {g_raw.count} RUNNING within {SETTLE_TIMEOUT:.0f} s")
+        settled = f"{g_raw.settled_after:.1f} s" if g_raw.settled_after is not None else "never"
+        out(f"  cancelled; no job left and every CPU free after {settled}")
+        out()
+    b = gangs.burst
+    if b is not None:
+        bound = b.bound
+        full = gang_latencies(b.pods)
+        n = b.count // size
+        out(
+            f"8. gang burst: PodScheduler {b.scheduler_name}, {b.count} Pods in {n} gangs of "
+            f"{size} (annotations {wk.ANNOTATION_POD_GROUP}, ...-min-member {size}: one Slurm "
+            f"job of {size} nodes each), created with {b.creators} threads in "
+            f"{b.create_seconds:.2f} s: {b.count / b.create_seconds:.0f}/s"
+        )
+        out(f"  bound {len(bound)}/{b.count} Pods; {len(full)}/{n} gangs fully bound")
+        if bound:
+            out()
+            latency_rows(out, bound)
+            if full:
+                out(fmt_row("gang: last created -> all bound", spread(full)))
+            gang_stage_rows(out, b.pods, b.instrument, ("last member created",
+                            lambda m: max(p.created for p in m)))  # fmt: skip
+            out(
+                f"  throughput: {b.throughput:.1f} Pods bound/s, {len(full) / b.batch_seconds:.2f} "
+                f"gangs bound/s (first create sent -> last bind {b.batch_seconds:.2f} s)"
+            )
+            out()
+            cpu_rows(out, b.cpu, b.batch_seconds, "from the first create to the last bind",
+                     b.watch_events, b.watch_bytes)  # fmt: skip
+        gang_check_rows(out, b.counters_bound, b.checks, f"one job per gang ({b.jobs_in_slurm} "
+                        f"jobs), each RUNNING on {size} nodes, every member bound for it on a "
+                        "node of its own, on that node's Kubernetes Node")  # fmt: skip
+        cleanup_rows(out, "  cleanup: ", b.cleanup, b.instrument)
+        out()
+    g = gangs.backlog
+    if g is not None:
+        bound = g.bound
+        full = gang_latencies(g.pods, g.started_at)
+        n = g.count // size
+        out(
+            f"9. gang backlog: {g.count} Pods in {n} gangs of {size} for {g.scheduler_name}, "
+            f"created (in {g.create_seconds:.2f} s) while nothing watched that name; then a "
+            f"PodScheduler of that name started (start() {g.start_seconds:.2f} s)"
+        )
+        out(f"  bound {len(bound)}/{g.count} Pods, {g.bound_before_start} before it started; "
+            f"{len(full)}/{n} gangs fully bound")  # fmt: skip
+        if bound:
+            t0 = g.started_at
+            pod_lat = [p.bound - t0 for p in bound if p.bound]
+            out(f"  {'latency from its start (s)':<34}{HEADER}")
+            out(fmt_row("Pod: scheduler start -> bound", spread(pod_lat)))
+            if full:
+                out(fmt_row("gang: start -> all bound", spread(full)))
+            gang_stage_rows(out, g.pods, g.instrument, ("scheduler started", lambda m: t0))
+            out(f"  throughput: {g.throughput:.1f} Pods bound/s, {len(full) / g.seconds:.2f} "
+                f"gangs bound/s (scheduler start -> last bind {g.seconds:.2f} s)")  # fmt: skip
+            if g_raw is not None and g_raw.running_rate:
+                text, _ = ratio_text(len(full) / g.seconds, g_raw.running_rate)
+                out(f"  gangs bound/s / raw {size}-node jobs RUNNING/s: {text}")
+            if backlog is not None and backlog.bound:
+                text, _ = ratio_text(g.throughput, backlog.throughput)
+                out(f"  Pods bound/s, gangs / single Pods (5. backlog): {text}")
+            out()
+            cpu_rows(out, g.cpu, g.seconds, "from its start to the last bind")
+        gang_check_rows(out, g.counters, g.checks, f"one job per gang ({g.jobs_in_slurm} jobs), "
+                        f"each RUNNING on {size} nodes, every member bound for it on a node of "
+                        "its own; none bound before the scheduler started")  # fmt: skip
+        cleanup_rows(out, "  cleanup: ", g.cleanup, g.instrument)
+        out()
+
+    out(f"10. side by side: single Pods and gangs of {size} (burst: latency from each Pod's / the "
+        "last member's create; backlog: from the scheduler's start)")  # fmt: skip
+    pct = "".join(f"{h:>7}" for h in ("p50", "p90", "p99"))
+    out(f"  {'':<30}{'Pods/s':>8}{'gangs/s':>8}  {'Pod -> bound (s)':>21}  "
+        f"{'gang -> all bound (s)':>21}")  # fmt: skip
+    out(f"  {'':<30}{'bound':>8}{'bound':>8}  {pct}  {pct}")
+    rows = side_by_side_rows(sched, backlog, gangs)
+    for row in rows:
+        out(row.text())
+    out()
+
+
+def dump_times(
+    path: Path, sched: SchedResult, backlog: BacklogResult | None, gangs: GangRun | None = None
+) -> None:
     """Every Pod's times (epoch seconds), per phase, for a closer look than the percentiles."""
+
+    def _key(pod: PodTimes) -> str:  # a gang's job's times are kept under the gang's key
+        return gang_key(POD_NAMESPACE, pod.group) if pod.group else ""
 
     def rows(pods: list[PodTimes], inst: Instrument) -> list[dict[str, Any]]:
         stages = ("seen", "submit_sent", "submitted", "started_hook", "bind_sent",
                   "bind_returned")  # fmt: skip
         return [
-            {"name": p.name, "uid": p.uid, "sent": p.sent, "created": p.created,
-             **{k: getattr(inst, k).get(p.uid) for k in stages}, "bound": p.bound,
+            {"name": p.name, "uid": p.uid, "group": p.group, "sent": p.sent,
+             "created": p.created,
+             **{k: getattr(inst, k).get(p.uid, getattr(inst, k).get(_key(p))) for k in stages},
+             "bound": p.bound,
              "stale_pending": inst.stale_pending.get(p.uid),
              "after_stale_poll": inst.stale_after.get(p.uid)}
             for p in pods
@@ -1641,6 +1991,11 @@ def dump_times(path: Path, sched: SchedResult, backlog: BacklogResult | None) ->
     if backlog is not None:
         phases["backlog"] = {"started_at": backlog.started_at,
                              "pods": rows(backlog.pods, backlog.instrument)}  # fmt: skip
+    if gangs is not None and gangs.burst is not None:
+        phases["gang_burst"] = rows(gangs.burst.pods, gangs.burst.instrument)
+    if gangs is not None and gangs.backlog is not None:
+        g = gangs.backlog
+        phases["gang_backlog"] = {"started_at": g.started_at, "pods": rows(g.pods, g.instrument)}
     path.write_text(json.dumps(phases, indent=1))
 
 
@@ -1697,6 +2052,15 @@ def main(argv: list[str] | None = None) -> int:
         "--name", default=STACK_NAME, help=f"local stack name (default {STACK_NAME})"
     )
     parser.add_argument(
+        "--gang-size",
+        type=int,
+        default=GANG_SIZE,
+        help=f"after the single-Pod phases, the same burst and backlog with the Pods in gangs "
+        f"of this many (one Slurm job of that many nodes each; --pods rounded down to a "
+        f"multiple), on a stack of 16 nodes; 0: single Pods only, on 4 nodes (default "
+        f"{GANG_SIZE})",
+    )
+    parser.add_argument(
         "--strict", action="store_true", help="exit 1 when a target is missed (checks always do)"
     )
     args = parser.parse_args(argv)
@@ -1705,7 +2069,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.paced_pods < 0 or args.paced_rate <= 0:
         parser.error("--paced-pods must be at least 0 and --paced-rate above 0")
     if max(args.pods, args.paced_pods) > 512:
-        parser.error("the bench cluster has 4 x 128 CPUs: at most 512 one-CPU jobs at once")
+        parser.error("the bench cluster has 512 CPUs: at most 512 one-CPU jobs at once")
+    if args.gang_size < 0 or args.gang_size > 16:
+        parser.error("--gang-size must be 0 (no gangs) to 16 (the gang stack's nodes)")
+    if args.gang_size and args.pods < args.gang_size:
+        parser.error("--pods must be at least --gang-size")
+    args.repo = GANG_REPO if args.gang_size else REPO
+    gang_pods = args.pods // args.gang_size * args.gang_size if args.gang_size else 0
 
     def terminate(signum: int, _frame: Any) -> None:
         raise SystemExit(128 + signum)  # run the finally blocks: the stack must stop
@@ -1713,8 +2083,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, terminate)
     wall = time.perf_counter()
     load = os.getloadavg()[0]
-    say(f"starting local stack {args.name!r} from {REPO.relative_to(ROOT)}")
-    stack = start_stack(args.name, REPO)
+    say(f"starting local stack {args.name!r} from {args.repo.relative_to(ROOT)}")
+    stack = start_stack(args.name, args.repo)
     say(f"stack ready in {stack.seconds_to_ready:.1f} s ({stack.runtime})")
     captured = LogCapture(stack.runtime / "logs" / "bench-scheduler.log")
     logging.getLogger().addHandler(captured)
@@ -1725,15 +2095,35 @@ def main(argv: list[str] | None = None) -> int:
         raw = run_raw(stack, args.pods, args.workers)
         sched = run_scheduler(stack, args.pods, args.workers, args.creators, args.timeout,
                               args.steady, args.paced_pods, args.paced_rate,
-                              captured)  # fmt: skip
+                              captured, repo=args.repo)  # fmt: skip
         checks = list(sched.checks)
         backlog = None
         if not args.no_backlog:  # the first scheduler is stopped by now
             backlog = run_backlog(stack, args.pods, args.workers, args.creators, args.timeout,
-                                  captured)  # fmt: skip
+                                  captured, repo=args.repo)  # fmt: skip
             checks += [f"backlog: {c}" for c in backlog.checks]
-        targets = report(args, stack, raw, sched, backlog, captured, load)
-        dump_times(stack.runtime / "logs" / "bench-pod-times.json", sched, backlog)
+        gangs = None
+        if gang_pods:
+            size = args.gang_size
+            gangs = GangRun(size)
+            say(f"gangs of {size}: {gang_pods} Pods, {gang_pods // size} gangs")
+            gangs.raw = run_raw(stack, gang_pods // size, args.workers, nodes=size)
+            gangs.burst = run_scheduler(
+                stack, gang_pods, args.workers, args.creators, args.timeout, 0.0, 0, 1.0,
+                captured, repo=args.repo, gang=size, prefix="gang", name_suffix="-gang",
+            )  # fmt: skip
+            checks += [f"gang burst: {c}" for c in gangs.burst.checks]
+            if not args.no_backlog:
+                gangs.backlog = run_backlog(
+                    stack, gang_pods, args.workers, args.creators, args.timeout, captured,
+                    repo=args.repo, gang=size, prefix="gbacklog", name_suffix="-gang-backlog",
+                )  # fmt: skip
+                checks += [f"gang backlog: {c}" for c in gangs.backlog.checks]
+        targets = report(args, stack, raw, sched, backlog, captured, load, gangs)
+        if gangs is not None:
+            print()
+            gang_report(print, args, raw, sched, backlog, gangs)
+        dump_times(stack.runtime / "logs" / "bench-pod-times.json", sched, backlog, gangs)
     except ReconcilerError as exc:
         say(f"failed: {exc}")
         return 1
