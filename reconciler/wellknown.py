@@ -112,6 +112,8 @@ POD_GROUP_KIND: Final = "PodGroup"
 ANNOTATION_POD_GROUP: Final = f"{DOMAIN}/pod-group"
 ANNOTATION_POD_GROUP_MIN_MEMBER: Final = f"{DOMAIN}/pod-group-min-member"
 ANNOTATION_GANG_POLICY: Final = f"{DOMAIN}/gang-failure-policy"
+# Its values, and scheduler.gangFailurePolicy's: what happens when a running gang loses a member.
+GANG_FAILURE_POLICIES: Final = ("restart", "keep-going")
 # Environment of a placeholder job: how it reaches the hooks API, and its per-Pod credential.
 ENV_HOOKS_URL: Final = "SUNK_HOOKS_URL"
 ENV_POD_UID: Final = "SUNK_POD_UID"

@@ -16,6 +16,7 @@ from typing import Any
 
 import hostlist
 
+from reconciler import wellknown as wk
 from reconciler.config.yamlfile import KeyPath, YamlFile, format_path
 from reconciler.errors import ConfigTypeError
 
@@ -107,6 +108,8 @@ VALUES: dict[str, str] = {
     "scheduler.scope.type": "string",
     "scheduler.scope.namespaces": "string or list of strings",
     "scheduler.killWait": "integer",
+    "scheduler.gangFailurePolicy": "string",
+    "scheduler.binPackPartitions": "string or list of strings",
     "imagePullSecrets": "list of mappings",
 }
 
@@ -232,12 +235,16 @@ def _check_s6(doc: YamlFile, path: KeyPath, script: Any) -> None:
 
 
 def _check_scope(doc: YamlFile) -> None:
-    scope_type, found = _lookup(doc.data, ["scheduler", "scope", "type"])
-    if found and scope_type not in SCOPE_TYPES:
-        raise ConfigTypeError(
-            f"scheduler.scope.type must be one of {', '.join(SCOPE_TYPES)}, got {scope_type!r}",
-            where=doc.location(("scheduler", "scope", "type")),
-        )
+    for path, allowed in (
+        (("scheduler", "scope", "type"), SCOPE_TYPES),
+        (("scheduler", "gangFailurePolicy"), wk.GANG_FAILURE_POLICIES),
+    ):
+        value, found = _lookup(doc.data, list(path))
+        if found and value not in allowed:
+            raise ConfigTypeError(
+                f"{'.'.join(path)} must be one of {', '.join(allowed)}, got {value!r}",
+                where=doc.location(path),
+            )
 
 
 def _wrong(doc: YamlFile, path: KeyPath, expected: str, value: Any) -> None:

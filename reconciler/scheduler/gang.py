@@ -28,7 +28,7 @@ from reconciler.scheduler.decide import (
 
 Obj = Mapping[str, Any]
 FailurePolicy = Literal["restart", "keep-going"]
-FAILURE_POLICIES: tuple[FailurePolicy, ...] = ("restart", "keep-going")
+FAILURE_POLICIES: tuple[FailurePolicy, ...] = wk.GANG_FAILURE_POLICIES
 # What every member must ask for alike: one job has one partition, account, QOS, user...
 SHARED_FIELDS = (
     "account", "partition", "qos", "reservation", "constraints", "prefer", "exclusive",

@@ -226,3 +226,11 @@ def test_an_impossible_unquoted_date_is_an_error_not_a_traceback() -> None:
     with pytest.raises(ConfigSyntaxError) as err:
         config_from("compute: {}\n", {"values.d/20-x.yaml": "when: 2030-13-01T08:00:00Z\n"})
     assert str(err.value).startswith("values.d/20-x.yaml: invalid YAML value: month must be")
+
+
+def test_an_unknown_gang_failure_policy_names_the_file_line_and_choices() -> None:
+    with pytest.raises(ConfigTypeError) as err:
+        config_from("scheduler:\n  gangFailurePolicy: retry\n")
+    text = str(err.value)
+    assert "values.yaml:2" in text
+    assert "scheduler.gangFailurePolicy must be one of restart, keep-going, got 'retry'" in text

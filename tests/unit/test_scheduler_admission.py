@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reconciler import wellknown as wk
+from reconciler.errors import ConfigTypeError
 from reconciler.scheduler.admission import PodRequest, Rejection, admit, fingerprint
 from reconciler.scheduler.settings import (
     DEFAULT_KILL_WAIT_SECONDS,
@@ -455,3 +456,32 @@ def test_integer_annotations_take_plain_decimal_digits_only(value: str) -> None:
 def test_node_lists_ignore_all_whitespace() -> None:
     request = admitted(pod(annotations={wk.ANNOTATION_EXCLUDED_NODES: "a-1,\n a-2\t"}))
     assert request.excluded_nodes == ("a-1", "a-2")
+
+
+def test_settings_gang_policy_and_bin_packed_partitions() -> None:
+    default = settings_from_values({}, release="r", namespace="n")
+    assert (default.gang_failure_policy, default.bin_pack_partitions) == ("restart", ())
+    values = {"scheduler": {"gangFailurePolicy": "keep-going", "binPackPartitions": "gpu, all"}}
+    settings = settings_from_values(values, release="r", namespace="n")
+    assert settings.gang_failure_policy == "keep-going"
+    assert settings.bin_pack_partitions == ("gpu", "all")
+
+
+def test_an_unknown_gang_policy_names_the_key_and_the_choices() -> None:
+    with pytest.raises(
+        ConfigTypeError, match=r"scheduler.gangFailurePolicy: must be one of restart"
+    ):
+        settings_from_values(
+            {"scheduler": {"gangFailurePolicy": "retry"}}, release="r", namespace="n"
+        )
+
+
+def test_gang_annotations_count_in_the_refusal_fingerprint() -> None:
+    """A gang member refused for its min-member annotation is looked at again once fixed."""
+    member = pod(annotations={wk.ANNOTATION_POD_GROUP_MIN_MEMBER: "x"})
+    fixed = copy.deepcopy(member)
+    fixed["metadata"]["annotations"][wk.ANNOTATION_POD_GROUP_MIN_MEMBER] = "2"
+    assert fingerprint(member) != fingerprint(fixed)
+    status = copy.deepcopy(member)
+    status["metadata"]["annotations"][wk.ANNOTATION_JOB_ID] = "12"
+    assert fingerprint(member) == fingerprint(status)
