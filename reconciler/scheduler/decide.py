@@ -92,6 +92,11 @@ def recorded_job_id(pod: Obj) -> int | None:
     return int(text) if text.isascii() and text.isdigit() else None  # "²".isdigit() too
 
 
+def finished(pod: Obj) -> bool:
+    """The Pod succeeded or failed: it holds nothing any more."""
+    return (pod.get("status") or {}).get("phase") in TERMINAL_PHASES
+
+
 def is_refused(pod: Obj) -> bool:
     """Admission refused this Pod as it is now: no retry until it changes."""
     annotations = (pod.get("metadata") or {}).get("annotations") or {}

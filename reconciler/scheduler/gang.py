@@ -9,6 +9,7 @@ the members and the job as they are now, and a restart picks up where the last r
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -29,6 +30,10 @@ from reconciler.scheduler.decide import (
 Obj = Mapping[str, Any]
 FailurePolicy = Literal["restart", "keep-going"]
 FAILURE_POLICIES: tuple[FailurePolicy, ...] = wk.GANG_FAILURE_POLICIES
+# A job back in the queue no longer holds the nodes its bound members run on.
+REQUEUE_STATES = frozenset({"PENDING", "REQUEUED", "REQUEUE_HOLD"})
+# A PodGroup's name rules (DNS-1123 subdomain): it ends up in job names and hook paths.
+_GROUP_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 # What every member must ask for alike: one job has one partition, account, QOS, user...
 SHARED_FIELDS = (
     "account", "partition", "qos", "reservation", "constraints", "prefer", "exclusive",
@@ -155,6 +160,12 @@ def gang_from_annotations(
     namespace: str, name: str, members: Sequence[Obj], default_policy: FailurePolicy
 ) -> Gang | Problem:
     """Our annotations: every member says the same `pod-group-min-member` (and policy)."""
+    if not _GROUP_NAME.fullmatch(name) or len(name) > 253:
+        return Problem(
+            f"metadata.annotations[{wk.ANNOTATION_POD_GROUP!r}]",
+            f"{name!r} is not a valid group name: lower-case letters, digits, '-' and '.', "
+            "as a PodGroup's name",
+        )
     field = f"metadata.annotations[{wk.ANNOTATION_POD_GROUP_MIN_MEMBER!r}]"
     values = {_annotations(p).get(wk.ANNOTATION_POD_GROUP_MIN_MEMBER) for p in members}
     values.discard(None)
@@ -249,7 +260,7 @@ def _with_job(gang: Gang, members: Sequence[Obj], job: SlurmJob) -> list[GangSte
     holders = [p for p in members if recorded_job_id(p) == job.job_id]
     live = [p for p in holders if _live(p)]
     free = _free(members, job.job_id)
-    if job.state != "RUNNING":
+    if job.state in REQUEUE_STATES:
         requeued = [p for p in live if _bound(p)]
         if requeued:  # Slurm took the nodes back (e.g. preempted with PreemptMode=REQUEUE)
             message = f"Slurm requeued gang job {job.job_id}; bound Pods cannot move"
@@ -258,6 +269,8 @@ def _with_job(gang: Gang, members: Sequence[Obj], job: SlurmJob) -> list[GangSte
                 CancelGangJob(job.job_id, message),
             ]
         return _pending(gang, job, live, free)
+    if job.state != "RUNNING":  # suspended, configuring...: its nodes stay its own
+        return []
     slots = _slots(job)
     if not slots:
         return [RefreshJob(job.job_id)]

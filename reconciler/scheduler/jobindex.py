@@ -67,3 +67,14 @@ def merge_listing(
 
 def _differs(a: SlurmJob, b: SlurmJob) -> bool:
     return (a.job_id, a.state, a.nodes) != (b.job_id, b.state, b.nodes)
+
+
+def pending_job(job_id: int, name: str, now: float) -> SlurmJob:
+    """What we know of a job we just submitted, until Slurm tells us more."""
+    return SlurmJob(
+        job_id=job_id, name=name, state="PENDING", state_reason="None", state_description="",
+        partition="", nodes="", required_nodes="", excluded_nodes="", reservation="",
+        constraints="", gres="", user_name="", user_id=None, group_id=None, comment="",
+        time_limit_minutes=None, priority=0, node_count=1, cpus=0, submit_time=int(now),
+        start_time=0, end_time=0, exit_code=None, batch_host="", flags=frozenset(),
+    )  # fmt: skip

@@ -14,21 +14,21 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
-from reconciler.adapters.slurm_rest import JobSpec, JobUpdate, SlurmJob, SlurmObserver
+from reconciler.adapters.slurm_rest import JobUpdate, SlurmJob, SlurmObserver
 from reconciler.errors import (
     ReconcilerError,
     SlurmApiError,
     SlurmAuthError,
     SlurmUnavailableError,
 )
-from reconciler.scheduler.admission import PodRequest, Rejection, admit
+from reconciler.scheduler.admission import PodRequest, Rejection, admit, fingerprint
 from reconciler.scheduler.affinity import has_node_constraints, node_matches
 from reconciler.scheduler.clients import SlurmClients
 from reconciler.scheduler.decide import (
@@ -39,31 +39,14 @@ from reconciler.scheduler.decide import (
     DeletePod,
     RecheckAt,
     Step,
-    is_refused,
+    finished,
     next_steps,
     recorded_job_id,
 )
-from reconciler.scheduler.gang import (
-    AdoptMembers,
-    BindGang,
-    CancelGangJob,
-    DeleteMembers,
-    Gang,
-    GangStep,
-    RefreshJob,
-    SubmitGang,
-    WaitForMembers,
-    gang_from_annotations,
-    gang_from_pod_group,
-    gang_key_of,
-    gang_request,
-    group_of,
-    is_gang_key,
-    next_gang_steps,
-    uses_pod_group_crd,
-)
+from reconciler.scheduler.gang import gang_key_of, is_gang_key
+from reconciler.scheduler.gang_shell import GangShell
 from reconciler.scheduler.hooks import HookCall, HooksServer
-from reconciler.scheduler.jobindex import merge_listing
+from reconciler.scheduler.jobindex import merge_listing, pending_job
 from reconciler.scheduler.packing import (
     Fragmentation,
     fragmentation,
@@ -72,8 +55,7 @@ from reconciler.scheduler.packing import (
 )
 from reconciler.scheduler.placeholder import (
     HookCredentials,
-    JobHolder,
-    gang_job_for,
+    describe_job,
     job_name_for,
     placeholder_job_for,
     pod_uid_of,
@@ -124,7 +106,7 @@ class Counters:
     hooks: int = 0
 
 
-class PodScheduler:
+class PodScheduler(GangShell):
     def __init__(
         self,
         kube: Kube,
@@ -162,8 +144,10 @@ class PodScheduler:
         self._policies = PodPolicies()  # replaced whole by set_policies: no lock needed
         self._namespaces: dict[str, tuple[float, Obj | None]] = {}  # name -> (read at, object)
         self._gang_members: dict[str, set[str]] = {}  # gang key -> Pod uids
-        self._pod_groups: dict[tuple[str, str], tuple[float, Obj | None]] = {}
-        self._told_waiting: dict[str, tuple[int, int]] = {}  # Pod uid -> (present, needed)
+        # (namespace, name) -> (read at, PodGroup, why it could not be read)
+        self._pod_groups: dict[tuple[str, str], tuple[float, Obj | None, str]] = {}
+        self._told_waiting: dict[str, str] = {}  # Pod uid -> what it was told it waits for
+        self._gang_admitted: set[str] = set()  # gang members admitted for their job
         self._rule_pods: set[str] = set()  # uids of our Pods with pod (anti-)affinity rules
         self._bind_lock = threading.Lock()
         self._repack = threading.Event()
@@ -304,29 +288,42 @@ class PodScheduler:
 
     def _on_pod(self, event: str, pod: Obj) -> None:
         uid = pod["metadata"]["uid"]
-        gang = gang_key_of(pod)
         with self._pod_changed:
+            gang = self._gang_key_locked(pod)
             before = self._pods.get(uid)
             if event == "DELETED":
                 self._pods.pop(uid, None)
             else:
                 self._pods[uid] = pod
             self._index_gang_locked(uid, before, None if event == "DELETED" else pod)
-            if event != "DELETED" and needs_placed_pods(pod) and not _finished(pod):
+            if event != "DELETED" and needs_placed_pods(pod) and not finished(pod):
                 self._rule_pods.add(uid)
             else:
                 self._rule_pods.discard(uid)
             self._pod_changed.notify_all()
         self._queue.add(gang or uid)  # a gang's Pods are handled together, under its key
 
+    def _gang_key_locked(self, pod: Obj) -> str | None:
+        """The Pod's gang, unless it has a placeholder job of its own: a group label added
+        after it was scheduled alone does not move it (its job would leak)."""
+        if pod["metadata"]["uid"] in self._jobs:
+            return None
+        return gang_key_of(pod)
+
     def _index_gang_locked(self, uid: str, before: Obj | None, after: Obj | None) -> None:
-        old = gang_key_of(before) if before is not None else None
-        new = gang_key_of(after) if after is not None else None
+        old = self._gang_key_locked(before) if before is not None else None
+        new = self._gang_key_locked(after) if after is not None else None
         if old and old != new:
-            self._gang_members.get(old, set()).discard(uid)
+            members = self._gang_members.get(old, set())
+            members.discard(uid)
+            if not members:
+                self._gang_members.pop(old, None)
             self._queue.add(old)
         if new:
             self._gang_members.setdefault(new, set()).add(uid)
+        if after is None:
+            self._told_waiting.pop(uid, None)
+            self._gang_admitted.discard(uid)
 
     def _on_slurmd_pod(self, event: str, pod: Obj) -> None:
         """A slurmd Pod is a Slurm node (slurmd -N <pod name>) on its Kubernetes Node."""
@@ -433,7 +430,7 @@ class PodScheduler:
             if (job is None or job.job_id < call.job_id) and pod is not None:
                 # The job started before our submit call returned: note it now, so the Pod is
                 # bound as soon as the submit is recorded, not at the next poll.
-                job = _pending_job(call.job_id, job_name_for(pod), self._clock())
+                job = pending_job(call.job_id, job_name_for(pod), self._clock())
             if job is not None and job.job_id == call.job_id:
                 if call.kind == "started" and job.state == "PENDING":
                     job = replace(job, state="RUNNING", nodes=call.slurm_node)
@@ -455,7 +452,7 @@ class PodScheduler:
                 return "ok" if call.kind == "started" else "gone"
             job = self._jobs.get(key)
             if job is None or job.job_id < call.job_id:
-                job = _pending_job(call.job_id, "", self._clock())
+                job = pending_job(call.job_id, "", self._clock())
             if job.job_id == call.job_id:
                 if call.kind == "started" and job.state == "PENDING":
                     job = replace(job, state="RUNNING", nodes="")  # the hook names one node
@@ -474,7 +471,7 @@ class PodScheduler:
                 held = [
                     pod for uid in self._gang_members.get(key, ())
                     if (pod := self._pods.get(uid)) is not None
-                    and recorded_job_id(pod) == job_id and not _finished(pod)
+                    and recorded_job_id(pod) == job_id and not finished(pod)
                 ]  # fmt: skip
                 if not held:
                     return "gone"
@@ -490,7 +487,7 @@ class PodScheduler:
         with self._pod_changed:
             while True:
                 pod = self._pods.get(uid)
-                if pod is None or _finished(pod):
+                if pod is None or finished(pod):
                     return "gone"
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or self._stopping.is_set():
@@ -529,7 +526,8 @@ class PodScheduler:
         with self._lock:
             pod = self._pods.get(uid)
             job = self._jobs.get(uid)
-        gang = gang_key_of(pod) if pod is not None else None
+        with self._lock:
+            gang = self._gang_key_locked(pod) if pod is not None else None
         if gang is not None:
             self._queue.add(gang)
             return
@@ -594,7 +592,7 @@ class PodScheduler:
                 raise
             self._refuse(pod, f"Slurm refused the placeholder job: {exc.message}")
             return
-        job = _pending_job(submitted.job_id, spec.name or "", self._clock())
+        job = pending_job(submitted.job_id, spec.name or "", self._clock())
         with self._lock:
             known = self._jobs.get(uid)
             if known is None or known.job_id != job.job_id:  # a hook may have told us more
@@ -607,20 +605,25 @@ class PodScheduler:
         self._pods_out.annotate_later(pod, {wk.ANNOTATION_JOB_ID: str(job.job_id)})
         self._pods_out.event(
             pod, wk.EVENT_SUBMITTED, "Submit",
-            f"submitted placeholder Slurm job {job.job_id} ({_describe(spec)})",
+            f"submitted placeholder Slurm job {job.job_id} ({describe_job(spec)})",
         )  # fmt: skip
 
-    def _group_matches(self, job_id: int, request: PodRequest) -> bool:
+    def _group_matches(
+        self, job_id: int, request: PodRequest, key: str | None = None,
+        pods: list[Obj] | None = None,
+    ) -> bool:  # fmt: skip
         """slurmrestd 22.05 cannot set a job's group: it is the user's primary group. A Pod
-        that asks for another one is refused rather than run with the wrong group."""
+        (or a gang: `key`, `pods`) that asks for another one is refused rather than run with
+        the wrong group."""
         job = self._slurm.operator.job(job_id)
         if job is None or job.group_id in (None, request.group_id):
             return True
         self._slurm.operator.cancel(job_id)
         with self._lock:
-            self._forget_locked(_uid_of(job), job_id)
-        pod = self._pod_for_job(job)
-        if pod is not None:
+            self._forget_locked(key or _uid_of(job), job_id)
+        if pods is None:
+            pods = [pod] if (pod := self._pod_for_job(job)) is not None else []
+        for pod in pods:
             self._refuse(
                 pod,
                 f"metadata.annotations['{wk.ANNOTATION_GROUP_ID}']: Slurm 22.05's REST API runs "
@@ -669,7 +672,7 @@ class PodScheduler:
             listing = self._kube.list("v1", "Pod", namespace, label_selector=selector or None)
             for other in listing.items:
                 meta, node = other["metadata"], (other.get("spec") or {}).get("nodeName")
-                if node and meta["uid"] != own and not _finished(other):
+                if node and meta["uid"] != own and not finished(other):
                     found[meta["uid"]] = PlacedPod(
                         meta["namespace"], meta.get("labels") or {}, node
                     )
@@ -717,14 +720,19 @@ class PodScheduler:
         """Our cache says what we just wrote, before the watch does: a gang's next look must
         see this member placed, not missing (which its restart policy would take for a
         member that died)."""
+        self._note_annotations(pod, recorded, node=node)
+
+    def _note_annotations(
+        self, pod: Obj, annotations: dict[str, str], *, node: str | None = None
+    ) -> None:
         uid = pod["metadata"]["uid"]
         with self._pod_changed:
             cached = self._pods.get(uid)
-            if cached is None or (cached.get("spec") or {}).get("nodeName"):
+            if cached is None or (node and (cached.get("spec") or {}).get("nodeName")):
                 return
             meta = dict(cached["metadata"])
-            meta["annotations"] = {**(meta.get("annotations") or {}), **recorded}
-            spec = {**cached["spec"], "nodeName": node}
+            meta["annotations"] = {**(meta.get("annotations") or {}), **annotations}
+            spec = {**cached["spec"], "nodeName": node} if node else cached["spec"]
             self._pods[uid] = {**cached, "metadata": meta, "spec": spec}
 
     def _checked_node(self, pod: Obj, step: Bind) -> str | None:
@@ -851,215 +859,9 @@ class PodScheduler:
     def _refuse(self, pod: Obj, message: str) -> None:
         self.counters.refused += 1
         self._pods_out.refuse(pod, message)
+        # Seen at once, not when the watch brings it: the next look must not refuse again.
+        self._note_annotations(pod, {wk.ANNOTATION_REJECTED: fingerprint(pod)})
         log.info("scheduler: refused pod %s: %s", _key(pod), message)
-
-    # ---- gangs ------------------------------------------------------------------------
-
-    def _sync_gang(self, key: str) -> None:
-        with self._lock:
-            members = [p for u in self._gang_members.get(key, ()) if (p := self._pods.get(u))]
-            job = self._jobs.get(key)
-        if not members:
-            if job is not None and job.state in ACTIVE_STATES:
-                self._cancel_gang(key, CancelGangJob(job.job_id, "its Pods were deleted"), ())
-            return
-        gang = self._gang_of(key, members)
-        if gang is None:
-            return
-        for step in next_gang_steps(gang, members, job):
-            self._execute_gang(gang, members, step)
-
-    def _gang_of(self, key: str, members: list[Obj]) -> Gang | None:
-        """The gang's size and policy; None (with an Event, and a look again later) while its
-        PodGroup is missing or wrong, or after refusing members whose annotations are."""
-        first = min(members, key=lambda p: p["metadata"].get("creationTimestamp") or "")
-        namespace, name = first["metadata"]["namespace"], group_of(first) or ""
-        policy = self.settings.gang_failure_policy
-        if not uses_pod_group_crd(first):
-            found = gang_from_annotations(namespace, name, members, policy)
-            if not isinstance(found, Gang):
-                for pod in members:
-                    if not pod["spec"].get("nodeName") and not is_refused(pod):
-                        self._refuse(pod, str(found))
-                return None
-            return found
-        pod_group = self._pod_group(namespace, name)
-        found = (
-            gang_from_pod_group(namespace, name, pod_group, policy)
-            if pod_group is not None
-            else f"PodGroup {namespace}/{name} ({wk.POD_GROUP_API_VERSION}) does not exist; "
-            "create it with spec.minMember, or use the "
-            f"{wk.ANNOTATION_POD_GROUP} annotations instead of the label"
-        )
-        if isinstance(found, Gang):
-            return found
-        self._tell_waiting(members, str(found), type="Warning")
-        self._queue.add_after(key, GANG_RECHECK_SECONDS)
-        return None
-
-    def _pod_group(self, namespace: str, name: str) -> Obj | None:
-        read_at, found = self._pod_groups.get((namespace, name), (0.0, None))
-        if self._clock() - read_at > POD_GROUP_TTL_SECONDS:
-            try:
-                found = self._kube.get(wk.POD_GROUP_API_VERSION, wk.POD_GROUP_KIND, name, namespace)
-            except ReconcilerError as exc:  # the CRD is not installed, most likely
-                log.info("scheduler: reading PodGroup %s/%s: %s", namespace, name, exc)
-                found = None
-            self._pod_groups[(namespace, name)] = (self._clock(), found)
-        return found
-
-    def _execute_gang(self, gang: Gang, members: list[Obj], step: GangStep) -> None:
-        if isinstance(step, WaitForMembers):
-            free = [p for p in members if not p["spec"].get("nodeName")]
-            message = (
-                f"waiting for its gang {gang.namespace}/{gang.name}: {step.present} of "
-                f"{step.needed} Pods are here; none is placed until all are"
-            )
-            self._tell_waiting(free, message, counts=(step.present, step.needed))
-        elif isinstance(step, SubmitGang):
-            self._submit_gang(gang, list(step.pods))
-        elif isinstance(step, AdoptMembers):
-            for pod in step.pods:
-                self._pods_out.annotate(pod, {wk.ANNOTATION_JOB_ID: str(step.job_id)})
-        elif isinstance(step, RefreshJob):
-            self._refresh_gang_job(gang.key, step.job_id)
-        elif isinstance(step, BindGang):
-            self._bind_gang(gang, members, step)
-        elif isinstance(step, DeleteMembers):
-            for pod in step.pods:
-                self._delete_pod(pod, DeletePod(step.reason, step.message))
-        elif isinstance(step, CancelGangJob):
-            self._cancel_gang(gang.key, step, members)
-
-    def _tell_waiting(
-        self, pods: list[Obj], message: str, *, counts: tuple[int, int] = (-1, -1),
-        type: str = "Normal",
-    ) -> None:  # fmt: skip
-        """One Event per Pod and state of its gang, not one per look."""
-        for pod in pods:
-            uid = pod["metadata"]["uid"]
-            if self._told_waiting.get(uid) != counts:
-                self._told_waiting[uid] = counts
-                self._pods_out.event(pod, wk.EVENT_GANG_WAITING, "Scheduling", message, type)
-
-    def _submit_gang(self, gang: Gang, pods: list[Obj]) -> None:
-        assert self.credentials is not None
-        requests: list[PodRequest] = []
-        for pod in pods:
-            if not self._passes_policies(pod):
-                self._queue.add(gang.key)  # refused: the gang is one short, look again
-                return
-            admission = admit(
-                pod, kill_wait_seconds=self.settings.kill_wait_seconds,
-                slurm_version=self.settings.slurm_version,
-            )  # fmt: skip
-            refusal = (
-                admission.message()
-                if isinstance(admission, Rejection)
-                else self._topology_refusal(pod)
-            )
-            if refusal is not None or isinstance(admission, Rejection):
-                self._refuse(pod, refusal or "")
-                self._queue.add(gang.key)
-                return
-            requests.append(admission)
-        request = gang_request(requests)
-        if not isinstance(request, PodRequest):
-            for pod in pods:
-                self._refuse(pod, str(request))
-            return
-        excluded = sorted({n for pod in pods for n in self._excluded_nodes(pod)})
-        holder = JobHolder(gang.key, gang.job_name, f"{gang.namespace}/{gang.name} (gang)")
-        spec = gang_job_for(
-            holder, request, self.credentials, nodes=len(pods), excluded_nodes=excluded
-        )
-        try:
-            submitted = self._slurm.for_user(submit_user(request)).submit(spec)
-        except (SlurmUnavailableError, SlurmAuthError):
-            raise
-        except SlurmApiError as exc:
-            if exc.error_number in (None, -1, 5005):
-                raise
-            for pod in pods:
-                self._refuse(pod, f"Slurm refused the gang's job: {exc.message}")
-            return
-        job = replace(_pending_job(submitted.job_id, gang.job_name, self._clock()),
-                      node_count=len(pods))  # fmt: skip
-        with self._lock:
-            known = self._jobs.get(gang.key)
-            if known is None or known.job_id != job.job_id:
-                self._record_locked(gang.key, job)
-        self.counters.submitted += 1
-        if priority_update_needed(request):
-            self._slurm.operator.update_job(job.job_id, JobUpdate(priority=request.priority))
-        for pod in pods:
-            self._pods_out.annotate_later(pod, {wk.ANNOTATION_JOB_ID: str(job.job_id)})
-            self._pods_out.event(
-                pod, wk.EVENT_SUBMITTED, "Submit",
-                f"submitted Slurm job {job.job_id} for gang {gang.namespace}/{gang.name}: "
-                f"{len(pods)} nodes, all or none, each with {_describe(spec)}",
-            )  # fmt: skip
-
-    def _refresh_gang_job(self, key: str, job_id: int) -> None:
-        job = self._slurm.operator.job(job_id)
-        if job is None:
-            return
-        with self._lock:
-            known = self._jobs.get(key)
-            if known is None or known.job_id <= job.job_id:
-                self._record_locked(key, job)
-        if job.state == "RUNNING" and not job.nodes:
-            self._queue.add_after(key, UNRESOLVED_NODE_RECHECK_SECONDS)
-        else:
-            self._queue.add(key)
-
-    def _bind_gang(self, gang: Gang, members: list[Obj], step: BindGang) -> None:
-        """Every member to its node, or none: first every node must be known and take its Pod."""
-        with self._lock:
-            placed = dict(self._kube_node_of)
-            labels, taints = dict(self._node_labels), dict(self._node_taints)
-        targets: list[tuple[Obj, str, str]] = []
-        for pod, slurm_node in step.assignments:
-            node = placed.get(slurm_node)
-            if node is None:
-                self._queue.add_after(gang.key, UNRESOLVED_NODE_RECHECK_SECONDS)
-                return
-            if not node_matches(pod, labels.get(node, {})) or not tolerates_all(
-                pod, taints.get(node, ())
-            ):
-                self._resubmit_gang(gang, members, step.job_id, pod, slurm_node, node)
-                return
-            targets.append((pod, slurm_node, node))
-        for pod, slurm_node, node in targets:
-            self._bind(pod, Bind(step.job_id, slurm_node), checked_node=node)
-
-    def _resubmit_gang(
-        self, gang: Gang, members: list[Obj], job_id: int, pod: Obj, slurm_node: str, node: str
-    ) -> None:
-        self._slurm.operator.cancel(job_id)
-        with self._lock:
-            self._forget_locked(gang.key, job_id)
-        for member in members:
-            if recorded_job_id(member) == job_id:
-                self._pods_out.annotate(member, {wk.ANNOTATION_JOB_ID: None})
-        self._pods_out.event(
-            pod, wk.EVENT_BIND_FAILED, "Binding",
-            f"gang job {job_id} got Slurm node {slurm_node} on Node {node}, which this Pod's "
-            "node affinity or tolerations rule out; submitting the gang again without it",
-            type="Warning",
-        )  # fmt: skip
-        self._queue.add(gang.key)
-
-    def _cancel_gang(self, key: str, step: CancelGangJob, members: Iterable[Obj]) -> None:
-        self._cancel_job(key, step.job_id)
-        log.info("scheduler: cancelled gang job %d: %s", step.job_id, step.message)
-        for pod in members:
-            if recorded_job_id(pod) == step.job_id and not _finished(pod):
-                self._pods_out.annotate(pod, {wk.ANNOTATION_JOB_ID: None})
-                self._pods_out.event(
-                    pod, wk.EVENT_RELEASED, "Release",
-                    f"cancelled gang job {step.job_id}: {step.message}",
-                )  # fmt: skip
 
     # ---- views for tests and status ---------------------------------------------------
 
@@ -1088,17 +890,6 @@ def seconds_since_created(pod: Obj, now: float) -> float | None:
     return max(0.0, now - created.timestamp())
 
 
-def _pending_job(job_id: int, name: str, now: float) -> SlurmJob:
-    """What we know of a job we just submitted, until Slurm tells us more."""
-    return SlurmJob(
-        job_id=job_id, name=name, state="PENDING", state_reason="None", state_description="",
-        partition="", nodes="", required_nodes="", excluded_nodes="", reservation="",
-        constraints="", gres="", user_name="", user_id=None, group_id=None, comment="",
-        time_limit_minutes=None, priority=0, node_count=1, cpus=0, submit_time=int(now),
-        start_time=0, end_time=0, exit_code=None, batch_host="", flags=frozenset(),
-    )  # fmt: skip
-
-
 def _without_job_id(pod: Obj) -> Obj:
     meta = dict(pod["metadata"])
     meta["annotations"] = {
@@ -1107,30 +898,12 @@ def _without_job_id(pod: Obj) -> Obj:
     return {**pod, "metadata": meta}
 
 
-def _finished(pod: Obj) -> bool:
-    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
-
-
 def _uid_of(job: SlurmJob) -> str:
     return pod_uid_of(job.name) or ""
 
 
 def _key(pod: Obj) -> str:
     return f"{pod['metadata'].get('namespace')}/{pod['metadata'].get('name')}"
-
-
-def _describe(spec: JobSpec) -> str:
-    parts = [f"partition {spec.partition}" if spec.partition else "default partition"]
-    parts.append(f"{spec.cpus_per_task} CPUs, {spec.memory_per_node} MB")
-    if spec.gres:
-        parts.append(spec.gres)
-    for label, value in (
-        ("exclusive", spec.exclusive), ("excluding", spec.excluded_nodes),
-        ("on", spec.required_nodes),
-    ):  # fmt: skip
-        if value:
-            parts.append(f"{label} {value}")
-    return ", ".join(parts)
 
 
 def _slimmed(obj: Obj) -> Obj:

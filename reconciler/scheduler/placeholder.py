@@ -173,6 +173,21 @@ def _job_spec(
     )
 
 
+def describe_job(spec: JobSpec) -> str:
+    """A JobSpec in a few words, for Events."""
+    parts = [f"partition {spec.partition}" if spec.partition else "default partition"]
+    parts.append(f"{spec.cpus_per_task} CPUs, {spec.memory_per_node} MB")
+    if spec.gres:
+        parts.append(spec.gres)
+    for label, value in (
+        ("exclusive", spec.exclusive), ("excluding", spec.excluded_nodes),
+        ("on", spec.required_nodes),
+    ):  # fmt: skip
+        if value:
+            parts.append(f"{label} {value}")
+    return ", ".join(parts)
+
+
 def priority_update_needed(request: PodRequest) -> bool:
     return request.priority is not None and submit_user(request) != ROOT_USER
 

@@ -152,6 +152,28 @@ def unlabelled_keys(
     return problems
 
 
+def gang_rule_problems(pod: Obj, members: Iterable[Obj]) -> list[Problem]:
+    """Rules that select other members of the Pod's gang. Every member gets a node of its own
+    in one job, so hostname anti-affinity and hostname spread between members hold by
+    construction; any other rule between members would need their placement decided
+    together, which one Slurm job cannot express here: refused, not ignored."""
+    others = [m for m in members if m is not pod]
+    problems = []
+    for rule in _hard_rules(pod):
+        if rule.kind != "podAffinity" and rule.topology_key == HOSTNAME:
+            continue
+        if any(rule.matches(_namespace(m), _labels(m)) for m in others):
+            problems.append(
+                Problem(
+                    rule.field,
+                    "selects other members of the Pod's gang; between the members of a gang "
+                    f"only anti-affinity and spread on {HOSTNAME} are honoured (each member "
+                    "gets a node of its own): narrow the selector to Pods outside the gang",
+                )
+            )
+    return problems
+
+
 def selector_matches(selector: Obj | None, labels: Mapping[str, str]) -> bool:
     """Kubernetes LabelSelector semantics: null matches nothing, {} matches everything."""
     if selector is None:

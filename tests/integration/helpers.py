@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
 import time
@@ -9,6 +10,9 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
+
+from reconciler.adapters.kube import Kube
+from reconciler.errors import KubeApiError
 
 T = TypeVar("T")
 
@@ -50,3 +54,41 @@ def stop_cleanly(process: subprocess.Popen[bytes], log: Path, timeout: float = 3
     text = log.read_text(errors="replace")
     assert process.returncode == 0, text
     assert "Traceback" not in text, text
+
+
+def install_pod_group_crd(kube: Kube, namespace: str) -> None:
+    """The scheduler-plugins PodGroup CRD (scheduling.x-k8s.io/v1alpha1), schema-less, as a
+    cluster with coscheduling has it; returns once it serves in `namespace`."""
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "podgroups.scheduling.x-k8s.io"},
+        "spec": {
+            "group": "scheduling.x-k8s.io", "scope": "Namespaced",
+            "names": {"plural": "podgroups", "singular": "podgroup", "kind": "PodGroup",
+                      "shortNames": ["pg"]},
+            "versions": [{"name": "v1alpha1", "served": True, "storage": True, "schema": {
+                "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+            }}],
+        },
+    }  # fmt: skip
+    if not kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", crd["metadata"]["name"]):
+        kube.request_json(
+            "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", body=crd
+        )
+
+    def served() -> bool:
+        with contextlib.suppress(KubeApiError):
+            path = f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}/podgroups"
+            return bool(kube.request_json("GET", path))
+        return False
+
+    wait_for(served, 20, "the PodGroup CRD to serve")
+
+
+def create_pod_group(kube: Kube, namespace: str, name: str, min_member: int) -> None:
+    kube.request_json(
+        "POST", f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}/podgroups",
+        body={"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+              "metadata": {"name": name, "namespace": namespace},
+              "spec": {"minMember": min_member}},
+    )  # fmt: skip

@@ -27,7 +27,13 @@ from reconciler.adapters.kube import Kube
 from reconciler.local.ports import free_port
 from reconciler.local.stack import LocalStack
 from tests.integration.flux_fixture import install_crd, remove_crd
-from tests.integration.helpers import stop_cleanly, unique, wait_for
+from tests.integration.helpers import (
+    create_pod_group,
+    install_pod_group_crd,
+    stop_cleanly,
+    unique,
+    wait_for,
+)
 from tests.integration.local_up import local_up
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -217,6 +223,7 @@ def _pods_refused_bound_cancelled_and_deleted(
     wait_for(lambda: _annotation(admin, refused, namespace, wk.ANNOTATION_REJECTED), 30,
              f"{namespace}/{refused} to be refused: {log.read_text()}")  # fmt: skip
     jobs = {name: _bound_job(admin, namespace, name, log) for name in (cancelled, deleted)}
+    _gang_of_one_bound_and_deleted(deployed, namespace, log)
     slurm.run("scancel", jobs[cancelled])
     wait_for(lambda: admin.get("v1", "Pod", cancelled, namespace) is None, 60,
              f"{namespace}/{cancelled} to be deleted after scancel")  # fmt: skip
@@ -224,6 +231,19 @@ def _pods_refused_bound_cancelled_and_deleted(
     wait_for(lambda: "JobState=CANCELLED" in slurm.run("scontrol", "show", "job", "-o",
              jobs[deleted]), 60, f"the job of {namespace}/{deleted} to be cancelled")  # fmt: skip
     admin.delete("v1", "Pod", refused, namespace)
+
+
+def _gang_of_one_bound_and_deleted(deployed: Deployed, namespace: str, log: Path) -> None:
+    """A coscheduling PodGroup member: the scheduler reads its PodGroup (RBAC: get)."""
+    admin = deployed.admin
+    install_pod_group_crd(admin, namespace)
+    group = unique("gang")
+    create_pod_group(admin, namespace, group, 1)
+    member = _pod(group, {"cpu": "1", "memory": "256Mi"})
+    member["metadata"]["labels"] = {wk.LABEL_POD_GROUP: group}
+    admin.request_json("POST", f"/api/v1/namespaces/{namespace}/pods", body=member)
+    _bound_job(admin, namespace, group, log)
+    admin.delete("v1", "Pod", group, namespace)
 
 
 def _bound_job(admin: Kube, namespace: str, name: str, log: Path) -> str:

@@ -14,9 +14,8 @@ from typing import Any
 import pytest
 
 from reconciler import wellknown as wk
-from reconciler.errors import KubeApiError
 from reconciler.scheduler.packing import Fragmentation, fragmentation
-from tests.integration.helpers import unique, wait_for
+from tests.integration.helpers import create_pod_group, install_pod_group_crd, unique, wait_for
 from tests.integration.test_scheduler import (
     NAMESPACE,
     Env,
@@ -162,13 +161,9 @@ def test_keep_going_policy_gives_the_free_node_to_a_new_member(env: Env, pods: l
 
 
 def test_a_gang_of_pod_group_crd_members_runs_as_one_job(env: Env, pods: list[str]) -> None:
-    _install_pod_group_crd(env)
+    install_pod_group_crd(env.kube, NAMESPACE)
     group = unique("pg")
-    env.kube.request_json(
-        "POST", f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{NAMESPACE}/podgroups",
-        body={"apiVersion": wk.POD_GROUP_API_VERSION, "kind": "PodGroup",
-              "metadata": {"name": group, "namespace": NAMESPACE}, "spec": {"minMember": 2}},
-    )  # fmt: skip
+    create_pod_group(env.kube, NAMESPACE, group, 2)
     names = [f"{group}-{i}" for i in range(2)]
     for name in names:
         manifest = _gpu_pod(name)
@@ -177,34 +172,6 @@ def test_a_gang_of_pod_group_crd_members_runs_as_one_job(env: Env, pods: list[st
     bound = [_wait_bound(env, n, 30) for n in names]
     assert len({p["spec"]["nodeName"] for p in bound}) == 2
     assert len({_job_of(env, n) for n in names}) == 1
-
-
-def _install_pod_group_crd(env: Env) -> None:
-    crd = {
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": "podgroups.scheduling.x-k8s.io"},
-        "spec": {
-            "group": "scheduling.x-k8s.io", "scope": "Namespaced",
-            "names": {"plural": "podgroups", "singular": "podgroup", "kind": "PodGroup",
-                      "shortNames": ["pg"]},
-            "versions": [{"name": "v1alpha1", "served": True, "storage": True, "schema": {
-                "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-            }}],
-        },
-    }  # fmt: skip
-    if env.kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", crd["metadata"]["name"]):
-        return
-    env.kube.request_json(
-        "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", body=crd
-    )
-
-    def served() -> bool:
-        with contextlib.suppress(KubeApiError):
-            path = f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{NAMESPACE}/podgroups"
-            return bool(env.kube.request_json("GET", path))
-        return False
-
-    wait_for(served, 20, "the PodGroup CRD to serve")
 
 
 def _place_one_gpu_pods(env: Env, pods: list[str], count: int) -> list[str]:

@@ -641,3 +641,15 @@ def test_deciding_changes_neither_members_nor_job() -> None:
         first = next_gang_steps(gang(3, policy), members, RUNNING)
         assert next_gang_steps(gang(3, policy), members, RUNNING) == first
     assert members == before
+
+
+def test_a_suspended_gang_job_keeps_its_bound_members() -> None:
+    pods = [member(f"m{i}", job=JOB, node=f"n{i + 1}", phase="Running") for i in range(3)]
+    assert next_gang_steps(gang(), pods, gang_job("SUSPENDED", "n[1-3]")) == []
+
+
+@pytest.mark.parametrize("name", ["team/x", "a@b", "Train", "-x", ""])
+def test_a_group_name_that_is_no_podgroup_name_is_refused(name: str) -> None:
+    pods = [member("a", annotations={MIN: "2"}), member("b", annotations={MIN: "2"})]
+    problem = gang_from_annotations(NS, name, pods, "restart")
+    assert isinstance(problem, Problem) and "is not a valid group name" in problem.message

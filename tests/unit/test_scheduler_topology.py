@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from reconciler.scheduler.topology import (
     PlacedPod,
     excluded_nodes,
+    gang_rule_problems,
     needs_placed_pods,
     selector_queries,
     selector_string,
@@ -327,3 +328,25 @@ def test_placing_on_any_allowed_candidate_keeps_the_spread_within_max_skew(
         counts = Counter(domain[p.node] for p in placed if p.labels["app"] == "web")
         per_domain = [counts[d] for d in set(domain.values())]
         assert max(per_domain) - min(per_domain) <= skew
+
+
+# ---- rules between the members of one gang ----------------------------------------------------
+
+
+def test_hostname_anti_affinity_and_spread_between_gang_members_hold_by_construction() -> None:
+    a = pod(labels={"app": "web"}, anti=[term()], spread=[constraint()])
+    b = pod(labels={"app": "web"})
+    assert gang_rule_problems(a, [a, b]) == []
+
+
+def test_zone_rules_or_affinity_that_select_other_gang_members_are_refused() -> None:
+    for rules in ({"anti": [term(key=ZONE)]}, {"affinity": [term()]},
+                  {"spread": [constraint(key=ZONE)]}):  # fmt: skip
+        a = pod(labels={"app": "web"}, **rules)
+        b = pod(labels={"app": "web"})
+        problems = gang_rule_problems(a, [a, b])
+        assert len(problems) == 1 and "selects other members of the Pod's gang" in str(
+            problems[0]
+        ), rules
+        outsider = pod(labels={"app": "db"})
+        assert gang_rule_problems(a, [a, outsider]) == [], "rules about others are fine"

@@ -1,0 +1,398 @@
+"""The scheduler's gang steps: what `gang.next_gang_steps` decides, done against the Kubernetes
+and Slurm APIs. A mixin of PodScheduler (it shares its caches, clients and locks); kept apart
+so the single-Pod path in loop.py reads on its own.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from reconciler import wellknown as wk
+from reconciler.adapters.slurm_rest import JobUpdate
+from reconciler.errors import (
+    ReconcilerError,
+    SlurmApiError,
+    SlurmAuthError,
+    SlurmUnavailableError,
+)
+from reconciler.scheduler.admission import PodRequest, Rejection, admit
+from reconciler.scheduler.affinity import node_matches
+from reconciler.scheduler.decide import (
+    ACTIVE_STATES,
+    Bind,
+    DeletePod,
+    finished,
+    is_refused,
+    recorded_job_id,
+)
+from reconciler.scheduler.gang import (
+    AdoptMembers,
+    BindGang,
+    CancelGangJob,
+    DeleteMembers,
+    Gang,
+    GangStep,
+    RefreshJob,
+    SubmitGang,
+    WaitForMembers,
+    gang_from_annotations,
+    gang_from_pod_group,
+    gang_request,
+    group_of,
+    next_gang_steps,
+    uses_pod_group_crd,
+)
+from reconciler.scheduler.jobindex import pending_job
+from reconciler.scheduler.placeholder import (
+    JobHolder,
+    describe_job,
+    gang_job_for,
+    priority_update_needed,
+    submit_user,
+)
+from reconciler.scheduler.tolerations import tolerates_all
+from reconciler.scheduler.topology import gang_rule_problems
+
+if TYPE_CHECKING:
+    from reconciler.scheduler.loop import PodScheduler
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+POD_GROUP_TTL_SECONDS = 5.0  # a PodGroup's minMember change is seen within this
+GANG_RECHECK_SECONDS = 5.0  # a gang whose PodGroup is missing or wrong looks again after this
+UNRESOLVED_NODE_RECHECK_SECONDS = 2.0
+# Steps that only clean up after a job: still taken while the gang's definition is wrong.
+CLEANUP_STEPS = (DeleteMembers, CancelGangJob, RefreshJob)
+
+
+class GangShell:
+    def _sync_gang(self: PodScheduler, key: str) -> None:
+        with self._lock:
+            members = [p for u in self._gang_members.get(key, ()) if (p := self._pods.get(u))]
+            job = self._jobs.get(key)
+        if not members:
+            if job is not None and job.state in ACTIVE_STATES:
+                self._cancel_gang(key, CancelGangJob(job.job_id, "its Pods were deleted"), ())
+            return
+        gang = self._gang_of(key, members)
+        steps = next_gang_steps(gang or self._gang_as_job_says(members, job), members, job)
+        for step in steps:
+            if gang is not None or isinstance(step, CLEANUP_STEPS):
+                self._execute_gang(gang or _unknown_gang(members, key), members, step)
+
+    def _gang_as_job_says(self: PodScheduler, members: list[Obj], job: Any) -> Gang:
+        """While the group's definition is wrong, its job's size: enough to clean up after
+        it (members bound to an ended job, a job with no Pods left), nothing new."""
+        size = max(job.node_count, 1) if job is not None else 1
+        return replace(_unknown_gang(members, ""), min_member=size,
+                       policy=self.settings.gang_failure_policy)  # fmt: skip
+
+    def _gang_of(self: PodScheduler, key: str, members: list[Obj]) -> Gang | None:
+        """The gang's size and policy; None (with an Event, and a look again later) while its
+        PodGroup is missing or wrong, or after refusing members whose annotations are."""
+        first = _oldest(members)
+        namespace, name = first["metadata"]["namespace"], group_of(first) or ""
+        policy = self.settings.gang_failure_policy
+        if not uses_pod_group_crd(first):
+            found = gang_from_annotations(namespace, name, members, policy)
+            if not isinstance(found, Gang):
+                for pod in members:
+                    if not pod["spec"].get("nodeName") and not is_refused(pod):
+                        self._refuse(pod, str(found))
+                return None
+            return found
+        pod_group, error = self._pod_group(namespace, name)
+        if pod_group is not None:
+            outcome = gang_from_pod_group(namespace, name, pod_group, policy)
+            if isinstance(outcome, Gang):
+                return outcome
+            problem = str(outcome)
+        else:
+            problem = error or (
+                f"PodGroup {namespace}/{name} ({wk.POD_GROUP_API_VERSION}) does not exist; "
+                f"create it with spec.minMember, or use the {wk.ANNOTATION_POD_GROUP} "
+                "annotations instead of the label"
+            )
+        self._tell_waiting(members, problem, "pod-group", type="Warning")
+        self._queue.add_after(key, GANG_RECHECK_SECONDS)
+        return None
+
+    def _pod_group(self: PodScheduler, namespace: str, name: str) -> tuple[Obj | None, str]:
+        """The PodGroup (read at most every few seconds), or why it could not be read."""
+        read_at, found, error = self._pod_groups.get((namespace, name), (0.0, None, ""))
+        if self._clock() - read_at > POD_GROUP_TTL_SECONDS:
+            try:
+                found = self._kube.get(wk.POD_GROUP_API_VERSION, wk.POD_GROUP_KIND, name, namespace)
+                error = ""
+            except ReconcilerError as exc:  # the CRD is not installed, or RBAC refuses it
+                found, error = None, f"reading PodGroup {namespace}/{name} failed: {exc}"
+            self._pod_groups[(namespace, name)] = (self._clock(), found, error)
+        return found, error
+
+    def _execute_gang(self: PodScheduler, gang: Gang, members: list[Obj], step: GangStep) -> None:
+        if isinstance(step, WaitForMembers):
+            free = [p for p in members if not p["spec"].get("nodeName")]
+            message = (
+                f"waiting for its gang {gang.namespace}/{gang.name}: {step.present} of "
+                f"{step.needed} Pods are here; none is placed until all are"
+            )
+            self._tell_waiting(free, message, "members")
+        elif isinstance(step, SubmitGang):
+            self._submit_gang(gang, members, list(step.pods))
+        elif isinstance(step, AdoptMembers):
+            for pod in self._admitted_newcomers(gang, members, step.job_id, step.pods):
+                self._pods_out.annotate(pod, {wk.ANNOTATION_JOB_ID: str(step.job_id)})
+        elif isinstance(step, RefreshJob):
+            self._refresh_gang_job(gang.key, step.job_id)
+        elif isinstance(step, BindGang):
+            self._bind_gang(gang, members, step)
+        elif isinstance(step, DeleteMembers):
+            for pod in step.pods:
+                self._delete_pod(pod, DeletePod(step.reason, step.message))
+        elif isinstance(step, CancelGangJob):
+            self._cancel_gang(gang.key, step, members)
+
+    def _tell_waiting(
+        self: PodScheduler, pods: list[Obj], message: str, kind: str, *, type: str = "Normal"
+    ) -> None:
+        """One Event per Pod and kind of wait, not one per look or per new member (a gang of
+        256 would make tens of thousands)."""
+        for pod in pods:
+            uid = pod["metadata"]["uid"]
+            if self._told_waiting.get(uid) != kind:
+                self._told_waiting[uid] = kind
+                self._pods_out.event(pod, wk.EVENT_GANG_WAITING, "Scheduling", message, type)
+
+    # ---- admission ------------------------------------------------------------------
+
+    def _gang_member_request(self: PodScheduler, pod: Obj, members: list[Obj]) -> PodRequest | None:
+        """A member's request, or None after refusing it (policies, admission, its pod rules,
+        rules that select the other members)."""
+        if not self._passes_policies(pod):
+            return None
+        admission = admit(
+            pod, kill_wait_seconds=self.settings.kill_wait_seconds,
+            slurm_version=self.settings.slurm_version,
+        )  # fmt: skip
+        if isinstance(admission, Rejection):
+            self._refuse(pod, admission.message())
+            return None
+        problems = gang_rule_problems(pod, members)
+        refusal = "; ".join(str(p) for p in problems) or self._topology_refusal(pod)
+        if refusal:
+            self._refuse(pod, refusal)
+            return None
+        return admission
+
+    def _admitted_newcomers(
+        self: PodScheduler, gang: Gang, members: list[Obj], job_id: int, pods: Iterable[Obj]
+    ) -> list[Obj]:
+        """Of Pods about to join a submitted job (adopted, or taking a free node), those that
+        pass admission and fit what the job holds per node; the others are refused. Pods this
+        scheduler admitted for the job at submit pass without a second look."""
+        holders = [p for p in members if recorded_job_id(p) == job_id]
+        known = [p for p in holders if p["metadata"]["uid"] in self._gang_admitted]
+        fitting: list[Obj] = []
+        for pod in pods:
+            if pod["metadata"]["uid"] in self._gang_admitted:
+                fitting.append(pod)
+                continue
+            request = self._gang_member_request(pod, members)
+            if request is None:
+                continue
+            problem = self._outgrows(gang, known or holders, request)
+            if problem:
+                self._refuse(pod, problem)
+                continue
+            self._gang_admitted.add(pod["metadata"]["uid"])
+            fitting.append(pod)
+        return fitting
+
+    def _outgrows(
+        self: PodScheduler, gang: Gang, holders: list[Obj], request: PodRequest
+    ) -> str | None:
+        """Why a newcomer does not fit the node the gang's job holds for each member."""
+        sized = [
+            r for p in holders
+            if isinstance(r := admit(p, kill_wait_seconds=self.settings.kill_wait_seconds,
+                                     slurm_version=self.settings.slurm_version), PodRequest)
+        ]  # fmt: skip
+        if not sized:
+            return None
+        before, after = gang_request(sized), gang_request([*sized, request])
+        if isinstance(after, PodRequest) and isinstance(before, PodRequest):
+            sizes = ("cpus", "memory_mb", "gpus")
+            if all(getattr(after, f) == getattr(before, f) for f in sizes):
+                return None
+            held = f"{before.cpus} CPUs, {before.memory_mb} MB, {before.gpus} GPUs"
+            return (
+                f"asks for more than the running job of its gang {gang.namespace}/{gang.name} "
+                f"holds per node ({held}); lower its requests to fit"
+            )
+        return str(after)
+
+    # ---- submit ---------------------------------------------------------------------
+
+    def _submit_gang(self: PodScheduler, gang: Gang, members: list[Obj], pods: list[Obj]) -> None:
+        assert self.credentials is not None
+        requests: list[PodRequest] = []
+        for pod in pods:
+            admitted = self._gang_member_request(pod, members)
+            if admitted is None:
+                self._queue.add(gang.key)  # refused: the gang is one short, look again
+                return
+            requests.append(admitted)
+        request = gang_request(requests)
+        if not isinstance(request, PodRequest):
+            for pod in pods:
+                self._refuse(pod, str(request))
+            return
+        excluded = sorted({n for pod in pods for n in self._excluded_nodes(pod)})
+        holder = JobHolder(gang.key, gang.job_name, f"{gang.namespace}/{gang.name} (gang)")
+        spec = gang_job_for(
+            holder, request, self.credentials, nodes=len(pods), excluded_nodes=excluded
+        )
+        try:
+            submitted = self._slurm.for_user(submit_user(request)).submit(spec)
+        except (SlurmUnavailableError, SlurmAuthError):
+            raise
+        except SlurmApiError as exc:
+            if exc.error_number in (None, -1, 5005):
+                raise
+            for pod in pods:
+                self._refuse(pod, f"Slurm refused the gang's job: {exc.message}")
+            return
+        job_id = submitted.job_id
+        self._record_submitted(gang, job_id, len(pods))
+        wrong_group = request.group_id is not None and not self._group_matches(
+            job_id, request, gang.key, pods
+        )
+        if wrong_group:
+            return
+        if priority_update_needed(request):
+            self._slurm.operator.update_job(job_id, JobUpdate(priority=request.priority))
+        self._gang_admitted.update(p["metadata"]["uid"] for p in pods)
+        for pod in pods:
+            self._pods_out.annotate_later(pod, {wk.ANNOTATION_JOB_ID: str(job_id)})
+            self._pods_out.event(
+                pod, wk.EVENT_SUBMITTED, "Submit",
+                f"submitted Slurm job {job_id} for gang {gang.namespace}/{gang.name}: "
+                f"{len(pods)} nodes, all or none, each with {describe_job(spec)}",
+            )  # fmt: skip
+
+    def _record_submitted(self: PodScheduler, gang: Gang, job_id: int, nodes: int) -> None:
+        job = replace(pending_job(job_id, gang.job_name, self._clock()), node_count=nodes)
+        with self._lock:
+            known = self._jobs.get(gang.key)
+            if known is None or known.job_id != job.job_id:
+                self._record_locked(gang.key, job)
+        self.counters.submitted += 1
+
+    def _refresh_gang_job(self: PodScheduler, key: str, job_id: int) -> None:
+        job = self._slurm.operator.job(job_id)
+        if job is None:
+            return
+        with self._lock:
+            known = self._jobs.get(key)
+            if known is None or known.job_id <= job.job_id:
+                self._record_locked(key, job)
+        if job.state == "RUNNING" and not job.nodes:
+            self._queue.add_after(key, UNRESOLVED_NODE_RECHECK_SECONDS)
+        else:
+            self._queue.add(key)
+
+    # ---- bind -----------------------------------------------------------------------
+
+    def _bind_gang(self: PodScheduler, gang: Gang, members: list[Obj], step: BindGang) -> None:
+        """A gang's first binds are all or none: every node must be known and take its Pod
+        first. Later ones (keep-going: a new member on a free node) go one by one."""
+        started = any(
+            p["spec"].get("nodeName") and recorded_job_id(p) == step.job_id for p in members
+        )
+        pods = [pod for pod, _ in step.assignments]
+        admitted = self._admitted_newcomers(gang, members, step.job_id, pods)
+        if len(admitted) < len(pods) and not started:
+            self._queue.add(gang.key)  # one was refused: the gang is short, look again
+            return
+        with self._lock:
+            placed = dict(self._kube_node_of)
+            labels, taints = dict(self._node_labels), dict(self._node_taints)
+        targets: list[tuple[Obj, str, str]] = []
+        for pod, slurm_node in step.assignments:
+            node = placed.get(slurm_node)
+            if node is None:
+                self._queue.add_after(gang.key, UNRESOLVED_NODE_RECHECK_SECONDS)
+                return
+            fits = node_matches(pod, labels.get(node, {})) and tolerates_all(
+                pod, taints.get(node, ())
+            )
+            if not fits and not started:
+                self._resubmit_gang(gang, members, step.job_id, pod, slurm_node, node)
+                return
+            if fits and pod in admitted:
+                targets.append((pod, slurm_node, node))
+            elif not fits:
+                self._tell_waiting([pod], _no_free_node(gang, step.job_id, slurm_node, node),
+                                   f"node {slurm_node}", type="Warning")  # fmt: skip
+        self._record_holders(step.job_id, [pod for pod, _, _ in targets])
+        for pod, slurm_node, node in targets:
+            self._bind(pod, Bind(step.job_id, slurm_node), checked_node=node)
+
+    def _record_holders(self: PodScheduler, job_id: int, pods: list[Obj]) -> None:
+        """Before any bind, every Pod about to be bound says which job holds it: were we to
+        stop half way, the unbound ones must still count as the gang's, not as lost."""
+        for pod in pods:
+            if recorded_job_id(pod) != job_id:
+                self._pods_out.annotate(pod, {wk.ANNOTATION_JOB_ID: str(job_id)})
+
+    def _resubmit_gang(
+        self: PodScheduler, gang: Gang, members: list[Obj], job_id: int, pod: Obj,
+        slurm_node: str, node: str,
+    ) -> None:  # fmt: skip
+        self._slurm.operator.cancel(job_id)
+        with self._lock:
+            self._forget_locked(gang.key, job_id)
+        for member in members:
+            if recorded_job_id(member) == job_id:
+                self._pods_out.annotate(member, {wk.ANNOTATION_JOB_ID: None})
+        self._pods_out.event(
+            pod, wk.EVENT_BIND_FAILED, "Binding",
+            f"gang job {job_id} got Slurm node {slurm_node} on Node {node}, which this Pod's "
+            "node affinity or tolerations rule out; submitting the gang again without it",
+            type="Warning",
+        )  # fmt: skip
+        self._queue.add(gang.key)
+
+    def _cancel_gang(
+        self: PodScheduler, key: str, step: CancelGangJob, members: Iterable[Obj]
+    ) -> None:
+        self._cancel_job(key, step.job_id)
+        log.info("scheduler: cancelled gang job %d: %s", step.job_id, step.message)
+        for pod in members:
+            if recorded_job_id(pod) == step.job_id and not finished(pod):
+                self._pods_out.annotate(pod, {wk.ANNOTATION_JOB_ID: None})
+                self._pods_out.event(
+                    pod, wk.EVENT_RELEASED, "Release",
+                    f"cancelled gang job {step.job_id}: {step.message}",
+                )  # fmt: skip
+
+
+def _no_free_node(gang: Gang, job_id: int, slurm_node: str, node: str) -> str:
+    return (
+        f"the free node of its gang {gang.namespace}/{gang.name} (Slurm node {slurm_node} of "
+        f"job {job_id}, on Node {node}) is ruled out by this Pod's node affinity or "
+        "tolerations; it waits for the gang to end"
+    )
+
+
+def _oldest(members: list[Obj]) -> Obj:
+    return min(members, key=lambda p: p["metadata"].get("creationTimestamp") or "")
+
+
+def _unknown_gang(members: list[Obj], key: str) -> Gang:
+    first = _oldest(members)
+    return Gang(first["metadata"]["namespace"], group_of(first) or key, 1, "restart")
