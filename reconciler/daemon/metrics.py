@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import CounterMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from reconciler.daemon.converge import Outcome
 from reconciler.scheduler.loop import Counters
+from reconciler.scheduler.packing import Fragmentation
 from reconciler.sync.node_sync import OPERATIONS as NODE_SYNC_OPERATIONS
 
 
@@ -90,6 +91,10 @@ class DaemonMetrics:
     def watch_scheduler(self, counters: Callable[[], Counters | None]) -> None:
         self.registry.register(_SchedulerCollector(counters))
 
+    def watch_packing(self, figure: Callable[[], Fragmentation | None]) -> None:
+        """The bin-packed partitions' fragmentation, as the scheduler last read it."""
+        self.registry.register(_PackingCollector(figure))
+
     def observe_bind(self, seconds: float) -> None:
         """PodScheduler's bind hook (scheduler.loop.BindObserver)."""
         self.pod_bind_seconds.observe(seconds)
@@ -134,3 +139,24 @@ class _SchedulerCollector(Collector):
             family = CounterMetricFamily(f"reconciler_scheduler_{field}", text)
             family.add_metric([], float(getattr(counters, field)))
             yield family
+
+
+_PACKING_GAUGES = {
+    "idle_nodes": "Nodes of the bin-packed partitions with nothing allocated",
+    "partly_used_nodes": "Nodes of the bin-packed partitions partly allocated",
+    "stranded_gpus": "Free GPUs on partly allocated nodes of the bin-packed partitions",
+}
+
+
+class _PackingCollector(Collector):
+    def __init__(self, figure: Callable[[], Fragmentation | None]) -> None:
+        self._figure = figure
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        figure = self._figure()
+        if figure is None:
+            return
+        for field, text in _PACKING_GAUGES.items():
+            yield GaugeMetricFamily(
+                f"reconciler_scheduler_packed_{field}", text, value=float(getattr(figure, field))
+            )

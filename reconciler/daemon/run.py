@@ -78,6 +78,7 @@ class Daemon:
         self._clock = clock
         self.metrics = DaemonMetrics()
         self.metrics.watch_scheduler(lambda: scheduler.counters if scheduler else None)
+        self.metrics.watch_packing(lambda: scheduler.fragmentation if scheduler else None)
         self._jobs = BackgroundScheduler(
             executors={"default": ThreadPoolExecutor(1), NODE_SYNC_JOB: ThreadPoolExecutor(1)},
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},

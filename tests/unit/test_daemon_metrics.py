@@ -10,6 +10,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from prometheus_client import generate_latest
 
 from reconciler.adapters.slurm_rest import JobSpec, JobUpdate, Response, wire_errors
 from reconciler.adapters.slurm_v0038 import SlurmRestV0038
@@ -19,6 +20,7 @@ from reconciler.scheduler import clients as clients_module
 from reconciler.scheduler.clients import SlurmClients
 from reconciler.scheduler.decide import Bind
 from reconciler.scheduler.loop import PodScheduler, seconds_since_created
+from reconciler.scheduler.packing import Fragmentation
 from reconciler.scheduler.settings import SchedulerSettings
 
 Seen = list[tuple[str, float, bool]]
@@ -264,3 +266,14 @@ def test_the_histograms_cover_50_ms_to_5_minutes() -> None:
         if s.name.endswith("_bucket")
     }
     assert buckets["0.05"] == 1 and buckets["300.0"] == 2 and buckets["+Inf"] == 2
+
+
+def test_the_bin_packed_partitions_fragmentation_is_a_gauge_once_known() -> None:
+    metrics = DaemonMetrics()
+    figure: list[Fragmentation] = []
+    metrics.watch_packing(lambda: figure[0] if figure else None)
+    assert b"reconciler_scheduler_packed" not in generate_latest(metrics.registry)
+    figure.append(Fragmentation(nodes=4, idle_nodes=2, partly_used_nodes=1, stranded_gpus=3))
+    text = generate_latest(metrics.registry).decode()
+    assert "reconciler_scheduler_packed_idle_nodes 2.0" in text
+    assert "reconciler_scheduler_packed_stranded_gpus 3.0" in text
