@@ -68,6 +68,7 @@ from reconciler.scheduler.settings import SchedulerSettings
 from reconciler.scheduler.tolerations import Taint, blocking_taints, tolerates_all
 from reconciler.scheduler.topology import (
     PlacedPod,
+    excluded_by_placed_rules,
     needs_placed_pods,
     selector_queries,
     topology_problems,
@@ -647,11 +648,25 @@ class PodScheduler(GangShell):
             if (constrained and not node_matches(pod, labels.get(node, {})))
             or not tolerates_all(pod, taints.get(node, ()))
         }
-        if needs_placed_pods(pod):
-            candidates = {node for slurm, node in placed.items() if slurm not in ruled_out}
-            kube_nodes = topology_excluded(pod, self._placed_pods(pod), labels, candidates)
-            ruled_out |= {slurm for slurm, node in placed.items() if node in kube_nodes}
+        candidates = {node for slurm, node in placed.items() if slurm not in ruled_out}
+        kube_nodes = self._pod_rules_exclude(pod, labels, candidates)
+        ruled_out |= {slurm for slurm, node in placed.items() if node in kube_nodes}
         return sorted(ruled_out)
+
+    def _pod_rules_exclude(
+        self, pod: Obj, labels: dict[str, dict[str, str]], candidates: set[str]
+    ) -> set[str]:
+        """Kubernetes Nodes ruled out by the Pod's own pod (anti-)affinity and spread rules,
+        and by the required anti-affinity of the Pods we bound (the symmetric check)."""
+        with self._lock:
+            ruled = [
+                p for uid in self._rule_pods
+                if (p := self._pods.get(uid)) is not None and p["spec"].get("nodeName")
+            ]  # fmt: skip
+        excluded = excluded_by_placed_rules(pod, ruled, labels, candidates) if ruled else set()
+        if needs_placed_pods(pod):
+            excluded |= topology_excluded(pod, self._placed_pods(pod), labels, candidates)
+        return excluded
 
     def _topology_refusal(self, pod: Obj) -> str | None:
         """What in the Pod's pod (anti-)affinity and spread rules cannot be honoured here."""
@@ -679,12 +694,12 @@ class PodScheduler(GangShell):
         return list(found.values())
 
     def _topology_allows(self, pod: Obj, node: str) -> bool:
-        if not needs_placed_pods(pod):
+        if not self._rule_pods and not needs_placed_pods(pod):
             return True
         with self._lock:
             labels = dict(self._node_labels)
             candidates = set(self._kube_node_of.values())
-        return node not in topology_excluded(pod, self._placed_pods(pod), labels, candidates)
+        return node not in self._pod_rules_exclude(pod, labels, candidates)
 
     def _bind(self, pod: Obj, step: Bind, *, checked_node: str | None = None) -> None:
         # While any Pod has pod (anti-)affinity or spread rules, binds go one at a time, so a

@@ -108,6 +108,35 @@ def excluded_nodes(
     )
 
 
+def excluded_by_placed_rules(
+    pod: Obj,
+    placed: Iterable[Obj],
+    node_labels: Mapping[str, Mapping[str, str]],
+    candidates: Iterable[str],
+) -> set[str]:
+    """The candidates the Pod must not go to because of the required anti-affinity of Pods
+    already bound (kube-scheduler's symmetric check): a bound Pod whose term selects this Pod
+    keeps it out of the bound Pod's domain. `placed` are bound Pods (dicts, spec.nodeName
+    set), typically the ones this scheduler placed: on Slurm nodes other Pods are not
+    supported (seed 003)."""
+    pool = list(dict.fromkeys(candidates))
+    topology = _Topology(node_labels)
+    namespace, labels = _namespace(pod), _labels(pod)
+    excluded: set[str] = set()
+    for other in placed:
+        node = (other.get("spec") or {}).get("nodeName")
+        if not node or other is pod:
+            continue
+        for rule in _terms(other):
+            key = rule.topology_key
+            if rule.kind != "podAntiAffinity" or not key or not rule.matches(namespace, labels):
+                continue
+            domain = topology.value(node, key)
+            if domain is not None:
+                excluded |= {n for n in pool if topology.value(n, key) == domain}
+    return excluded
+
+
 def topology_problems(pod: Obj) -> list[Problem]:
     """What in the Pod's inter-pod rules we cannot honour, each with what to do instead."""
     problems: list[Problem] = []

@@ -271,6 +271,22 @@ def test_required_anti_affinity_on_hostname_keeps_replicas_on_distinct_nodes(
         assert last["ReqNodeList"] == "(null)", "exclusions, never a required pool"
 
 
+def test_a_bound_pods_anti_affinity_keeps_pods_it_selects_away(env: Env, pods: list[str]) -> None:
+    """kube-scheduler's symmetric check: a bound Pod's required anti-affinity selects the new
+    Pod, which has no rule of its own, so the new Pod may not join it (bin-packing would put
+    it there otherwise)."""
+    web = unique("web")
+    term = {"labelSelector": {"matchLabels": {"app": web}}, "topologyKey": "kubernetes.io/hostname"}
+    affinity = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    with _bin_packing(env, pods):
+        loner = unique("loner")
+        _create(env, pods, _labelled_pod(loner, loner, affinity=affinity))
+        lonely_node = _wait_bound(env, loner, 60)["spec"]["nodeName"]
+        newcomer = f"{web}-0"
+        _create(env, pods, _labelled_pod(newcomer, web))
+        assert _wait_bound(env, newcomer, 60)["spec"]["nodeName"] != lonely_node
+
+
 def test_topology_spread_on_zone_balances_the_zones(env: Env, pods: list[str]) -> None:
     zones = {node: ("zone-a" if i < 2 else "zone-b") for i, node in enumerate(GPU_NODES)}
     kube_nodes = {slurm: _kube_node_of(env, slurm) for slurm in GPU_NODES}

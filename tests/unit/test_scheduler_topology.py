@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from reconciler.scheduler.topology import (
     PlacedPod,
+    excluded_by_placed_rules,
     excluded_nodes,
     gang_rule_problems,
     needs_placed_pods,
@@ -350,3 +351,26 @@ def test_zone_rules_or_affinity_that_select_other_gang_members_are_refused() -> 
         ), rules
         outsider = pod(labels={"app": "db"})
         assert gang_rule_problems(a, [a, outsider]) == [], "rules about others are fine"
+
+
+# ---- the anti-affinity of Pods already bound (symmetric) ---------------------------------------
+
+
+def bound(node: str, **rules: Any) -> dict[str, Any]:
+    other = pod(labels={"app": "db"}, **rules)
+    other["spec"]["nodeName"] = node
+    return other
+
+
+def test_a_bound_pods_anti_affinity_keeps_a_pod_it_selects_out_of_its_domain() -> None:
+    incoming = pod(labels={"app": "web"})
+    placed = [bound("n1", anti=[term()]), bound("n3", anti=[term(key=ZONE)])]
+    assert excluded_by_placed_rules(incoming, placed, NODES, ALL) == {"n1", "n3"}
+
+
+def test_a_bound_pods_anti_affinity_about_others_or_another_namespace_changes_nothing() -> None:
+    incoming = pod(labels={"app": "web"}, namespace="other")
+    placed = [bound("n1", anti=[term()]), bound("n2", anti=[term({"matchLabels": {"app": "x"}})])]
+    assert excluded_by_placed_rules(incoming, placed, NODES, ALL) == set()
+    unbound = pod(labels={"app": "db"}, anti=[term()])
+    assert excluded_by_placed_rules(pod(labels={"app": "web"}), [unbound], NODES, ALL) == set()
