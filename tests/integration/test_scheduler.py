@@ -241,6 +241,20 @@ def _job_state(env: Env, job_id: int) -> str:
     return job.state if job else "GONE"
 
 
+# ---- the example Pods ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("file", sorted(p.name for p in PODS.glob("*.yaml")))
+def test_every_example_pod_is_accepted_by_the_api_server(env: Env, file: str) -> None:
+    """The README's examples must apply as written (a GPU request without a limit does not)."""
+    for manifest in yaml.safe_load_all((PODS / file).read_text()):
+        namespace = manifest["metadata"]["namespace"]
+        env.kube.request_json(
+            "POST", f"/api/v1/namespaces/{namespace}/pods", query=[("dryRun", "All")],
+            body=manifest, target=f"{file}: Pod {manifest['metadata']['name']}",
+        )  # fmt: skip
+
+
 # ---- the seed Pods ----------------------------------------------------------------------
 
 
