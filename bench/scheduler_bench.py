@@ -1330,12 +1330,21 @@ def stage_rows(
     ]
     out("  where the time goes, per Pod (wrappers record when the scheduler's watch handler, "
         "submit, hook handler and bind ran):")  # fmt: skip
-    out(f"  {'stage (s)':<44}{HEADER}")
+    between_marks_rows(out, marks, pods, 44)
+
+
+def between_marks_rows(
+    out: Callable[..., None], marks: list[tuple[str, Callable[[Any], float | None]]],
+    items: list[Any], width: int,
+) -> None:  # fmt: skip
+    """One row per pair of consecutive marks: the time from one to the next, over the items
+    (Pods, or gangs) that have both."""
+    out(f"  {'stage (s)':<{width}}{HEADER}")
     for (label_a, a), (label_b, b) in itertools.pairwise(marks):
-        pairs = [(a(p), b(p)) for p in pods]
+        pairs = [(a(item), b(item)) for item in items]
         values = [y - x for x, y in pairs if x and y]
         if values:
-            out(fmt_row(f"{label_a} -> {label_b}", spread(values), 44))
+            out(fmt_row(f"{label_a} -> {label_b}", spread(values), width))
 
 
 def worker_rows(
@@ -1857,12 +1866,7 @@ def gang_stage_rows(
     complete = [m for m in _groups(pods).values() if all(p.bound for p in m)]
     out("  where a gang's time goes, per fully bound gang (its job's submit and `started` hook, "
         "its members' watch events and binds):")  # fmt: skip
-    out(f"  {'stage (s)':<50}{HEADER}")
-    for (label_a, a), (label_b, b) in itertools.pairwise(marks):
-        pairs = [(a(m), b(m)) for m in complete]
-        values = [y - x for x, y in pairs if x and y]
-        if values:
-            out(fmt_row(f"{label_a} -> {label_b}", spread(values), 50))
+    between_marks_rows(out, marks, complete, 50)
 
 
 def gang_report(

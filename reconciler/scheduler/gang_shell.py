@@ -7,18 +7,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from reconciler import wellknown as wk
-from reconciler.adapters.slurm_rest import JobUpdate
 from reconciler.errors import (
     ReconcilerError,
-    SlurmApiError,
-    SlurmAuthError,
-    SlurmUnavailableError,
 )
-from reconciler.scheduler.admission import PodRequest, Rejection, admit
+from reconciler.scheduler.admission import PodRequest
 from reconciler.scheduler.affinity import node_matches
 from reconciler.scheduler.decide import (
     ACTIVE_STATES,
@@ -45,14 +40,12 @@ from reconciler.scheduler.gang import (
     next_gang_steps,
     uses_pod_group_crd,
 )
-from reconciler.scheduler.jobindex import pending_job
 from reconciler.scheduler.placeholder import (
     JobHolder,
     describe_job,
     gang_job_for,
-    priority_update_needed,
-    submit_user,
 )
+from reconciler.scheduler.settings import UNRESOLVED_NODE_RECHECK_SECONDS
 from reconciler.scheduler.tolerations import tolerates_all
 from reconciler.scheduler.topology import gang_rule_problems
 
@@ -64,7 +57,6 @@ log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 POD_GROUP_TTL_SECONDS = 5.0  # a PodGroup's minMember change is seen within this
 GANG_RECHECK_SECONDS = 5.0  # a gang whose PodGroup is missing or wrong looks again after this
-UNRESOLVED_NODE_RECHECK_SECONDS = 2.0
 # Steps that only clean up after a job: still taken while the gang's definition is wrong.
 CLEANUP_STEPS = (DeleteMembers, CancelGangJob, RefreshJob)
 
@@ -79,17 +71,19 @@ class GangShell:
                 self._cancel_gang(key, CancelGangJob(job.job_id, "its Pods were deleted"), ())
             return
         gang = self._gang_of(key, members)
-        steps = next_gang_steps(gang or self._gang_as_job_says(members, job), members, job)
-        for step in steps:
-            if gang is not None or isinstance(step, CLEANUP_STEPS):
-                self._execute_gang(gang or _unknown_gang(members, key), members, step)
+        defined = gang is not None
+        gang = gang or self._gang_as_job_says(members, job)
+        for step in next_gang_steps(gang, members, job):
+            if defined or isinstance(step, CLEANUP_STEPS):
+                self._execute_gang(gang, members, step)
 
     def _gang_as_job_says(self: PodScheduler, members: list[Obj], job: Any) -> Gang:
         """While the group's definition is wrong, its job's size: enough to clean up after
         it (members bound to an ended job, a job with no Pods left), nothing new."""
+        first = _oldest(members)
         size = max(job.node_count, 1) if job is not None else 1
-        return replace(_unknown_gang(members, ""), min_member=size,
-                       policy=self.settings.gang_failure_policy)  # fmt: skip
+        return Gang(first["metadata"]["namespace"], group_of(first) or "", size,
+                    self.settings.gang_failure_policy)  # fmt: skip
 
     def _gang_of(self: PodScheduler, key: str, members: list[Obj]) -> Gang | None:
         """The gang's size and policy; None (with an Event, and a look again later) while its
@@ -169,25 +163,6 @@ class GangShell:
 
     # ---- admission ------------------------------------------------------------------
 
-    def _gang_member_request(self: PodScheduler, pod: Obj, members: list[Obj]) -> PodRequest | None:
-        """A member's request, or None after refusing it (policies, admission, its pod rules,
-        rules that select the other members)."""
-        if not self._passes_policies(pod):
-            return None
-        admission = admit(
-            pod, kill_wait_seconds=self.settings.kill_wait_seconds,
-            slurm_version=self.settings.slurm_version,
-        )  # fmt: skip
-        if isinstance(admission, Rejection):
-            self._refuse(pod, admission.message())
-            return None
-        problems = gang_rule_problems(pod, members)
-        refusal = "; ".join(str(p) for p in problems) or self._topology_refusal(pod)
-        if refusal:
-            self._refuse(pod, refusal)
-            return None
-        return admission
-
     def _admitted_newcomers(
         self: PodScheduler, gang: Gang, members: list[Obj], job_id: int, pods: Iterable[Obj]
     ) -> list[Obj]:
@@ -201,7 +176,7 @@ class GangShell:
             if pod["metadata"]["uid"] in self._gang_admitted:
                 fitting.append(pod)
                 continue
-            request = self._gang_member_request(pod, members)
+            request = self._request_of(pod, gang_rule_problems(pod, members))
             if request is None:
                 continue
             problem = self._outgrows(gang, known or holders, request)
@@ -216,11 +191,7 @@ class GangShell:
         self: PodScheduler, gang: Gang, holders: list[Obj], request: PodRequest
     ) -> str | None:
         """Why a newcomer does not fit the node the gang's job holds for each member."""
-        sized = [
-            r for p in holders
-            if isinstance(r := admit(p, kill_wait_seconds=self.settings.kill_wait_seconds,
-                                     slurm_version=self.settings.slurm_version), PodRequest)
-        ]  # fmt: skip
+        sized = [r for p in holders if isinstance(r := self._admission(p), PodRequest)]
         if not sized:
             return None
         before, after = gang_request(sized), gang_request([*sized, request])
@@ -241,7 +212,7 @@ class GangShell:
         assert self.credentials is not None
         requests: list[PodRequest] = []
         for pod in pods:
-            admitted = self._gang_member_request(pod, members)
+            admitted = self._request_of(pod, gang_rule_problems(pod, members))
             if admitted is None:
                 self._queue.add(gang.key)  # refused: the gang is one short, look again
                 return
@@ -256,25 +227,9 @@ class GangShell:
         spec = gang_job_for(
             holder, request, self.credentials, nodes=len(pods), excluded_nodes=excluded
         )
-        try:
-            submitted = self._slurm.for_user(submit_user(request)).submit(spec)
-        except (SlurmUnavailableError, SlurmAuthError):
-            raise
-        except SlurmApiError as exc:
-            if exc.error_number in (None, -1, 5005):
-                raise
-            for pod in pods:
-                self._refuse(pod, f"Slurm refused the gang's job: {exc.message}")
+        job_id = self._submit_job(gang.key, spec, request, pods, "gang's")
+        if job_id is None:
             return
-        job_id = submitted.job_id
-        self._record_submitted(gang, job_id, len(pods))
-        wrong_group = request.group_id is not None and not self._group_matches(
-            job_id, request, gang.key, pods
-        )
-        if wrong_group:
-            return
-        if priority_update_needed(request):
-            self._slurm.operator.update_job(job_id, JobUpdate(priority=request.priority))
         self._gang_admitted.update(p["metadata"]["uid"] for p in pods)
         for pod in pods:
             # In the background (a gang's writes in a row held a worker: the benchmark's gang
@@ -288,14 +243,6 @@ class GangShell:
                 f"submitted Slurm job {job_id} for gang {gang.namespace}/{gang.name}: "
                 f"{len(pods)} nodes, all or none, each with {describe_job(spec)}",
             )  # fmt: skip
-
-    def _record_submitted(self: PodScheduler, gang: Gang, job_id: int, nodes: int) -> None:
-        job = replace(pending_job(job_id, gang.job_name, self._clock()), node_count=nodes)
-        with self._lock:
-            known = self._jobs.get(gang.key)
-            if known is None or known.job_id != job.job_id:
-                self._record_locked(gang.key, job)
-        self.counters.submitted += 1
 
     def _refresh_gang_job(self: PodScheduler, key: str, job_id: int) -> None:
         job = self._slurm.operator.job(job_id)
@@ -400,8 +347,3 @@ def _no_free_node(gang: Gang, job_id: int, slurm_node: str, node: str) -> str:
 
 def _oldest(members: list[Obj]) -> Obj:
     return min(members, key=lambda p: p["metadata"].get("creationTimestamp") or "")
-
-
-def _unknown_gang(members: list[Obj], key: str) -> Gang:
-    first = _oldest(members)
-    return Gang(first["metadata"]["namespace"], group_of(first) or key, 1, "restart")

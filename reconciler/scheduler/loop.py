@@ -14,21 +14,21 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
-from reconciler.adapters.slurm_rest import JobUpdate, SlurmJob, SlurmObserver
+from reconciler.adapters.slurm_rest import JobSpec, JobUpdate, SlurmJob, SlurmObserver
 from reconciler.errors import (
     ReconcilerError,
     SlurmApiError,
     SlurmAuthError,
     SlurmUnavailableError,
 )
-from reconciler.scheduler.admission import PodRequest, Rejection, admit, fingerprint
+from reconciler.scheduler.admission import PodRequest, Problem, Rejection, admit, fingerprint
 from reconciler.scheduler.affinity import has_node_constraints, node_matches
 from reconciler.scheduler.clients import SlurmClients
 from reconciler.scheduler.decide import (
@@ -64,7 +64,7 @@ from reconciler.scheduler.placeholder import (
 )
 from reconciler.scheduler.pod_policies import PodPolicies
 from reconciler.scheduler.pod_writer import PodWriter, load_hooks_key
-from reconciler.scheduler.settings import SchedulerSettings
+from reconciler.scheduler.settings import UNRESOLVED_NODE_RECHECK_SECONDS, SchedulerSettings
 from reconciler.scheduler.tolerations import Taint, blocking_taints, tolerates_all
 from reconciler.scheduler.topology import (
     PlacedPod,
@@ -81,11 +81,8 @@ log = logging.getLogger(__name__)
 
 RETRY_BASE_SECONDS = 0.5
 RETRY_MAX_SECONDS = 30.0
-UNRESOLVED_NODE_RECHECK_SECONDS = 2.0
 NAMESPACE_TTL_SECONDS = 30.0  # a label change reaches namespaceObject within this
-POD_GROUP_TTL_SECONDS = 5.0  # a PodGroup's minMember change is seen within this
 PACK_SECONDS = 5.0  # node weights are refreshed at least this often, and after every change
-GANG_RECHECK_SECONDS = 5.0  # a gang whose PodGroup is missing or wrong looks again after this
 HOOK_WAIT_SECONDS = 5.0  # below the script's curl timeout (10 s)
 Obj = dict[str, Any]
 # Told, for each Pod this scheduler binds, the seconds from the Pod's creationTimestamp to the
@@ -420,75 +417,50 @@ class PodScheduler(GangShell):
     # ---- hooks ------------------------------------------------------------------------
 
     def on_hook(self, call: HookCall) -> str:
+        """`call.pod_uid` is a Pod UID, or a gang's key for a gang's job."""
         self.counters.hooks += 1
-        if is_gang_key(call.pod_uid):
-            return self._on_gang_hook(call)
+        key, gang = call.pod_uid, is_gang_key(call.pod_uid)
         with self._lock:
             if call.job_id in self._abandoned:  # its Pod has moved on: let the job end
                 return "ok" if call.kind == "started" else "gone"
-            pod = self._pods.get(call.pod_uid)
-            job = self._jobs.get(call.pod_uid)
-            if (job is None or job.job_id < call.job_id) and pod is not None:
+            pod = None if gang else self._pods.get(key)
+            job = self._jobs.get(key)
+            if (job is None or job.job_id < call.job_id) and (gang or pod is not None):
                 # The job started before our submit call returned: note it now, so the Pod is
                 # bound as soon as the submit is recorded, not at the next poll.
-                job = pending_job(call.job_id, job_name_for(pod), self._clock())
+                name = job_name_for(pod) if pod is not None else ""
+                job = pending_job(call.job_id, name, self._clock())
             if job is not None and job.job_id == call.job_id:
-                if call.kind == "started" and job.state == "PENDING":
-                    job = replace(job, state="RUNNING", nodes=call.slurm_node)
-                elif call.kind == "signalled" and job.state in ACTIVE_STATES:
-                    job = replace(job, state="COMPLETING")
-                self._record_locked(call.pod_uid, job)
-        self._queue.add(call.pod_uid, urgent=True)  # a bind waits behind no new Pod
+                # A gang's hook names one node of many: its nodes are read from Slurm next.
+                self._record_locked(key, _after_hook(job, call, "" if gang else call.slurm_node))
+        self._queue.add(key, urgent=True)  # a bind waits behind no new Pod
         self._repack.set()
         if call.kind == "started":
             return "ok"
-        return self._wait_pod_gone(call.pod_uid, HOOK_WAIT_SECONDS)
+        if gang:
+            return self._wait_until(lambda: self._gang_released_locked(key, call.job_id))
+        return self._wait_until(lambda: self._pod_released_locked(key))
 
-    def _on_gang_hook(self, call: HookCall) -> str:
-        """A gang's job started (its nodes are read from Slurm next) or is ending (it may end
-        once no Pod it holds is left)."""
-        key = call.pod_uid
-        with self._lock:
-            if call.job_id in self._abandoned:
-                return "ok" if call.kind == "started" else "gone"
-            job = self._jobs.get(key)
-            if job is None or job.job_id < call.job_id:
-                job = pending_job(call.job_id, "", self._clock())
-            if job.job_id == call.job_id:
-                if call.kind == "started" and job.state == "PENDING":
-                    job = replace(job, state="RUNNING", nodes="")  # the hook names one node
-                elif call.kind == "signalled" and job.state in ACTIVE_STATES:
-                    job = replace(job, state="COMPLETING")
-                self._record_locked(key, job)
-        self._queue.add(key, urgent=True)
-        if call.kind == "started":
-            return "ok"
-        return self._wait_gang_gone(key, call.job_id, HOOK_WAIT_SECONDS)
+    def _pod_released_locked(self, uid: str) -> bool:
+        pod = self._pods.get(uid)
+        return pod is None or finished(pod)
 
-    def _wait_gang_gone(self, key: str, job_id: int, seconds: float) -> str:
-        deadline = time.monotonic() + seconds
+    def _gang_released_locked(self, key: str, job_id: int) -> bool:
+        """No Pod the gang's job holds is left running."""
+        return not any(
+            recorded_job_id(pod) == job_id and not finished(pod)
+            for uid in self._gang_members.get(key, ())
+            if (pod := self._pods.get(uid)) is not None
+        )
+
+    def _wait_until(self, released: Callable[[], bool]) -> str:
+        """Answer `signalled` with `gone` once `released()` (checked under the lock) holds, or
+        `wait` after a while (the job asks again): one request per job every few seconds, not a
+        busy poll."""
+        deadline = time.monotonic() + HOOK_WAIT_SECONDS
         with self._pod_changed:
             while True:
-                held = [
-                    pod for uid in self._gang_members.get(key, ())
-                    if (pod := self._pods.get(uid)) is not None
-                    and recorded_job_id(pod) == job_id and not finished(pod)
-                ]  # fmt: skip
-                if not held:
-                    return "gone"
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or self._stopping.is_set():
-                    return "wait"
-                self._pod_changed.wait(remaining)
-
-    def _wait_pod_gone(self, uid: str, seconds: float) -> str:
-        """Answer `signalled` when the Pod is gone, or `wait` after a while (the job asks
-        again): one request per job every few seconds, not a busy poll."""
-        deadline = time.monotonic() + seconds
-        with self._pod_changed:
-            while True:
-                pod = self._pods.get(uid)
-                if pod is None or finished(pod):
+                if released():
                     return "gone"
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or self._stopping.is_set():
@@ -527,7 +499,6 @@ class PodScheduler(GangShell):
         with self._lock:
             pod = self._pods.get(uid)
             job = self._jobs.get(uid)
-        with self._lock:
             gang = self._gang_key_locked(pod) if pod is not None else None
         if gang is not None:
             self._queue.add(gang)
@@ -561,69 +532,86 @@ class PodScheduler(GangShell):
         self._policies = policies
 
     def _admit(self, pod: Obj) -> None:
+        request = self._request_of(pod)
+        if request is not None:
+            self._submit(pod, request)
+
+    def _request_of(self, pod: Obj, problems: Sequence[Problem] = ()) -> PodRequest | None:
+        """The Pod's request to Slurm, or None after refusing it: policies, admission, its pod
+        rules, and `problems` the caller found (a gang's rules between members)."""
         if not self._passes_policies(pod):
-            return
-        admission = admit(
+            return None
+        admission = self._admission(pod)
+        if isinstance(admission, Rejection):
+            self._refuse(pod, admission.message())
+            return None
+        refusal = "; ".join(str(p) for p in problems) or self._topology_refusal(pod)
+        if refusal:
+            self._refuse(pod, refusal)
+            return None
+        return admission
+
+    def _admission(self, pod: Obj) -> PodRequest | Rejection:
+        return admit(
             pod,
             kill_wait_seconds=self.settings.kill_wait_seconds,
             slurm_version=self.settings.slurm_version,
         )
-        if isinstance(admission, Rejection):
-            self._refuse(pod, admission.message())
-            return
-        refusal = self._topology_refusal(pod)
-        if refusal is not None:
-            self._refuse(pod, refusal)
-            return
-        self._submit(pod, admission)
 
     def _submit(self, pod: Obj, request: PodRequest) -> None:
         assert self.credentials is not None
-        uid = pod["metadata"]["uid"]
         spec = placeholder_job_for(
             pod, request, self.credentials, excluded_nodes=self._excluded_nodes(pod)
         )
+        job_id = self._submit_job(pod["metadata"]["uid"], spec, request, [pod], "placeholder")
+        if job_id is None:
+            return
+        self._pods_out.annotate_later(pod, {wk.ANNOTATION_JOB_ID: str(job_id)})
+        self._pods_out.event(
+            pod, wk.EVENT_SUBMITTED, "Submit",
+            f"submitted placeholder Slurm job {job_id} ({describe_job(spec)})",
+        )  # fmt: skip
+
+    def _submit_job(
+        self, key: str, spec: JobSpec, request: PodRequest, pods: list[Obj], what: str
+    ) -> int | None:
+        """Submit as the Pods' user and record the job under `key` (a Pod UID or a gang's
+        key); None after refusing `pods` (Slurm's verdict on the job, or a group Slurm cannot
+        give)."""
         try:
-            client = self._slurm.for_user(submit_user(request))
-            submitted = client.submit(spec)
+            submitted = self._slurm.for_user(submit_user(request)).submit(spec)
         except (SlurmUnavailableError, SlurmAuthError):
-            raise  # ours to retry, not the Pod's fault
+            raise  # ours to retry, not the Pods' fault
         except SlurmApiError as exc:
             if exc.error_number in (None, -1, 5005):  # no verdict on the job itself
                 raise
-            self._refuse(pod, f"Slurm refused the placeholder job: {exc.message}")
-            return
-        job = pending_job(submitted.job_id, spec.name or "", self._clock())
+            for pod in pods:
+                self._refuse(pod, f"Slurm refused the {what} job: {exc.message}")
+            return None
+        job = replace(
+            pending_job(submitted.job_id, spec.name or "", self._clock()),
+            node_count=int(spec.nodes or 1),
+        )
         with self._lock:
-            known = self._jobs.get(uid)
+            known = self._jobs.get(key)
             if known is None or known.job_id != job.job_id:  # a hook may have told us more
-                self._record_locked(uid, job)
+                self._record_locked(key, job)
         self.counters.submitted += 1
         if priority_update_needed(request):
             self._slurm.operator.update_job(job.job_id, JobUpdate(priority=request.priority))
-        if request.group_id is not None and not self._group_matches(job.job_id, request):
-            return
-        self._pods_out.annotate_later(pod, {wk.ANNOTATION_JOB_ID: str(job.job_id)})
-        self._pods_out.event(
-            pod, wk.EVENT_SUBMITTED, "Submit",
-            f"submitted placeholder Slurm job {job.job_id} ({describe_job(spec)})",
-        )  # fmt: skip
+        if request.group_id is not None and not self._group_matches(key, job.job_id, request, pods):
+            return None
+        return job.job_id
 
-    def _group_matches(
-        self, job_id: int, request: PodRequest, key: str | None = None,
-        pods: list[Obj] | None = None,
-    ) -> bool:  # fmt: skip
-        """slurmrestd 22.05 cannot set a job's group: it is the user's primary group. A Pod
-        (or a gang: `key`, `pods`) that asks for another one is refused rather than run with
-        the wrong group."""
+    def _group_matches(self, key: str, job_id: int, request: PodRequest, pods: list[Obj]) -> bool:
+        """slurmrestd 22.05 cannot set a job's group: it is the user's primary group. Pods
+        that ask for another one are refused rather than run with the wrong group."""
         job = self._slurm.operator.job(job_id)
         if job is None or job.group_id in (None, request.group_id):
             return True
         self._slurm.operator.cancel(job_id)
         with self._lock:
-            self._forget_locked(key or _uid_of(job), job_id)
-        if pods is None:
-            pods = [pod] if (pod := self._pod_for_job(job)) is not None else []
+            self._forget_locked(key, job_id)
         for pod in pods:
             self._refuse(
                 pod,
@@ -718,7 +706,9 @@ class PodScheduler(GangShell):
         }
         if not self._pods_out.bind(pod, node, recorded):
             return
-        self._note_bound(pod, node, recorded)
+        # Our cache says what we just wrote, before the watch does: a gang's next look must
+        # see this member placed, not missing (its restart policy would take it for dead).
+        self._note_annotations(pod, recorded, node=node)
         self.counters.bound += 1
         on_bind = self.on_bind
         if on_bind is not None:
@@ -730,12 +720,6 @@ class PodScheduler(GangShell):
             f"Successfully assigned {meta['namespace']}/{meta['name']} to {node}: Slurm job "
             f"{step.job_id} runs on Slurm node {step.slurm_node}",
         )  # fmt: skip
-
-    def _note_bound(self, pod: Obj, node: str, recorded: dict[str, str]) -> None:
-        """Our cache says what we just wrote, before the watch does: a gang's next look must
-        see this member placed, not missing (which its restart policy would take for a
-        member that died)."""
-        self._note_annotations(pod, recorded, node=node)
 
     def _note_annotations(
         self, pod: Obj, annotations: dict[str, str], *, node: str | None = None
@@ -928,3 +912,12 @@ def _slimmed(obj: Obj) -> Obj:
     if isinstance(meta, dict):
         meta.pop("managedFields", None)
     return obj
+
+
+def _after_hook(job: SlurmJob, call: HookCall, nodes: str) -> SlurmJob:
+    """What a `started` or `signalled` call tells of the job it comes from."""
+    if call.kind == "started" and job.state == "PENDING":
+        return replace(job, state="RUNNING", nodes=nodes)
+    if call.kind == "signalled" and job.state in ACTIVE_STATES:
+        return replace(job, state="COMPLETING")
+    return job

@@ -14,6 +14,8 @@ DEFAULT_KILL_WAIT_SECONDS = 30  # Slurm's KillWait default, and the chart's (see
 DEFAULT_POLL_SECONDS = 5.0
 DEFAULT_WORKERS = 16  # they wait on HTTP calls: in the benchmark 8 waited 90% of the time
 DEFAULT_HOOKS_PORT = 8000  # SUNK's --hooks-api-bind-address=:8000 (seed 002)
+# A job runs on a Slurm node whose slurmd Pod we do not see on a Node yet: look again after.
+UNRESOLVED_NODE_RECHECK_SECONDS = 2.0
 
 
 @dataclass(frozen=True)
