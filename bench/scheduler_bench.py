@@ -74,8 +74,9 @@ if __package__ in (None, ""):  # `python bench/scheduler_bench.py`: make `bench`
 from bench.local_stack import start_local_up, stop_local_up
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
+from reconciler.adapters.slurm_client import connect
 from reconciler.adapters.slurm_jwt import MintedTokens
-from reconciler.adapters.slurm_rest import JobSpec, SlurmRestApi, connect
+from reconciler.adapters.slurm_rest import JobSpec, SlurmRestApi
 from reconciler.config.files import read_library, read_repo
 from reconciler.config.repo import load_config
 from reconciler.errors import ReconcilerError

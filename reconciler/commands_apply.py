@@ -15,8 +15,8 @@ from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
 from reconciler.adapters.sacctmgr import Sacctmgr
 from reconciler.adapters.scontrol import Scontrol
+from reconciler.adapters.slurm_client import connect
 from reconciler.adapters.slurm_jwt import MintedTokens, ProvidedToken, TokenSource
-from reconciler.adapters.slurm_rest import connect
 from reconciler.apply.executor import ApplyError, ApplyOptions, Target, apply_plan
 from reconciler.apply.live_reader import read_live, server_views
 from reconciler.commands_compile import load, print_warnings, repo_args

@@ -228,7 +228,7 @@ def _node_sync(args: argparse.Namespace, namespace: str, release: str) -> NodeSy
         cordon_when_slurm_down=args.cordon_when_slurm_down,
     )
     return NodeSync(
-        target.kube, target.slurm, target.scontrol, namespace=namespace, release=release,
+        target.kube, target.slurm, target.nodes, namespace=namespace, release=release,
         settings=settings,
     )  # fmt: skip
 

@@ -117,6 +117,11 @@ class SlurmUnavailableError(SlurmApiError):
     """slurmrestd could not be reached, or answered with something that is not its JSON."""
 
 
+class SlurmUnsupportedError(SlurmApiError):
+    """The slurmrestd we talk to does not offer what was asked (an endpoint of a newer API), or
+    offers no OpenAPI version this reconciler speaks."""
+
+
 class SlurmArgumentError(ReconcilerError):
     """A value the adapters refuse to send to Slurm: malformed, or able to inject options."""
 

@@ -1,8 +1,9 @@
 """Slurm through slurmrestd: a version-neutral interface, plain data, and the HTTP transport.
 
-Callers see only the dataclasses and the `SlurmRestApi` protocol below. Each OpenAPI version
-(`openapi/v0.0.38` today, v0.0.40+ later) is one module that maps its wire format onto them
-(`slurm_v0038.py`), so a newer slurmrestd means a new mapping module, not new callers.
+Callers see only the dataclasses and the `SlurmRestApi` protocol below. Each OpenAPI version is
+one codec module that maps its wire format onto them (`slurm_v0038.py` for Slurm 22.05's
+`openapi/v0.0.38`, `slurm_v0040.py` for the data parsers v0.0.40-v0.0.42 of Slurm 23.11+); one
+client (`slurm_client.py`) speaks through whichever codec the server's `/openapi/v3` offers.
 
 `update_time` honestly: slurmrestd answers `?update_time=T` with 304 when nothing changed since
 T and with *everything* otherwise, never a per-object delta. So `jobs(since=T)` returns None
@@ -27,7 +28,7 @@ from reconciler.errors import (
 )
 
 DEFAULT_TIMEOUT_SECONDS = 30.0
-# The signal names the v0.0.38 cancel endpoint accepts (its `signal` enum).
+# The signal names every version's cancel endpoint accepts (v0.0.38's `signal` enum).
 SIGNALS = frozenset(
     {
         "HUP",
@@ -155,12 +156,23 @@ class SlurmJob:
         return self.state == "PENDING" and self.state_reason in ("JobHeldUser", "JobHeldAdmin")
 
 
-Exclusive = Literal["exclusive", "user", "mcs"]
+# How a job shares its nodes, in Slurm's own words (job_desc `shared`, sbatch --exclusive and
+# --oversubscribe): none = the whole node (--exclusive), oversubscribe = with any job,
+# user/mcs = only with jobs of the same user / MCS label, topo = alone in its topology segment.
+Shared = Literal["none", "oversubscribe", "user", "mcs", "topo"]
+SHARED_MODES: tuple[Shared, ...] = ("none", "oversubscribe", "user", "mcs", "topo")
+
+# What a server may or may not offer (see SlurmRestApi.capabilities).
+CAN_UPDATE_NODES = "update_nodes"  # drain/resume/state/weight over REST (no scontrol)
+CAN_SUBMIT_AS_USER = "submit_as_user"  # user_id/group_id in a submit (no per-user token)
+CAN_SHARE_TOPO = "shared_topo"  # shared: topo
+CAN_LIST_JOB_STATES = "job_states"  # GET /jobs/state/
 
 
 @dataclass(frozen=True)
 class JobSpec:
-    """A batch job to submit. It runs as the token's user; `environment` must not be empty."""
+    """A batch job to submit; `environment` must not be empty. It runs as `user_id` where the
+    server can submit as a user (CAN_SUBMIT_AS_USER), otherwise as the token's user."""
 
     script: str
     environment: Mapping[str, str]
@@ -185,8 +197,9 @@ class JobSpec:
     nice: int | None = None
     current_working_directory: str | None = None
     standard_output: str | None = None
-    oversubscribe: bool | None = None
-    exclusive: Exclusive | None = None
+    shared: Shared | None = None  # None: the partition's default
+    user_id: int | None = None
+    group_id: int | None = None  # None: the user's primary group
 
 
 @dataclass(frozen=True)
@@ -206,6 +219,16 @@ class JobUpdate:
     required_nodes: str | None = None
     excluded_nodes: str | None = None
     gres: str | None = None
+
+
+@dataclass(frozen=True)
+class NodeUpdate:
+    """Fields to change on a node; None leaves a field alone. `state` as scontrol takes it
+    (DRAIN, RESUME, DOWN, FUTURE, ...); DRAIN and DOWN need a `reason`."""
+
+    state: str | None = None
+    reason: str | None = None
+    weight: int | None = None
 
 
 @dataclass(frozen=True)
@@ -233,7 +256,11 @@ JobsSnapshot = Snapshot[SlurmJob]
 class SlurmRestApi(Protocol):
     """What the reconciler needs from slurmrestd, independent of the OpenAPI version."""
 
-    api_version: str
+    api_version: str  # the OpenAPI version spoken, e.g. "v0.0.42"
+    capabilities: frozenset[str]  # CAN_* names this server and version offer
+
+    @property
+    def slurm_version(self) -> str: ...  # "24.11.5", from the server's answers
 
     def ping(self) -> None: ...
     @overload
@@ -257,24 +284,8 @@ class SlurmRestApi(Protocol):
     def submit(self, spec: JobSpec) -> SubmittedJob: ...
     def update_job(self, job_id: int, update: JobUpdate) -> None: ...
     def cancel(self, job_id: int, signal: str | None = None) -> None: ...
+    def update_node(self, name: str, update: NodeUpdate) -> None: ...
     def close(self) -> None: ...
-
-
-def connect(
-    url: str,
-    tokens: TokenSource,
-    *,
-    api_version: str = "v0.0.38",
-    timeout: float = DEFAULT_TIMEOUT_SECONDS,
-    observe: SlurmObserver | None = None,
-) -> SlurmRestApi:
-    """A client for slurmrestd at `url` ("http://host:port", no version path); `observe`, if
-    given, is told of each request (metrics)."""
-    if api_version != "v0.0.38":
-        raise SlurmArgumentError("api_version", api_version, "only v0.0.38 is implemented")
-    from reconciler.adapters.slurm_v0038 import SlurmRestV0038  # the one version-specific module
-
-    return SlurmRestV0038(Transport(url, tokens, timeout=timeout), observe=observe)
 
 
 def check_signal(signal: str | None) -> str | None:
@@ -302,10 +313,12 @@ class WireError:
         return f"{text} [{self.number}]" if self.number is not None else text
 
 
-def wire_errors(body: Mapping[str, Any]) -> list[WireError]:
-    """The `errors` array: v0.0.38 spells the number error_number, error_code or errno."""
+def wire_errors(body: Mapping[str, Any], key: str = "errors") -> list[WireError]:
+    """The `errors` (or `warnings`) array: v0.0.38 spells the number error_number, error_code
+    or errno."""
     found = []
-    for entry in body.get("errors") or []:
+    entries = body.get(key)
+    for entry in entries if isinstance(entries, list) else []:
         if not isinstance(entry, Mapping):
             continue
         number = next(
@@ -356,6 +369,7 @@ class Response:
     status: int
     body: dict[str, Any]
     errors: list[WireError] = field(default_factory=list)
+    warnings: list[WireError] = field(default_factory=list)
 
 
 class Transport:
@@ -419,7 +433,7 @@ class Transport:
         errors = wire_errors(body)
         if not 200 <= raw.status_code < 300 and raw.status_code not in allow:
             raise api_error(endpoint, raw.status_code, errors)
-        return Response(raw.status_code, body, errors)
+        return Response(raw.status_code, body, errors, wire_errors(body, "warnings"))
 
     def close(self) -> None:
         self._session.close()

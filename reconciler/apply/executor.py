@@ -24,6 +24,7 @@ import hostlist
 from reconciler.adapters.kube import Kube
 from reconciler.adapters.sacctmgr import Sacctmgr
 from reconciler.adapters.scontrol import NodeState, Scontrol
+from reconciler.adapters.slurm_nodes import NodeControl
 from reconciler.adapters.slurm_rest import SlurmNode, SlurmRestApi
 from reconciler.apply.accounting import (
     accounting_changes_of,
@@ -84,6 +85,11 @@ class Target:
     sink: ConfigSink | None = None
     restarter: ControllerRestarter | None = None
     sacctmgr: Sacctmgr | None = None  # when the cluster has slurmdbd
+
+    @property
+    def nodes(self) -> NodeControl:
+        """Node drains and states: over slurmrestd where it can, scontrol otherwise."""
+        return NodeControl(self.slurm, self.scontrol)
 
 
 def apply_plan(plan: Plan, target: Target, options: ApplyOptions, say: Say) -> None:
@@ -153,7 +159,7 @@ def _retire_nodes(changes: list[Change], target: Target, options: ApplyOptions, 
     if not names:
         return
     for name in names:
-        target.scontrol.drain_node(name, f"{DRAIN_REASON_PREFIX} removed by apply")
+        target.nodes.drain_node(name, f"{DRAIN_REASON_PREFIX} removed by apply")
     say(f"drained {', '.join(names)}; waiting for their jobs to finish")
     busy = _wait_drained(names, target, options.drain_timeout, options.poll, say)
     if busy and options.on_drain_timeout == "requeue":
@@ -166,10 +172,10 @@ def _retire_nodes(changes: list[Change], target: Target, options: ApplyOptions, 
             "--on-drain-timeout requeue (or a longer --drain-timeout)",
         )
     for name in names:
-        # A drained node cannot go to FUTURE directly (Slurm 22.05); DOWN first. It has no
+        # A drained node cannot go to FUTURE directly (Slurm 22.05, 24.11); DOWN first. It has no
         # jobs now, so DOWN kills nothing.
-        target.scontrol.set_node_state(name, NodeState.DOWN, f"{DRAIN_REASON_PREFIX} retired")
-        target.scontrol.set_node_state(name, NodeState.FUTURE)
+        target.nodes.set_node_state(name, NodeState.DOWN, f"{DRAIN_REASON_PREFIX} retired")
+        target.nodes.set_node_state(name, NodeState.FUTURE)
     say(f"retired {', '.join(names)} (FUTURE: declared, hidden, no jobs)")
 
 
@@ -225,7 +231,7 @@ def _resume_nodes(changes: list[Change], target: Target, say: Say) -> None:
             and "DRAIN" in node.flags
             and node.reason.startswith(DRAIN_REASON_PREFIX)
         ):
-            target.scontrol.resume_node(change.ref.name)
+            target.nodes.resume_node(change.ref.name)
             say(f"resumed {change.ref.name} (drain by reconciler cleared)")
 
 

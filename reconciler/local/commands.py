@@ -25,6 +25,7 @@ from reconciler.errors import LocalStackError
 from reconciler.local.kubelet_model import NodeTemplate, node_templates, required_labels
 from reconciler.local.nodeagent import NodeAgent
 from reconciler.local.slurm import SlurmSite, make_fake_gpus
+from reconciler.local.slurm_install import DEFAULT_RELEASE, RELEASE_ENV, RELEASES
 from reconciler.local.stack import LocalStack, default_runtime_dir
 from reconciler.local.target import RESTART_SIGNAL, site_profile
 
@@ -44,6 +45,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--nodes", type=int, help="local Kubernetes Nodes (default: one per Slurm node)"
     )
     up.add_argument("--accounting", action="store_true", help="also run MariaDB and slurmdbd")
+    up.add_argument(
+        "--slurm", choices=RELEASES, default=None,
+        help=f"Slurm release: {DEFAULT_RELEASE} (built by setup.sh; the default) or Debian's "
+        f"22.05 (default: ${RELEASE_ENV}, else {DEFAULT_RELEASE})",
+    )  # fmt: skip
     _runtime_args(up)
     up.set_defaults(func=run_up)
 
@@ -87,7 +93,9 @@ def run_up(args: argparse.Namespace) -> int:
         return compiled["state"].slurm_conf, compiled["state"].gres_conf
 
     nodes = [n.name for n in (*probe.slurm_nodes, *probe.spare_nodes)]  # spares need ports too
-    timings = stack.up(nodes, render, start_nodes=[], accounting=args.accounting)
+    timings = stack.up(
+        nodes, render, start_nodes=[], accounting=args.accounting, release=args.slurm
+    )
     _progress(f"daemons ready in {time.monotonic() - started:.1f} s ({_timing_text(timings)})")
     stack.record_foreground_pid(os.getpid())
     agent = None
@@ -195,9 +203,10 @@ def _print_ready(stack: LocalStack, probe: DesiredState) -> None:
     assert slurm is not None
     print(f"export KUBECONFIG={stack.kube_paths.kubeconfig}")
     print(f"export SLURM_CONF={slurm.paths.slurm_conf}")
-    print(
-        f"# slurmrestd: {slurm.rest_url()}  nodes: {', '.join(n.name for n in probe.slurm_nodes)}"
-    )
+    if slurm.install.bin_dir is not None:  # its sinfo/scontrol, not an older one on PATH
+        print(f"export PATH={slurm.install.bin_dir}:$PATH")
+    print(f"# Slurm {slurm.version()}, slurmrestd {slurm.rest_url()} ({slurm.rest_api_version()})")
+    print(f"# nodes: {', '.join(n.name for n in probe.slurm_nodes)}")
     print("# Ctrl-C here, or `reconciler local down` elsewhere, stops the stack.", flush=True)
 
 

@@ -1,19 +1,38 @@
 #!/bin/bash
-# Install what the local stack needs (Debian packages) and build kube-apiserver and
-# kube-controller-manager v1.20.2 from Debian's `kubernetes` source package.
+# Install what the local stack needs (Debian packages), build kube-apiserver and
+# kube-controller-manager v1.20.2 from Debian's `kubernetes` source package, and build Slurm
+# 24.11.5 (the default Slurm of the local stack) from the upstream tarball Debian's next release
+# serves; Debian 12's own Slurm 22.05 packages stay installed for `--slurm 22.05`.
 #
 # Idempotent: a second run only checks (dpkg status, cached binaries' --version) and takes seconds.
 # Run as root. The build happens in a temp dir outside the checkout, which is removed afterwards;
 # the two binaries are cached under ${XDG_CACHE_HOME:-$HOME/.cache}/sunk-reconciler/kubernetes/<version>/.
 #
+# Slurm is installed into /opt/sunk-reconciler/slurm/<version> (not under ~/.cache: slurmrestd
+# runs as `nobody` and must read its libraries and plugins there).
+#
 # Env: KUBE_VERSION (v1.20.2)  SUNK_RECONCILER_CACHE (overrides the cache root)
-#      SETUP_KEEP_BUILD=1 (keep the temp build dir, for debugging)
+#      SUNK_RECONCILER_SLURM_PREFIX (overrides /opt/sunk-reconciler/slurm/24.11.5)
+#      SETUP_KEEP_BUILD=1 (keep the temp build dirs, for debugging)
 set -euo pipefail
 
 KUBE_VERSION=${KUBE_VERSION:-v1.20.2}
 CACHE_ROOT=${SUNK_RECONCILER_CACHE:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/sunk-reconciler}
 KUBE_BIN_DIR=$CACHE_ROOT/kubernetes/$KUBE_VERSION
 KUBE_TARGETS=(kube-apiserver kube-controller-manager)
+# Slurm 24.11 from Debian 13's source: the suite, the Debian revision whose orig tarball is served
+# (its .dsc may not be), and that tarball's sha256 from the suite's Sources index.
+SLURM_VERSION=24.11.5
+SLURM_SUITE=trixie
+SLURM_DEBIAN_VERSION=24.11.5-4+deb13u1
+SLURM_TARBALL=slurm-wlm_${SLURM_VERSION}.orig.tar.gz
+SLURM_SHA256=e1a5547edd212c38b5e3230a284133f777b32746551f094aaa81cc4af375e332
+SLURM_PREFIX=${SUNK_RECONCILER_SLURM_PREFIX:-/opt/sunk-reconciler/slurm/$SLURM_VERSION}
+# --enable-multiple-slurmd: the local stack runs one slurmd per node on this one host (as
+# Debian's build allows); without it slurmctld keeps an address for the first node of a
+# NodeHostname only, and the others go DOWN+NOT_RESPONDING.
+SLURM_CONFIGURE=(--with-jwt --with-http-parser --with-yaml --with-json --with-munge
+  --enable-slurmrestd --enable-multiple-slurmd --without-hdf5 --disable-x11)
 APT=(apt-get -o DPkg::Lock::Timeout=600 -q)
 export DEBIAN_FRONTEND=noninteractive
 
@@ -24,10 +43,13 @@ PACKAGES=(
   etcd-server mariadb-server slurmdbd
   golang-go rsync make build-essential dpkg-dev golang-github-modern-go-reflect2-dev
   openssl curl ca-certificates gnupg
+  libjwt-dev libhttp-parser-dev libjson-c-dev libyaml-dev libmunge-dev libmariadb-dev
+  libdbus-1-dev liblz4-dev libcurl4-openssl-dev pkg-config
 )
 
 SETUP_START=$(date +%s.%N)
 WORK=""
+SLURM_WORK=""
 LOG=""
 CURRENT_STEP=""
 STEP_PID=""
@@ -56,6 +78,9 @@ cleanup() {
     # Go's module cache is read-only; make it removable first.
     chmod -R u+w "$WORK" 2>/dev/null || true
     rm -rf "$WORK"
+  fi
+  if [ -n "$SLURM_WORK" ] && [ -d "$SLURM_WORK" ] && [ "${SETUP_KEEP_BUILD:-0}" != 1 ]; then
+    rm -rf "$SLURM_WORK"
   fi
   if [ "$rc" -ne 0 ] && [ -n "$CURRENT_STEP" ]; then
     say "step '$CURRENT_STEP' failed (exit $rc)"
@@ -263,6 +288,87 @@ build_kube() {
   step "install binaries into $KUBE_BIN_DIR" install_binaries
 }
 
+# ---- Slurm 24.11 ---------------------------------------------------------------------------
+
+# What a finished install records; a prefix without it (an interrupted build) is rebuilt.
+slurm_stamp() { printf '%s %s %s\n' "$SLURM_VERSION" "$SLURM_SHA256" "${SLURM_CONFIGURE[*]}"; }
+
+cached_slurm_ok() {
+  [ -f "$SLURM_PREFIX/.sunk-reconciler-build" ] || return 1
+  [ "$(cat "$SLURM_PREFIX/.sunk-reconciler-build")" = "$(slurm_stamp)" ] || return 1
+  local out
+  out=$(LD_LIBRARY_PATH="$SLURM_PREFIX/lib" "$SLURM_PREFIX/sbin/slurmctld" -V 2>/dev/null) || return 1
+  [ "$out" = "slurm $SLURM_VERSION" ]
+}
+
+# A deb-src entry for $SLURM_SUITE, derived from the Debian archive entry apt already uses.
+ensure_slurm_src() {
+  local f=/etc/apt/sources.list.d/sunk-reconciler-slurm-src.sources
+  if apt-cache showsrc slurm-wlm 2>/dev/null | grep -q "^Version: $SLURM_DEBIAN_VERSION\$"; then
+    return
+  fi
+  local entries
+  entries=$(debian_src_entries | awk -v suite="$SLURM_SUITE" '
+    /^deb-src / { if (!done && $0 !~ /security/) { $3 = suite; print; done = 1 } next }
+    /^URIs:/ { uris = $0; security = ($0 ~ /security/) }
+    /^Signed-By:/ { signed = $0 }
+    /^[[:space:]]*$/ { if (uris != "" && !security && !done) { emit() } uris = ""; signed = "" }
+    function emit() { printf "Types: deb-src\n%s\nSuites: %s\nComponents: main\n%s\n", uris, suite, signed; done = 1 }
+    END { if (uris != "" && !security && !done) emit() }')
+  [ -n "$entries" ] || fail "step 'deb-src $SLURM_SUITE': no Debian archive entry found in /etc/apt"
+  if grep -q '^deb-src ' <<<"$entries"; then
+    { echo "# Added by reconciler/local/setup.sh (Slurm $SLURM_VERSION source)"; echo "$entries"; } \
+      >/etc/apt/sources.list.d/sunk-reconciler-slurm-src.list
+  else
+    { echo "# Added by reconciler/local/setup.sh (Slurm $SLURM_VERSION source)"; echo "$entries"; } >"$f"
+  fi
+  step "apt-get update (deb-src $SLURM_SUITE)" "${APT[@]}" update
+}
+
+# apt-get source fails on the missing .dsc of that revision, but fetches the orig tarball first:
+# the pinned checksum decides.
+fetch_slurm_source() {
+  cd "$SLURM_WORK"
+  "${APT[@]}" source --download-only "slurm-wlm=$SLURM_DEBIAN_VERSION" || true
+  [ -f "$SLURM_TARBALL" ] || { echo "apt-get source did not fetch $SLURM_TARBALL"; return 1; }
+  echo "$SLURM_SHA256  $SLURM_TARBALL" | sha256sum -c -
+  tar -xzf "$SLURM_TARBALL"
+}
+
+slurm_source_dir() { find "$SLURM_WORK" -maxdepth 1 -type d -name 'slurm-*' | head -1; }
+
+configure_slurm() {
+  cd "$(slurm_source_dir)"
+  ./configure --prefix="$SLURM_PREFIX" --sysconfdir="$SLURM_PREFIX/etc" "${SLURM_CONFIGURE[@]}"
+}
+
+make_slurm() {
+  cd "$(slurm_source_dir)"
+  make -j"$(nproc)"
+}
+
+install_slurm() {
+  cd "$(slurm_source_dir)"
+  rm -rf "$SLURM_PREFIX"
+  make install
+  slurm_stamp >"$SLURM_PREFIX/.sunk-reconciler-build"
+  cached_slurm_ok || { echo "installed Slurm does not answer slurmctld -V with $SLURM_VERSION"; return 1; }
+}
+
+build_slurm() {
+  if cached_slurm_ok; then
+    say "slurm $SLURM_VERSION: installed in $SLURM_PREFIX, skipping build"
+    return
+  fi
+  SLURM_WORK=$(mktemp -d "${TMPDIR:-/tmp}/sunk-reconciler-slurm-build.XXXXXX")
+  say "building slurm $SLURM_VERSION into $SLURM_PREFIX (about 10 min on 2 cores)"
+  ensure_slurm_src
+  step "apt-get source slurm-wlm $SLURM_DEBIAN_VERSION (sha256 pinned)" fetch_slurm_source
+  step "configure slurm" configure_slurm
+  step "make slurm" make_slurm
+  step "make install slurm into $SLURM_PREFIX" install_slurm
+}
+
 # The user the scheduler's tests and examples run Pods' jobs as (seed 002's "user-id: 1001",
 # "a dedicated user in your Slurm environment for Kubernetes Pods").
 POD_USER=sunk-pods
@@ -290,6 +396,8 @@ main() {
   ensure_pod_user
   build_kube
   say "kube binaries: $KUBE_BIN_DIR"
+  build_slurm
+  say "slurm $SLURM_VERSION: $SLURM_PREFIX"
   say "done in $(elapsed_since "$SETUP_START") s"
 }
 

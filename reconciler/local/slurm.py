@@ -1,5 +1,6 @@
 """The local Slurm daemons: munged, slurmctld, slurmd per node, slurmrestd (JWT), and optionally
-MariaDB + slurmdbd for accounting. Debian's Slurm 22.05, all on 127.0.0.1, one runtime directory.
+MariaDB + slurmdbd for accounting. Slurm 24.11 (built by setup.sh) or Debian's 22.05
+(slurm_install.py), all on 127.0.0.1, one runtime directory.
 
 The slurm.conf and gres.conf text comes from the caller (the compiler's local profile); the
 site part it must contain comes from `local_site_settings` (slurm_site.py, re-exported here).
@@ -21,11 +22,14 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from reconciler.adapters.slurm_client import connect
+from reconciler.adapters.slurm_jwt import MintedTokens
 from reconciler.errors import LocalStackError
 from reconciler.local import SETUP_COMMAND
 from reconciler.local.accounting import MARIADB_INSTALL_DB, MARIADBD, Accounting
 from reconciler.local.ports import is_accepting
 from reconciler.local.processes import Supervisor, is_running, reap_orphans
+from reconciler.local.slurm_install import SlurmInstall, slurm_install
 from reconciler.local.slurm_site import (
     SlurmPaths,
     SlurmPorts,
@@ -56,16 +60,7 @@ __all__ = [
 ]
 
 
-REST_API_VERSION = "v0.0.38"
-# Debian's real binaries; canonical names are symlinked to them (see module docstring).
-DEBIAN_BINARIES = {
-    "slurmctld": Path("/usr/sbin/slurmctld-wlm"),
-    "slurmd": Path("/usr/sbin/slurmd-wlm"),
-    "slurmstepd": Path("/usr/sbin/slurmstepd-wlm"),
-    "slurmdbd": Path("/usr/sbin/slurmdbd"),
-}
 MUNGED = Path("/usr/sbin/munged")
-SLURMRESTD = Path("/usr/sbin/slurmrestd")
 CLIENT_COMMANDS = ("scontrol", "sinfo", "squeue", "scancel", "sbatch")
 ACCOUNTING_COMMANDS = ("sacctmgr",)
 READY_SECONDS = 30.0
@@ -74,25 +69,28 @@ NODE_READY_SECONDS = 30.0
 _UNREGISTERED_STATES = {"FUTURE", "DOWN", "UNKNOWN", "NOT_RESPONDING"}
 
 
-def missing_binaries(accounting: bool) -> list[str]:
-    needed: list[str] = [str(MUNGED), str(SLURMRESTD)]
+def missing_binaries(accounting: bool, install: SlurmInstall | None = None) -> list[str]:
+    install = install or slurm_install()
+    needed: list[str] = [str(MUNGED), str(install.slurmrestd)]
     needed += [
-        str(path) for name, path in DEBIAN_BINARIES.items() if accounting or name != "slurmdbd"
+        str(path) for name, path in install.daemons.items() if accounting or name != "slurmdbd"
     ]
     if accounting:
         needed.append(str(MARIADBD))
-    commands = list(CLIENT_COMMANDS) + (
-        [*ACCOUNTING_COMMANDS, MARIADB_INSTALL_DB, "mariadb"] if accounting else []
-    )
     missing = [p for p in needed if not os.access(p, os.X_OK)]
-    return missing + [c for c in commands if shutil.which(c) is None]
+    missing += [c for c in CLIENT_COMMANDS if install.command(c) is None]
+    if accounting:
+        missing += [c for c in ACCOUNTING_COMMANDS if install.command(c) is None]
+        missing += [c for c in (MARIADB_INSTALL_DB, "mariadb") if shutil.which(c) is None]
+    return missing
 
 
-def check_binaries(accounting: bool) -> None:
-    missing = missing_binaries(accounting)
+def check_binaries(accounting: bool, install: SlurmInstall | None = None) -> None:
+    install = install or slurm_install()
+    missing = missing_binaries(accounting, install)
     if missing:
         raise LocalStackError(
-            "missing Slurm binaries: " + ", ".join(missing),
+            f"missing Slurm {install.release} binaries: " + ", ".join(missing),
             hint=f"run `{SETUP_COMMAND}`",
         )
 
@@ -137,12 +135,14 @@ class SlurmCluster:
         *,
         accounting: bool = False,
         cluster_name: str = "local",
+        install: SlurmInstall | None = None,
     ) -> None:
         self.supervisor = supervisor
         self.paths = paths
         self.ports = ports
         self.accounting = accounting
         self.cluster_name = cluster_name
+        self.install = install or slurm_install()
 
     # ---- environment and commands -------------------------------------------------------
 
@@ -150,7 +150,7 @@ class SlurmCluster:
         """Environment for scontrol/sinfo/sbatch against this cluster."""
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_"))}
         env["SLURM_CONF"] = str(self.paths.slurm_conf)
-        return env
+        return self.install.env(env)
 
     def run(self, *argv: str, check: bool = True, timeout: float = 30) -> str:
         """Run a Slurm client command against this cluster; its stdout."""
@@ -169,6 +169,16 @@ class SlurmCluster:
     def rest_url(self) -> str:
         return f"http://127.0.0.1:{self.ports.slurmrestd}"
 
+    def version(self) -> str:
+        """The Slurm release running, as its scontrol says it ("24.11.5")."""
+        return self.run("scontrol", "--version").split()[-1]
+
+    def rest_api_version(self) -> str:
+        """The OpenAPI version the reconciler speaks to this slurmrestd ("v0.0.42")."""
+        client = connect(self.rest_url(), MintedTokens(self.paths.jwt_key, current_user()))
+        client.close()
+        return client.api_version
+
     # ---- files --------------------------------------------------------------------------
 
     def prepare(self, *, fresh: bool = True) -> None:
@@ -184,7 +194,7 @@ class SlurmCluster:
         _ensure_reachable_by_nobody(p.root)
         _write_secret(p.jwt_key, 32)
         _write_secret(p.munge_key, 1024)
-        for name, target in DEBIAN_BINARIES.items():
+        for name, target in self.install.daemons.items():
             link = p.bin / name
             if not link.is_symlink() or os.readlink(link) != str(target):
                 link.unlink(missing_ok=True)
@@ -201,7 +211,7 @@ class SlurmCluster:
         self, slurm_conf: str, gres_conf: str, nodes: Sequence[str], *, fresh: bool = True
     ) -> dict[str, float]:
         """Write the config, start every daemon and the given nodes' slurmd; seconds per step."""
-        check_binaries(self.accounting)
+        check_binaries(self.accounting, self.install)
         self.prepare(fresh=fresh)
         self.write_config(slurm_conf, gres_conf)
         timings: dict[str, float] = {}
@@ -299,7 +309,7 @@ class SlurmCluster:
         """slurmrestd answers an authenticated ping (so JWT and slurmctld are wired up)."""
         token = mint_jwt(self.paths.jwt_key, current_user(), lifetime=60)
         request = urllib.request.Request(
-            f"{self.rest_url()}/slurm/{REST_API_VERSION}/ping",
+            f"{self.rest_url()}/slurm/{self.install.rest_probe_version}/ping",
             headers={"X-SLURM-USER-NAME": current_user(), "X-SLURM-USER-TOKEN": token},
         )
         with urllib.request.urlopen(request, timeout=5) as response:
@@ -368,8 +378,8 @@ class SlurmCluster:
         )  # fmt: skip
 
     def restart_slurmctld(self) -> float:
-        """Stop and start slurmctld, keeping its state (jobs survive): Slurm 22.05 reads
-        NodeName lines only at start. Seconds until it answers again."""
+        """Stop and start slurmctld, keeping its state (jobs survive): Slurm reads NodeName
+        lines only at start. Seconds until it answers again."""
         self.supervisor.stop("slurmctld", grace=10.0)
         return self._start_slurmctld()
 
@@ -382,12 +392,11 @@ class SlurmCluster:
         )  # fmt: skip
 
     def _start_slurmrestd(self) -> float:
-        argv = [str(SLURMRESTD)]
+        install = self.install
+        argv = [str(install.slurmrestd)]
         if os.getuid() == 0:
-            argv += ["-u", "nobody"]  # slurmrestd refuses to run as root
-        plugins = f"openapi/{REST_API_VERSION}"
-        if self.accounting:
-            plugins += f",openapi/db{REST_API_VERSION}"
+            argv += install.rest_identity  # slurmrestd refuses to run as root
+        plugins = install.rest_plugins[1 if self.accounting else 0]
         argv += ["-a", "rest_auth/jwt", "-s", plugins, f"127.0.0.1:{self.ports.slurmrestd}"]
         # SLURM_JWT=daemon: slurmrestd itself talks to slurmctld with auth/jwt, otherwise it
         # rejects every request with 401 "Rejecting thread config token".

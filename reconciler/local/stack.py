@@ -50,6 +50,7 @@ from reconciler.local.slurm import (
     SlurmSite,
     local_site_settings,
 )
+from reconciler.local.slurm_install import slurm_install
 
 STATE_FILE = "state.json"
 STATE_VERSION = 1
@@ -156,6 +157,8 @@ class LocalStack:
             SlurmPorts.from_json(section["ports"]),
             accounting=bool(section["accounting"]),
             cluster_name=self.cluster_name,
+            # A stack recorded before releases were chosen ran Debian's 22.05.
+            install=slurm_install(str(section.get("release", "22.05"))),
         )
 
     def _taken_ports(self, *keys: str) -> set[int]:
@@ -190,12 +193,14 @@ class LocalStack:
         start_nodes: Sequence[str] | None = None,
         accounting: bool = False,
         kube: bool = True,
+        release: str | None = None,
     ) -> dict[str, dict[str, float]]:
         """Bring up Kubernetes (unless kube=False) and Slurm; all or nothing.
 
         `node_names` are every node slurm.conf declares (FUTURE ones included, they need ports);
         `render(site)` returns (slurm.conf, gres.conf) text; `start_nodes` (default: all of
-        node_names) get a slurmd now. Returns seconds-to-ready per daemon, per half.
+        node_names) get a slurmd now; `release` chooses the Slurm (slurm_install). Returns
+        seconds-to-ready per daemon, per half.
         """
         # Checks first, outside the try: failing them must not `down` a stack that is running.
         self._refuse_if_running(self._all_daemon_names())
@@ -203,12 +208,12 @@ class LocalStack:
             kube_module.find_binaries()
         else:
             self._state.pop("kube", None)  # status must not report a previous run's kube
-        slurm_module.check_binaries(accounting)
+        slurm_module.check_binaries(accounting, slurm_install(release))
         timings: dict[str, dict[str, float]] = {}
         try:
             if kube:
                 timings["kube"] = self.up_kube()
-            site = self.allocate_slurm(node_names, accounting=accounting)
+            site = self.allocate_slurm(node_names, accounting=accounting, release=release)
             slurm_conf, gres_conf = render(site)
             nodes = list(node_names) if start_nodes is None else list(start_nodes)
             timings["slurm"] = self.up_slurm(slurm_conf, gres_conf, nodes)
@@ -242,12 +247,16 @@ class LocalStack:
         self._record_timings("kube", timings)
         return timings
 
-    def allocate_slurm(self, node_names: Sequence[str], *, accounting: bool = False) -> SlurmSite:
-        """Choose ports for the daemons and for every declared node (FUTURE ones included).
+    def allocate_slurm(
+        self, node_names: Sequence[str], *, accounting: bool = False, release: str | None = None
+    ) -> SlurmSite:
+        """Choose ports for the daemons and for every declared node (FUTURE ones included),
+        and the Slurm release (default: slurm_install's).
 
         Call before rendering slurm.conf: the site settings carry these ports and paths.
         """
-        slurm_module.check_binaries(accounting)
+        install = slurm_install(release)
+        slurm_module.check_binaries(accounting, install)
         self._refuse_if_running([*SlurmCluster.DAEMONS, *self._slurmd_names()])
         ports_needed = 5 + len(node_names)
         chosen = free_ports(ports_needed, avoid=self._taken_ports("kube"))
@@ -262,6 +271,7 @@ class LocalStack:
         self._state["slurm"] = {
             "ports": ports.to_json(),
             "accounting": accounting,
+            "release": install.release,
             "slurm_conf": str(self.slurm_paths.slurm_conf),
             "jwt_key": str(self.slurm_paths.jwt_key),
             "rest_url": f"http://127.0.0.1:{ports.slurmrestd}",

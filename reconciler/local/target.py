@@ -12,8 +12,8 @@ from pathlib import Path
 from reconciler.adapters.kube import Kube
 from reconciler.adapters.sacctmgr import Sacctmgr
 from reconciler.adapters.scontrol import Scontrol
+from reconciler.adapters.slurm_client import connect
 from reconciler.adapters.slurm_jwt import MintedTokens
-from reconciler.adapters.slurm_rest import connect
 from reconciler.apply.executor import ApplyError, Target
 from reconciler.compile.profile import Profile
 from reconciler.local.slurm import SlurmSite, current_user, local_site_settings

@@ -1,25 +1,35 @@
 """Slurm REST clients per Slurm user: a placeholder job runs as the user the Pod names.
 
-slurmrestd 22.05 (v0.0.38) refuses `user_id`/`group_id` in a submit: a job runs as its token's
-user. So a Pod with `sunk.coreweave.com/user-id: 1001` needs a token whose user is 1001;
-slurmctld takes a numeric user name as that uid. That needs the JWT key (minted tokens); with a
-provided token only the operator's own user is possible.
+slurmrestd v0.0.40+ (Slurm 23.11+) takes `user_id`/`group_id` in a submit from an operator, so
+the operator's client submits every job. slurmrestd 22.05 (v0.0.38) refuses them ("Disabled
+key"): a job runs as its token's user, so a Pod with `sunk.coreweave.com/user-id: 1001` needs a
+token whose user is 1001 (slurmctld takes a numeric user name as that uid). That needs the JWT
+key (minted tokens); with a provided token only the operator's own user is possible.
 """
 
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 from reconciler.adapters.scontrol import Scontrol
+from reconciler.adapters.slurm_client import connect
 from reconciler.adapters.slurm_jwt import MintedTokens, TokenSource
-from reconciler.adapters.slurm_rest import SlurmObserver, SlurmRestApi, connect
+from reconciler.adapters.slurm_nodes import NodeControl
+from reconciler.adapters.slurm_rest import (
+    CAN_SUBMIT_AS_USER,
+    JobSpec,
+    SlurmObserver,
+    SlurmRestApi,
+    SubmittedJob,
+)
 from reconciler.errors import SlurmAuthError
 
 
 class SlurmClients:
     """`observe`, when set (at any time), is told of every request of every client here.
-    `scontrol`, when given, sets node weights for bin-packing (REST 0.0.38 cannot)."""
+    `nodes` sets node weights for bin-packing: over REST (v0.0.40+) or with `scontrol`."""
 
     def __init__(
         self,
@@ -35,9 +45,29 @@ class SlurmClients:
         self._key = jwt_key
         self.observe = observe
         self.operator: SlurmRestApi = connect(url, operator, observe=self._relay)
+        self.nodes = NodeControl(self.operator, scontrol)
         self._operator_user = operator.user
         self._by_user: dict[str, SlurmRestApi] = {}
         self._lock = threading.Lock()
+
+    @property
+    def submits_as_user(self) -> bool:
+        """The operator submits jobs that run as another user (with their group and priority)."""
+        return CAN_SUBMIT_AS_USER in self.operator.capabilities
+
+    def submit(
+        self, spec: JobSpec, *, user_id: int | None, group_id: int | None, priority: int | None
+    ) -> SubmittedJob:
+        """Submit `spec` to run as `user_id` (None: the operator) in `group_id` (None: the
+        user's id, as SUNK does), where the server can; otherwise with a token of that user,
+        whose primary group Slurm then uses and whose `priority` the caller sets afterwards."""
+        if user_id is None:
+            return self.operator.submit(spec)
+        if self.submits_as_user:
+            group = user_id if group_id is None else group_id
+            spec = replace(spec, user_id=user_id, group_id=group, priority=priority)
+            return self.operator.submit(spec)
+        return self.for_user(str(user_id)).submit(spec)
 
     def for_user(self, user: str) -> SlurmRestApi:
         if user == self._operator_user:
@@ -54,7 +84,10 @@ class SlurmClients:
                         "tokens for the users Pods name in sunk.coreweave.com/user-id",
                     )
                 tokens = MintedTokens(self._key, user)
-                client = self._by_user[user] = connect(self._url, tokens, observe=self._relay)
+                client = connect(
+                    self._url, tokens, api_version=self.operator.api_version, observe=self._relay
+                )
+                self._by_user[user] = client
             return client
 
     def _relay(self, operation: str, seconds: float, ok: bool) -> None:

@@ -60,7 +60,6 @@ from reconciler.scheduler.placeholder import (
     placeholder_job_for,
     pod_uid_of,
     priority_update_needed,
-    submit_user,
 )
 from reconciler.scheduler.pod_policies import PodPolicies
 from reconciler.scheduler.pod_writer import PodWriter, load_hooks_key
@@ -345,10 +344,11 @@ class PodScheduler(GangShell):
     # ---- bin-packing: Slurm's node weights --------------------------------------------
 
     def _check_packing(self) -> None:
-        if self._slurm.scontrol is None:
+        if not self._slurm.nodes.available:
             raise ReconcilerError(
-                "scheduler.binPackPartitions needs scontrol (node weights cannot be set "
-                "through slurmrestd 0.0.38); run the scheduler where scontrol reaches slurmctld"
+                "scheduler.binPackPartitions needs to set node weights: slurmrestd "
+                f"{self._slurm.operator.api_version} cannot, and no scontrol was given; run "
+                "the scheduler where scontrol reaches slurmctld, or use Slurm 23.11 or later"
             )
 
     def _pack_forever(self) -> None:
@@ -363,14 +363,12 @@ class PodScheduler(GangShell):
 
     def _pack(self) -> None:
         """The fullest nodes of the bin-packed partitions get the lowest weights."""
-        scontrol = self._slurm.scontrol
-        assert scontrol is not None
         nodes = self._slurm.operator.nodes().items
         partitions = self.settings.bin_pack_partitions
         packed = [n for n in nodes if set(n.partitions) & set(partitions)]
         self.fragmentation = fragmentation(packed)
         for name, weight in weight_changes(nodes, packing_weights(nodes, partitions)).items():
-            scontrol.set_node_weight(name, weight)
+            self._slurm.nodes.set_node_weight(name, weight)
 
     # ---- Slurm: the safety-net poll ---------------------------------------------------
 
@@ -579,7 +577,9 @@ class PodScheduler(GangShell):
         key); None after refusing `pods` (Slurm's verdict on the job, or a group Slurm cannot
         give)."""
         try:
-            submitted = self._slurm.for_user(submit_user(request)).submit(spec)
+            submitted = self._slurm.submit(
+                spec, user_id=request.user_id, group_id=request.group_id, priority=request.priority
+            )
         except (SlurmUnavailableError, SlurmAuthError):
             raise  # ours to retry, not the Pods' fault
         except SlurmApiError as exc:
@@ -597,6 +597,8 @@ class PodScheduler(GangShell):
             if known is None or known.job_id != job.job_id:  # a hook may have told us more
                 self._record_locked(key, job)
         self.counters.submitted += 1
+        if self._slurm.submits_as_user:  # user, group and priority went with the submit
+            return job.job_id
         if priority_update_needed(request):
             self._slurm.operator.update_job(job.job_id, JobUpdate(priority=request.priority))
         if request.group_id is not None and not self._group_matches(key, job.job_id, request, pods):

@@ -19,10 +19,13 @@ from typing import Any
 import hostlist
 
 from reconciler import wellknown as wk
-from reconciler.adapters.slurm_rest import JobSpec
+from reconciler.adapters.slurm_rest import JobSpec, Shared
 from reconciler.scheduler.admission import PodRequest
 
 ROOT_USER = "root"
+_SHARED: dict[str, Shared] = {
+    "none": "none", "ok": "oversubscribe", "user": "user", "mcs": "mcs", "topo": "topo",
+}  # fmt: skip
 JOB_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 # POSIX sh and curl, which slurmd images carry. Every call is retried: the scheduler may be
@@ -169,7 +172,7 @@ def _job_spec(
         memory_per_node=request.memory_mb,
         current_working_directory=request.working_dir or "/",
         standard_output="/dev/null",
-        **_sharing(request),
+        shared=_shared(request),
     )
 
 
@@ -180,7 +183,7 @@ def describe_job(spec: JobSpec) -> str:
     if spec.gres:
         parts.append(spec.gres)
     for label, value in (
-        ("exclusive", spec.exclusive), ("excluding", spec.excluded_nodes),
+        ("sharing", spec.shared), ("excluding", spec.excluded_nodes),
         ("on", spec.required_nodes),
     ):  # fmt: skip
         if value:
@@ -192,17 +195,10 @@ def priority_update_needed(request: PodRequest) -> bool:
     return request.priority is not None and submit_user(request) != ROOT_USER
 
 
-def _sharing(request: PodRequest) -> dict[str, Any]:
-    """Slurm's job sharing modes: none = JOB_SHARED_NONE (--exclusive, the whole node),
-    ok = JOB_SHARED_OK (--oversubscribe), user/mcs = --exclusive=user/mcs."""
-    mode = request.exclusive
-    if mode == "none":
-        return {"exclusive": "exclusive"}
-    if mode == "ok":
-        return {"oversubscribe": True}
-    if mode in ("user", "mcs"):
-        return {"exclusive": mode}
-    return {}
+def _shared(request: PodRequest) -> Shared | None:
+    """SUNK's exclusive annotation in Slurm's words: none = JOB_SHARED_NONE (--exclusive, the
+    whole node), ok = JOB_SHARED_OK (--oversubscribe), user/mcs/topo = --exclusive=MODE."""
+    return _SHARED.get(request.exclusive) if request.exclusive else None
 
 
 def _hostlist(nodes: Sequence[str]) -> str | None:

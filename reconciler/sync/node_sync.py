@@ -19,7 +19,7 @@ from typing import Any
 
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
-from reconciler.adapters.scontrol import Scontrol
+from reconciler.adapters.slurm_nodes import NodeControl
 from reconciler.adapters.slurm_rest import SlurmNode, SlurmRestApi
 from reconciler.errors import KubeApiError, ReconcilerError
 from reconciler.sync.node_health import (
@@ -75,7 +75,7 @@ class NodeSync:
         self,
         kube: Kube,
         slurm: SlurmRestApi,
-        scontrol: Scontrol,
+        nodes: NodeControl,
         *,
         namespace: str,
         release: str,
@@ -84,7 +84,7 @@ class NodeSync:
     ) -> None:
         self._kube = kube
         self._slurm = slurm
-        self._scontrol = scontrol
+        self._nodes = nodes
         self._namespace = namespace
         self._selector = ",".join((
             f"{wk.LABEL_NAME}={wk.SLURMD_APP_NAME}",
@@ -205,7 +205,7 @@ class NodeSync:
             return Skipped(f"Slurm does not know node {action.slurm_node}", unknown=True)
         if not may_drain(view_of(current), action.reason):
             return Skipped(f"drained or down by someone else meanwhile ({current.reason!r})")
-        self._scontrol.drain_node(action.slurm_node, action.reason)
+        self._nodes.drain_node(action.slurm_node, action.reason)
         log.info("node sync: drained Slurm node %s: %s", action.slurm_node, action.reason)
         return None
 
@@ -215,7 +215,7 @@ class NodeSync:
             return Skipped(f"Slurm does not know node {action.slurm_node}", unknown=True)
         if not drained_by_k8s(view_of(current)):
             return Skipped(f"its drain is no longer ours ({current.reason!r})")
-        self._scontrol.resume_node(action.slurm_node)
+        self._nodes.resume_node(action.slurm_node)
         log.info("node sync: resumed Slurm node %s (was %r)", action.slurm_node, current.reason)
         return None
 

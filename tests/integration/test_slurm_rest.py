@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from reconciler.adapters.scontrol import Scontrol
+from reconciler.adapters.slurm_client import connect
 from reconciler.adapters.slurm_jwt import MintedTokens, ProvidedToken, mint_token
-from reconciler.adapters.slurm_rest import JobSpec, JobUpdate, SlurmJob, SlurmRestApi, connect
+from reconciler.adapters.slurm_rest import JobSpec, JobUpdate, SlurmJob, SlurmRestApi
 from reconciler.errors import SlurmApiError, SlurmAuthError, SlurmUnavailableError
 from reconciler.local.endpoints import SlurmEndpoints
 from tests.integration.helpers import FixedToken, unique, wait_for

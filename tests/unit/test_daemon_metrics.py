@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 from prometheus_client import generate_latest
 
+from reconciler.adapters.slurm_client import SlurmRestClient
 from reconciler.adapters.slurm_rest import JobSpec, JobUpdate, Response, wire_errors
-from reconciler.adapters.slurm_v0038 import SlurmRestV0038
+from reconciler.adapters.slurm_v0038 import CODEC as V0038
 from reconciler.daemon.metrics import DaemonMetrics
 from reconciler.errors import KubeApiError, SlurmApiError, SlurmArgumentError, SlurmUnavailableError
 from reconciler.scheduler import clients as clients_module
@@ -47,10 +48,11 @@ class FakeTransport:
         pass
 
 
-def client(*answers: tuple[int, dict[str, Any]] | Exception) -> tuple[SlurmRestV0038, Seen]:
+def client(*answers: tuple[int, dict[str, Any]] | Exception) -> tuple[SlurmRestClient, Seen]:
     seen: Seen = []
-    api = SlurmRestV0038(
+    api = SlurmRestClient(
         FakeTransport(*answers),  # type: ignore[arg-type]
+        V0038,
         observe=lambda op, seconds, ok: seen.append((op, seconds, ok)),
     )
     return api, seen
@@ -122,7 +124,7 @@ def test_an_argument_refused_before_sending_is_not_a_request() -> None:
 
 
 def test_without_an_observer_nothing_is_timed() -> None:
-    api = SlurmRestV0038(FakeTransport((200, {"jobs": []})))  # type: ignore[arg-type]
+    api = SlurmRestClient(FakeTransport((200, {"jobs": []})), V0038)  # type: ignore[arg-type]
     assert api.jobs().items == ()
 
 
@@ -131,9 +133,9 @@ def test_slurm_clients_relay_to_an_observer_set_later(monkeypatch: pytest.Monkey
     reaches the operator's client and the per-user clients alike."""
     hooks: list[Any] = []
 
-    def fake_connect(url: str, tokens: Any, *, observe: Any = None) -> Any:
+    def fake_connect(url: str, tokens: Any, *, observe: Any = None, **_: Any) -> Any:
         hooks.append(observe)
-        return SimpleNamespace(close=lambda: None)
+        return SimpleNamespace(close=lambda: None, capabilities=frozenset(), api_version="v0")
 
     monkeypatch.setattr(clients_module, "connect", fake_connect)
     operator = SimpleNamespace(user="root", token=lambda: "t")

@@ -61,8 +61,7 @@ def test_full_node_seed_pod_becomes_an_exclusive_8_gpu_job() -> None:
     pod = seed_pod("full-node-h100")
     spec = placeholder_job_for(pod, request_of(pod), HOOKS)
     assert spec.name == f"pod:slurm/slurm-test@{UID}"
-    assert spec.exclusive == "exclusive"
-    assert spec.oversubscribe is None
+    assert spec.shared == "none"
     assert (spec.cpus_per_task, spec.memory_per_node, spec.gres) == (110, 960 * 1024, "gpu:8")
     assert (spec.nodes, spec.tasks) == (1, 1)
     assert spec.account == "root"
@@ -77,7 +76,7 @@ def test_single_gpu_seed_pod_is_submitted_as_user_1001_sharing_with_that_user() 
     req = request_of(pod)
     spec = placeholder_job_for(pod, req, HOOKS)
     assert submit_user(req) == "1001"
-    assert spec.exclusive == "user"
+    assert spec.shared == "user"
     assert spec.gres == "gpu:1"
 
 
@@ -89,8 +88,7 @@ def test_annotated_seed_pod_carries_its_annotations_into_the_job() -> None:
     assert spec.time_limit_minutes == 90
     assert spec.priority == 100  # submitted as root: set at submit
     assert spec.current_working_directory == "/tmp"
-    assert spec.oversubscribe is True
-    assert spec.exclusive is None
+    assert spec.shared == "oversubscribe"
     assert spec.excluded_nodes == "slurm-gpu-small-0"
 
 
@@ -98,18 +96,18 @@ def test_annotated_seed_pod_carries_its_annotations_into_the_job() -> None:
 
 
 @pytest.mark.parametrize(
-    ("mode", "exclusive", "oversubscribe"),
+    ("mode", "shared"),
     [
-        ("none", "exclusive", None),
-        ("ok", None, True),
-        ("user", "user", None),
-        ("mcs", "mcs", None),
-        (None, None, None),
+        ("none", "none"),
+        ("ok", "oversubscribe"),
+        ("user", "user"),
+        ("mcs", "mcs"),
+        ("topo", "topo"),
+        (None, None),
     ],
 )
-def test_sharing_mode_maps_to_slurm(mode: str | None, exclusive: Any, oversubscribe: Any) -> None:
-    spec = job_for(request(exclusive=mode))
-    assert (spec.exclusive, spec.oversubscribe) == (exclusive, oversubscribe)
+def test_sharing_mode_maps_to_slurm(mode: str | None, shared: Any) -> None:
+    assert job_for(request(exclusive=mode)).shared == shared
 
 
 def test_no_gpus_asks_for_no_gres() -> None:

@@ -162,14 +162,14 @@ def test_submission_maps_neutral_names_to_v0038_keys() -> None:
     spec = JobSpec(
         script="#!/bin/sh\ntrue\n", environment={"PATH": "/bin"}, name="j", nodes=2,
         required_nodes="node[1-2]", excluded_nodes="node3", time_limit_minutes=10,
-        gres="gpu:2", hold=True, exclusive="user", oversubscribe=False,
+        gres="gpu:2", hold=True, shared="user",
     )  # fmt: skip
     wire = submission_to_wire(spec)
     assert wire["script"] == "#!/bin/sh\ntrue\n"
     assert wire["job"] == {
         "name": "j", "nodes": "2", "node_list": "node[1-2]", "exclude_nodes": "node3",
         "time_limit": 10, "gres": "gpu:2", "hold": True, "exclusive": "user",
-        "oversubscribe": False, "environment": {"PATH": "/bin"},
+        "environment": {"PATH": "/bin"},
     }  # fmt: skip
 
 
@@ -183,9 +183,22 @@ def test_submission_without_environment_is_refused_before_sending() -> None:
         submission_to_wire(JobSpec(script="x", environment={}))
 
 
-def test_submission_with_boolean_exclusive_is_refused() -> None:
-    with pytest.raises(SlurmArgumentError, match="exclusive"):
-        submission_to_wire(JobSpec(script="x", environment={"A": "b"}, exclusive=True))  # type: ignore[arg-type]
+@pytest.mark.parametrize(
+    ("shared", "key", "value"),
+    [("none", "exclusive", "exclusive"), ("oversubscribe", "oversubscribe", True),
+     ("user", "exclusive", "user"), ("mcs", "exclusive", "mcs")],
+)  # fmt: skip
+def test_sharing_modes_map_to_v0038_keys(shared: str, key: str, value: object) -> None:
+    spec = JobSpec(script="x", environment={"A": "b"}, shared=shared)  # type: ignore[arg-type]
+    assert submission_to_wire(spec)["job"][key] == value
+
+
+def test_what_v0038_cannot_express_is_refused_before_sending() -> None:
+    """topo needs Slurm 24.11; submitting as another uid needs v0.0.40+ (a disabled key)."""
+    with pytest.raises(SlurmArgumentError, match="shared"):
+        submission_to_wire(JobSpec(script="x", environment={"A": "b"}, shared="topo"))
+    with pytest.raises(SlurmArgumentError, match="user_id"):
+        submission_to_wire(JobSpec(script="x", environment={"A": "b"}, user_id=1001))
 
 
 def test_update_maps_names_and_refuses_an_empty_update() -> None:

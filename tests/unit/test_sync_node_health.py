@@ -14,8 +14,10 @@ from prometheus_client import generate_latest
 
 from reconciler import wellknown as wk
 from reconciler.adapters.scontrol import check_text
+from reconciler.adapters.slurm_client import SlurmRestClient
 from reconciler.adapters.slurm_rest import Response, Snapshot, wire_errors
-from reconciler.adapters.slurm_v0038 import SlurmRestV0038, node_from_wire
+from reconciler.adapters.slurm_v0038 import CODEC as V0038
+from reconciler.adapters.slurm_v0038 import node_from_wire
 from reconciler.daemon.metrics import DaemonMetrics
 from reconciler.errors import ScontrolError
 from reconciler.sync.node_health import (
@@ -387,7 +389,7 @@ class FakeSlurm:
             "request": lambda *_a, **_k: Response(status, body, wire_errors(body)),
             "close": lambda *_: None,
         })()  # fmt: skip
-        return SlurmRestV0038(transport).node(name)  # type: ignore[arg-type]
+        return SlurmRestClient(transport, V0038).node(name)  # type: ignore[arg-type]
 
     def close(self) -> None:
         pass

@@ -1,0 +1,289 @@
+"""One slurmrestd client for every OpenAPI version: discovery, then requests through a codec.
+
+`connect()` asks the server which versions it serves (`GET /openapi/v3`, the spec slurmrestd
+generates from its loaded plugins) and speaks the newest one a codec exists for: v0.0.42,
+v0.0.41, v0.0.40 (Slurm 23.11-24.11) or v0.0.38 (Slurm 22.05). Everything version-specific is in
+the codec; this module only sends, times and checks requests.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from time import perf_counter
+from typing import Any, TypeVar, overload
+from urllib.parse import quote
+
+from reconciler.adapters import slurm_v0038, slurm_v0040
+from reconciler.adapters.slurm_jwt import TokenSource
+from reconciler.adapters.slurm_rest import (
+    DEFAULT_TIMEOUT_SECONDS,
+    JobSpec,
+    JobsSnapshot,
+    JobUpdate,
+    NodeUpdate,
+    SlurmJob,
+    SlurmNode,
+    SlurmObserver,
+    SlurmPartition,
+    SlurmReservation,
+    Snapshot,
+    SubmittedJob,
+    Transport,
+    WireError,
+    api_error,
+    as_of_now,
+    check_signal,
+)
+from reconciler.adapters.slurm_wire import (
+    ERR_INVALID_JOB_ID,
+    ERR_INVALID_NODE_NAME,
+    Codec,
+    Wire,
+    slurm_release,
+)
+from reconciler.errors import SlurmArgumentError, SlurmUnsupportedError
+
+T = TypeVar("T")
+
+# Newest first: discovery takes the first the server serves.
+CODECS: tuple[Codec, ...] = (*slurm_v0040.CODECS, slurm_v0038.CODEC)
+SUPPORTED_VERSIONS = tuple(codec.version for codec in CODECS)
+_VERSION_PATH = re.compile(r"^/slurm/(v\d+\.\d+\.\d+)/")
+# "not found" answers: v0.0.38 and v0.0.40+ both say 500 with Slurm's error number.
+_NOT_FOUND_STATUSES = frozenset({404, 500})
+_UNKNOWN_NODE = "Failure to query node"
+
+
+def codec_for(version: str) -> Codec:
+    for codec in CODECS:
+        if codec.version == version:
+            return codec
+    raise SlurmArgumentError(
+        "api_version", version, f"expected one of {', '.join(SUPPORTED_VERSIONS)}"
+    )
+
+
+def served_versions(spec: Mapping[str, Any]) -> list[str]:
+    """The `/slurm/vX.Y.Z/` versions an OpenAPI document has paths for, newest first."""
+    paths = spec.get("paths")
+    found = {m.group(1) for p in paths if (m := _VERSION_PATH.match(p))} if paths else set()
+    return sorted(found, key=lambda v: tuple(int(x) for x in v[1:].split(".")), reverse=True)
+
+
+def choose_codec(served: Sequence[str]) -> Codec:
+    for codec in CODECS:
+        if codec.version in served:
+            return codec
+    raise SlurmUnsupportedError(
+        f"slurmrestd serves {', '.join(served) or 'no slurm/ API'}; this reconciler speaks "
+        f"{', '.join(SUPPORTED_VERSIONS)}",
+        endpoint="GET /openapi/v3",
+        hint="load a supported data parser (slurmrestd -s openapi/slurmctld on Slurm 23.11+, "
+        "-s openapi/v0.0.38 on 22.05)",
+    )
+
+
+def connect(
+    url: str,
+    tokens: TokenSource,
+    *,
+    api_version: str | None = None,
+    timeout: float = DEFAULT_TIMEOUT_SECONDS,
+    observe: SlurmObserver | None = None,
+) -> SlurmRestClient:
+    """A client for slurmrestd at `url` ("http://host:port", no version path), speaking
+    `api_version` or, by default, the newest version both sides know (one GET /openapi/v3).
+    `observe`, if given, is told of each request (metrics)."""
+    transport = Transport(url, tokens, timeout=timeout)
+    try:
+        if api_version is None:
+            codec = choose_codec(served_versions(transport.request("GET", "/openapi/v3").body))
+        else:
+            codec = codec_for(api_version)
+    except BaseException:
+        transport.close()
+        raise
+    return SlurmRestClient(transport, codec, observe=observe)
+
+
+class SlurmRestClient:
+    """SlurmRestApi over one codec. `observe` (see SlurmObserver) times each request with its
+    error checks; arguments are checked before it and answers mapped after it."""
+
+    def __init__(
+        self, transport: Transport, codec: Codec, *, observe: SlurmObserver | None = None
+    ) -> None:
+        self._http = transport
+        self._codec = codec
+        self._observe = observe
+        self._release: str | None = None
+        self.api_version = codec.version
+        self.capabilities = codec.capabilities
+
+    @property
+    def slurm_version(self) -> str:
+        """The Slurm release of the server, e.g. "24.11.5" (asked once, then remembered)."""
+        if self._release is None:
+            self.ping()
+        return self._release or "unknown"
+
+    def ping(self) -> None:
+        body = self._timed("ping", self._checked, "GET", "/ping")
+        self._release = slurm_release(body) or self._release
+
+    @overload
+    def nodes(self, since: None = None) -> Snapshot[SlurmNode]: ...
+    @overload
+    def nodes(self, since: int) -> Snapshot[SlurmNode] | None: ...
+    def nodes(self, since: int | None = None) -> Snapshot[SlurmNode] | None:
+        return self._snapshot("nodes", "/nodes", "nodes", self._codec.node, since)
+
+    def node(self, name: str) -> SlurmNode | None:
+        path = f"/node/{_segment(name)}"
+        found = self._timed("node", self._one, path, "nodes", ERR_INVALID_NODE_NAME)
+        return self._codec.node(found) if found is not None else None
+
+    @overload
+    def partitions(self, since: None = None) -> Snapshot[SlurmPartition]: ...
+    @overload
+    def partitions(self, since: int) -> Snapshot[SlurmPartition] | None: ...
+    def partitions(self, since: int | None = None) -> Snapshot[SlurmPartition] | None:
+        codec = self._codec
+        return self._snapshot("partitions", "/partitions", "partitions", codec.partition, since)
+
+    @overload
+    def reservations(self, since: None = None) -> Snapshot[SlurmReservation]: ...
+    @overload
+    def reservations(self, since: int) -> Snapshot[SlurmReservation] | None: ...
+    def reservations(self, since: int | None = None) -> Snapshot[SlurmReservation] | None:
+        codec = self._codec
+        return self._snapshot(
+            "reservations", "/reservations", "reservations", codec.reservation, since
+        )
+
+    @overload
+    def jobs(self, since: None = None) -> JobsSnapshot: ...
+    @overload
+    def jobs(self, since: int) -> JobsSnapshot | None: ...
+    def jobs(self, since: int | None = None) -> JobsSnapshot | None:
+        return self._snapshot("jobs", "/jobs", "jobs", self._codec.job, since)
+
+    def job(self, job_id: int) -> SlurmJob | None:
+        path = f"/job/{_job_id(job_id)}"
+        found = self._timed("job", self._one, path, "jobs", ERR_INVALID_JOB_ID)
+        return self._codec.job(found) if found is not None else None
+
+    def submit(self, spec: JobSpec) -> SubmittedJob:
+        return self._timed("submit", self._submit, self._codec.submission(spec))
+
+    def update_job(self, job_id: int, update: JobUpdate) -> None:
+        path, body = f"/job/{_job_id(job_id)}", self._codec.job_update(update)
+        self._timed("update_job", self._checked, "POST", path, json=body)
+
+    def cancel(self, job_id: int, signal: str | None = None) -> None:
+        """Signal (default KILL) a job; a finished job is fine, an unknown id raises (2017)."""
+        path, name = f"/job/{_job_id(job_id)}", check_signal(signal)
+        params = {"signal": name} if name else None
+        self._timed("cancel", self._checked, "DELETE", path, params=params)
+
+    def update_node(self, name: str, update: NodeUpdate) -> None:
+        """Drain, resume, retire or weigh a node (v0.0.40+; v0.0.38 has no such endpoint)."""
+        encode = self._codec.node_update
+        if encode is None:
+            raise SlurmUnsupportedError(
+                f"slurmrestd {self.api_version} cannot update nodes",
+                endpoint=f"POST {self._codec.base}/node/{{name}}",
+                hint="use scontrol, or a Slurm whose slurmrestd serves v0.0.40 or later",
+            )
+        path, body = f"/node/{_segment(name)}", encode(update)
+        self._timed("update_node", self._checked, "POST", path, json=body)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __repr__(self) -> str:
+        return f"SlurmRestClient({self._http.url!r}, {self.api_version})"
+
+    def _timed(self, operation: str, call: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        observe = self._observe
+        if observe is None:
+            return call(*args, **kwargs)
+        started = perf_counter()
+        try:
+            result = call(*args, **kwargs)
+        except Exception:
+            observe(operation, perf_counter() - started, False)
+            raise
+        observe(operation, perf_counter() - started, True)
+        return result
+
+    def _submit(self, body: dict[str, Any]) -> SubmittedJob:
+        path = self._codec.base + "/job/submit"
+        response = self._http.request("POST", path, json=body)
+        job_id = response.body.get("job_id")
+        if not isinstance(job_id, int) or job_id <= 0:
+            raise api_error(f"POST {path}", response.status, response.errors)
+        notes = (*response.errors, *response.warnings)
+        return SubmittedJob(job_id, tuple(str(e) for e in notes))
+
+    def _checked(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        """A request whose `errors`, even inside a 200, mean failure."""
+        path = self._codec.base + path
+        response = self._http.request(method, path, **kwargs)
+        if response.errors:
+            raise api_error(f"{method} {path}", response.status, response.errors)
+        return response.body
+
+    def _snapshot(
+        self, operation: str, path: str, key: str, convert: Callable[[Wire], T], since: int | None
+    ) -> Snapshot[T] | None:
+        as_of = as_of_now()
+        params = {"update_time": since} if since is not None else None
+        body = self._timed(operation, self._listing, path, params)
+        if body is None:
+            return None
+        return Snapshot(tuple(convert(d) for d in body.get(key) or ()), as_of)
+
+    def _listing(self, path: str, params: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The body of a list, or None for 304 (unchanged)."""
+        path = self._codec.base + path
+        response = self._http.request("GET", path, params=params)
+        if response.status == 304:
+            return None
+        if response.errors:
+            raise api_error(f"GET {path}", response.status, response.errors)
+        return response.body
+
+    def _one(self, path: str, key: str, not_found: int) -> Wire | None:
+        path = self._codec.base + path
+        response = self._http.request("GET", path, allow=_NOT_FOUND_STATUSES)
+        if any(_is_not_found(e, not_found) for e in response.errors):
+            return None
+        if response.errors or response.status != 200:
+            raise api_error(f"GET {path}", response.status, response.errors)
+        items = response.body.get(key) or []
+        return items[0] if items else None
+
+
+def _is_not_found(error: WireError, number: int) -> bool:
+    """Slurm's "no such job/node"; v0.0.40+ answer an unknown node with error number 0."""
+    if error.number == number:
+        return True
+    return (
+        number == ERR_INVALID_NODE_NAME
+        and error.number in (0, None)
+        and (error.description.startswith(_UNKNOWN_NODE))
+    )
+
+
+def _segment(name: str) -> str:
+    if not name or name in (".", ".."):
+        raise SlurmArgumentError("name", name, "empty")
+    return quote(name, safe="")
+
+
+def _job_id(job_id: int) -> int:
+    if isinstance(job_id, bool) or not isinstance(job_id, int) or job_id <= 0:
+        raise SlurmArgumentError("job id", job_id, "expected a positive integer")
+    return job_id
