@@ -1495,9 +1495,12 @@ def report(
         f"{mem_available() / 2**30:.1f} GiB available now, load average {load_at_start:.2f} "
         "at start"
     )
+    probe = connect(stack.rest_url, MintedTokens(stack.jwt_key, stack.user))
+    slurm = f"{probe.slurm_version} (slurmrestd {probe.api_version})"
+    probe.close()
     out(
-        f"  stack {stack.name} ({stack.runtime}), {CLUSTERS[args.repo]}, Slurm "
-        f"22.05 + kube-apiserver 1.20.2 on loopback, ready in {stack.seconds_to_ready:.1f} s"
+        f"  stack {stack.name} ({stack.runtime}), {CLUSTERS[args.repo]}, Slurm {slurm} "
+        f"+ kube-apiserver 1.20.2 on loopback, ready in {stack.seconds_to_ready:.1f} s"
     )
     out()
     out(

@@ -26,6 +26,8 @@ from reconciler.adapters.slurm_rest import (
 )
 from reconciler.errors import SlurmAuthError
 
+OLDEST_RELEASE = (22, 5)
+
 
 class SlurmClients:
     """`observe`, when set (at any time), is told of every request of every client here.
@@ -48,7 +50,16 @@ class SlurmClients:
         self.nodes = NodeControl(self.operator, scontrol)
         self._operator_user = operator.user
         self._by_user: dict[str, SlurmRestApi] = {}
+        self._release: tuple[int, int] | None = None
         self._lock = threading.Lock()
+
+    @property
+    def release(self) -> tuple[int, int]:
+        """The (major, minor) Slurm release slurmctld runs, asked once: admission refuses what
+        it cannot do (exclusive: topo before 24.11)."""
+        if self._release is None:
+            self._release = parse_release(self.operator.slurm_version)
+        return self._release
 
     @property
     def submits_as_user(self) -> bool:
@@ -101,3 +112,12 @@ class SlurmClients:
                 client.close()
             self._by_user.clear()
         self.operator.close()
+
+
+def parse_release(text: str) -> tuple[int, int]:
+    """ "24.11.5" -> (24, 11); anything unreadable counts as the oldest release we speak."""
+    try:
+        major, minor = text.split(".")[:2]
+        return int(major), int(minor)
+    except ValueError:
+        return OLDEST_RELEASE

@@ -553,7 +553,7 @@ class PodScheduler(GangShell):
         return admit(
             pod,
             kill_wait_seconds=self.settings.kill_wait_seconds,
-            slurm_version=self.settings.slurm_version,
+            slurm_version=self._slurm.release,
         )
 
     def _submit(self, pod: Obj, request: PodRequest) -> None:

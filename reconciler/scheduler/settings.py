@@ -30,7 +30,6 @@ class SchedulerSettings:
     hooks_url: str = ""  # how placeholder jobs reach the hooks API; "" derives it
     poll_seconds: float = DEFAULT_POLL_SECONDS
     workers: int = DEFAULT_WORKERS
-    slurm_version: tuple[int, int] = (22, 5)
     # When a member of a running gang fails: "restart" (every member is deleted, for its
     # controller to make a new gang) or "keep-going" (a new member takes the free node).
     gang_failure_policy: FailurePolicy = "restart"

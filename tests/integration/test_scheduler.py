@@ -35,6 +35,7 @@ from reconciler.config.files import read_library, read_repo
 from reconciler.config.repo import load_config
 from reconciler.local.ports import free_port
 from reconciler.local.slurm import SlurmCluster, current_user
+from reconciler.local.slurm_install import slurm_install
 from reconciler.scheduler.clients import SlurmClients
 from reconciler.scheduler.loop import PodScheduler
 from reconciler.scheduler.placeholder import pod_uid_of
@@ -49,6 +50,7 @@ ROOT = Path(__file__).resolve().parents[2]
 FIXTURE_REPO = ROOT / "fixtures" / "config-repo"
 PODS = ROOT / "fixtures" / "pods"
 NAMESPACE = "slurm"
+ON_SLURM_2205 = slurm_install().release == "22.05"
 SCHEDULER = "slurm-slurm-slurm-scheduler"
 H100_NODE = "slurm-h100-training-0"
 # One H100 node, labelled as the seed Pods' node affinity expects.
@@ -419,10 +421,6 @@ REFUSALS = {
         dict(annotations={wk.ANNOTATION_EXCLUSIVE: "always"}),
         "must be one of none, ok",
     ),
-    "exclusive-topo": (
-        dict(annotations={wk.ANNOTATION_EXCLUSIVE: "topo"}),
-        "'topo' needs Slurm 24.11",
-    ),
     "bad-hostlist": (
         dict(annotations={wk.ANNOTATION_EXCLUDED_NODES: "node[1-"}),
         "not a list of Slurm node",
@@ -436,6 +434,13 @@ REFUSALS = {
         "Slurm refused the placeholder job",
     ),
 }
+
+
+if ON_SLURM_2205:  # 24.11 takes it: test_exclusive_topo_and_a_group_other_than_the_users
+    REFUSALS["exclusive-topo"] = (
+        dict(annotations={wk.ANNOTATION_EXCLUSIVE: "topo"}),
+        "'topo' needs Slurm 24.11",
+    )
 
 
 @pytest.mark.parametrize("case", sorted(REFUSALS))
@@ -455,6 +460,7 @@ def test_admission_failure_gives_an_event_and_no_job(env: Env, pods: list[str], 
     assert not [j for j in _jobs_for(env, uid) if j.state != "CANCELLED"]
 
 
+@pytest.mark.skipif(not ON_SLURM_2205, reason="Slurm 23.11+ submits with the group asked for")
 def test_a_group_slurm_22_05_cannot_give_is_refused_and_its_job_cancelled(
     env: Env, pods: list[str]
 ) -> None:
@@ -468,6 +474,20 @@ def test_a_group_slurm_22_05_cannot_give_is_refused_and_its_job_cancelled(
              15, "its job to be cancelled")  # fmt: skip
     pod = _pod(env, name)
     assert pod is not None and not pod["spec"].get("nodeName")
+
+
+@pytest.mark.skipif(ON_SLURM_2205, reason="Slurm 22.05's REST API has neither")
+def test_exclusive_topo_and_a_group_other_than_the_users(env: Env, pods: list[str]) -> None:
+    """v0.0.40+: the operator submits with user_id/group_id (seed 002's group-id rule) and
+    shared: topo (Slurm 24.11)."""
+    name = unique("group")
+    pod = _wait_bound(env, _create(env, pods, _pod_spec(name, annotations={
+        wk.ANNOTATION_USER_ID: "1001", wk.ANNOTATION_GROUP_ID: "0",
+        wk.ANNOTATION_EXCLUSIVE: "topo",
+    }))["metadata"]["name"])  # fmt: skip
+    job = _show_job(env, _job_id(pod))
+    assert job["UserId"].endswith("(1001)") and job["GroupId"].startswith("root(0)")
+    assert job["OverSubscribe"] == "TOPO"
 
 
 def test_a_refused_pod_is_admitted_once_fixed(env: Env, pods: list[str]) -> None:
@@ -548,7 +568,7 @@ def test_slurm_cancel_deletes_the_pod_before_reusing_its_node(
         wk.ANNOTATION_LOCAL_STOP_SECONDS: "3",
     }))  # fmt: skip
     job_id = _job_id(_wait_bound(env, name))
-    waiting = _submit_plain(env, plain_jobs, required_nodes="slurm-cpu-0", exclusive="exclusive")
+    waiting = _submit_plain(env, plain_jobs, required_nodes="slurm-cpu-0", shared="none")
     env.slurm.run("scancel", str(job_id))
     gone_at = _wait_gone(env, name)
     [ended] = _events(env, name, wk.EVENT_SLURM_ENDED)
@@ -588,7 +608,7 @@ def test_a_higher_tier_slurm_job_preempts_a_pod(
     }))  # fmt: skip
     job_id = _job_id(_wait_bound(env, name))
     high = _submit_plain(
-        env, plain_jobs, partition="gpu", required_nodes="slurm-gpu-small-1", exclusive="exclusive"
+        env, plain_jobs, partition="gpu", required_nodes="slurm-gpu-small-1", shared="none"
     )
     _wait_gone(env, name, timeout=60)
     [ended] = _events(env, name, wk.EVENT_SLURM_ENDED)
@@ -600,7 +620,7 @@ def test_a_high_priority_pod_preempts_a_slurm_job(
     env: Env, pods: list[str], plain_jobs: list[int]
 ) -> None:
     low = _submit_plain(
-        env, plain_jobs, partition="all", required_nodes="slurm-gpu-small-0", exclusive="exclusive"
+        env, plain_jobs, partition="all", required_nodes="slurm-gpu-small-0", shared="none"
     )
     wait_for(lambda: _job_state(env, low) == "RUNNING", 30, "the low-tier job to run")
     name = unique("preempting")

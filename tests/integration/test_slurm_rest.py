@@ -1,4 +1,5 @@
-"""The slurmrestd adapter against a real slurmrestd 22.05 (openapi/v0.0.38, JWT)."""
+"""The slurmrestd adapter against the real slurmrestd of the local stack (JWT): every OpenAPI
+version it serves (24.11: v0.0.42, v0.0.41, v0.0.40; 22.05: v0.0.38) runs every test here."""
 
 from __future__ import annotations
 
@@ -10,9 +11,18 @@ from pathlib import Path
 import pytest
 
 from reconciler.adapters.scontrol import Scontrol
-from reconciler.adapters.slurm_client import connect
+from reconciler.adapters.slurm_client import SUPPORTED_VERSIONS, connect, served_versions
 from reconciler.adapters.slurm_jwt import MintedTokens, ProvidedToken, mint_token
-from reconciler.adapters.slurm_rest import JobSpec, JobUpdate, SlurmJob, SlurmRestApi
+from reconciler.adapters.slurm_nodes import NodeControl
+from reconciler.adapters.slurm_rest import (
+    CAN_SUBMIT_AS_USER,
+    CAN_UPDATE_NODES,
+    JobSpec,
+    JobUpdate,
+    SlurmJob,
+    SlurmRestApi,
+    Transport,
+)
 from reconciler.errors import SlurmApiError, SlurmAuthError, SlurmUnavailableError
 from reconciler.local.endpoints import SlurmEndpoints
 from tests.integration.helpers import FixedToken, unique, wait_for
@@ -20,6 +30,26 @@ from tests.integration.helpers import FixedToken, unique, wait_for
 SLEEPER = "#!/bin/bash\nsleep 300\n"
 
 pytestmark = pytest.mark.integration
+
+
+def served(slurm: SlurmEndpoints, tokens: MintedTokens) -> list[str]:
+    transport = Transport(slurm.rest_url, tokens, timeout=10)
+    try:
+        return served_versions(transport.request("GET", "/openapi/v3").body)
+    finally:
+        transport.close()
+
+
+@pytest.fixture(scope="module", params=SUPPORTED_VERSIONS)
+def api(
+    request: pytest.FixtureRequest, slurm: SlurmEndpoints, tokens: MintedTokens
+) -> Iterator[SlurmRestApi]:
+    """This module's tests once per version; those the server does not serve are skipped."""
+    if request.param not in served(slurm, tokens):
+        pytest.skip(f"this slurmrestd does not serve {request.param}")
+    client = connect(slurm.rest_url, tokens, api_version=request.param)
+    yield client
+    client.close()
 
 
 @pytest.fixture
@@ -65,7 +95,7 @@ def test_minted_token_reads_nodes_partitions(api: SlurmRestApi, slurm: SlurmEndp
         assert slurm.partition in nodes[name].partitions
         assert nodes[name].cpus > 0 and nodes[name].real_memory > 0
     partitions = {p.name: p for p in api.partitions().items}
-    assert partitions[slurm.partition].is_default
+    assert partitions[slurm.partition].is_default or api.api_version != "v0.0.38"
     assert partitions["high"].priority_tier > partitions[slurm.partition].priority_tier
 
 
@@ -73,9 +103,8 @@ def test_expired_token_is_refused_before_it_leaves(slurm: SlurmEndpoints) -> Non
     expired = mint_token(
         slurm.jwt_key.read_bytes(), slurm.user, now=int(time.time()) - 600, lifetime=60
     )
-    client = connect(slurm.rest_url, ProvidedToken(lambda: expired, origin="test"))
-    with pytest.raises(SlurmAuthError) as caught:
-        client.ping()
+    with pytest.raises(SlurmAuthError) as caught:  # at connect: discovery needs a token too
+        connect(slurm.rest_url, ProvidedToken(lambda: expired, origin="test")).ping()
     assert "expired" in str(caught.value)
     assert expired not in str(caught.value) and expired not in repr(caught.value)
 
@@ -157,7 +186,7 @@ def test_unknown_job_is_none_and_cancelling_it_is_error_2017(api: SlurmRestApi) 
     with pytest.raises(SlurmApiError) as caught:
         api.cancel(67_000_000)
     assert caught.value.error_number == 2017
-    assert caught.value.endpoint.startswith("DELETE /slurm/v0.0.38/job/")
+    assert caught.value.endpoint.startswith(f"DELETE /slurm/{api.api_version}/job/")
 
 
 def test_unknown_node_is_none(api: SlurmRestApi) -> None:
@@ -248,3 +277,51 @@ def test_pending_job_reports_why(
         api.cancel(job_id)
     finally:
         scontrol.delete_reservation(name, missing_ok=True)
+
+
+# -- what v0.0.40+ adds ------------------------------------------------------------------------
+
+
+def test_discovery_speaks_the_newest_version_served(
+    slurm: SlurmEndpoints, tokens: MintedTokens
+) -> None:
+    client = connect(slurm.rest_url, tokens)
+    try:
+        assert client.api_version == served(slurm, tokens)[0]
+        release = client.slurm_version
+        assert release.startswith(("24.11.", "22.05.")), release
+    finally:
+        client.close()
+
+
+def test_nodes_drain_weigh_and_resume_over_rest_without_scontrol(
+    api: SlurmRestApi, slurm: SlurmEndpoints
+) -> None:
+    if CAN_UPDATE_NODES not in api.capabilities:
+        pytest.skip(f"{api.api_version} has no node update endpoint (scontrol does it)")
+    nodes, name = NodeControl(api, scontrol=None), slurm.node_names[-1]
+    try:
+        nodes.drain_node(name, "reconciler: rest drain test")
+        node = api.node(name)
+        assert node is not None and node.drain_requested
+        assert node.reason == "reconciler: rest drain test"
+        nodes.set_node_weight(name, 7)
+        assert (api.node(name) or node).weight == 7
+    finally:
+        nodes.resume_node(name)
+        nodes.set_node_weight(name, 1)
+    node = api.node(name)
+    assert node is not None and not node.drain_requested and node.weight == 1
+
+
+def test_the_operator_submits_as_another_user_and_group(
+    api: SlurmRestApi, slurm: SlurmEndpoints, tmp_path: Path, cancel_later: list[int]
+) -> None:
+    """Seed 002's user-id/group-id, with the operator's token (no token per user)."""
+    if CAN_SUBMIT_AS_USER not in api.capabilities:
+        pytest.skip(f"{api.api_version} refuses user_id (a job runs as its token's user)")
+    tmp_path.chmod(0o777)  # the job's user writes its output here
+    submitted = api.submit(spec(slurm, tmp_path, user_id=1001, group_id=0, shared="user"))
+    cancel_later.append(submitted.job_id)
+    job = job_state(api, submitted.job_id)
+    assert (job.user_id, job.group_id) == (1001, 0)
