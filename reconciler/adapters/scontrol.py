@@ -347,8 +347,8 @@ def error_summary(stderr: str, stdout: str = "") -> str:
     return "; ".join(lines) or "no message"
 
 
-# What scontrol prints when slurmctld drops a request whose JWT it rejects.
-_AUTH_SYMPTOM = "Zero Bytes were transmitted or received"
+# What scontrol prints when slurmctld drops a request whose JWT it rejects (22.05, 24.11).
+_AUTH_SYMPTOMS = ("Zero Bytes were transmitted or received", "Protocol authentication error")
 _AUTH_HINT = "slurmctld answers an expired or foreign JWT this way: check the key and user"
 _MISSING = {
     "partition": "Invalid partition name specified",
@@ -435,7 +435,7 @@ class Scontrol:
             ) from None
         if done.returncode != 0:
             summary = error_summary(done.stderr, done.stdout)
-            hint = _AUTH_HINT if _AUTH_SYMPTOM in summary else None
+            hint = _AUTH_HINT if any(s in summary for s in _AUTH_SYMPTOMS) else None
             raise ScontrolError(args, exit_code=done.returncode, message=summary, hint=hint)
         return done.stdout
 

@@ -8,6 +8,7 @@ the codec; this module only sends, times and checks requests.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
 from time import perf_counter
@@ -41,10 +42,12 @@ from reconciler.adapters.slurm_wire import (
     Codec,
     Wire,
     slurm_release,
+    unchanged_listing,
 )
 from reconciler.errors import SlurmArgumentError, SlurmUnsupportedError
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 # Newest first: discovery takes the first the server serves.
 CODECS: tuple[Codec, ...] = (*slurm_v0040.CODECS, slurm_v0038.CODEC)
@@ -185,7 +188,20 @@ class SlurmRestClient:
         """Signal (default KILL) a job; a finished job is fine, an unknown id raises (2017)."""
         path, name = f"/job/{_job_id(job_id)}", check_signal(signal)
         params = {"signal": name} if name else None
-        self._timed("cancel", self._checked, "DELETE", path, params=params)
+        self._timed("cancel", self._cancel, path, params)
+
+    def _cancel(self, path: str, params: dict[str, Any] | None) -> None:
+        """v0.0.42 reports a signal that failed per job in `status` (in a 200); v0.0.40 and
+        v0.0.41 of Slurm 24.11 say nothing for an unknown id (so nor do we)."""
+        body = self._checked("DELETE", path, params=params)
+        failed = [
+            WireError(number=e.get("code"), text=str(e.get("message") or e.get("string") or ""))
+            for entry in body.get("status") or ()
+            if isinstance(entry, Mapping) and isinstance(e := entry.get("error"), Mapping)
+            and e.get("code")
+        ]
+        if failed:
+            raise api_error(f"DELETE {self._codec.base}{path}", 200, failed)
 
     def update_node(self, name: str, update: NodeUpdate) -> None:
         """Drain, resume, retire or weigh a node (v0.0.40+; v0.0.38 has no such endpoint)."""
@@ -233,23 +249,29 @@ class SlurmRestClient:
         response = self._http.request(method, path, **kwargs)
         if response.errors:
             raise api_error(f"{method} {path}", response.status, response.errors)
+        if response.warnings:  # e.g. a field this version ignores: worth a look, not a failure
+            warnings = "; ".join(str(w) for w in response.warnings)
+            log.warning("slurmrestd %s %s warned: %s", method, path, warnings)
         return response.body
 
     def _snapshot(
         self, operation: str, path: str, key: str, convert: Callable[[Wire], T], since: int | None
     ) -> Snapshot[T] | None:
         as_of = as_of_now()
-        params = {"update_time": since} if since is not None else None
-        body = self._timed(operation, self._listing, path, params)
+        params = {"update_time": self._codec.since(since)} if since is not None else None
+        body = self._timed(operation, self._listing, path, key, params)
         if body is None:
             return None
         return Snapshot(tuple(convert(d) for d in body.get(key) or ()), as_of)
 
-    def _listing(self, path: str, params: dict[str, Any] | None) -> dict[str, Any] | None:
-        """The body of a list, or None for 304 (unchanged)."""
+    def _listing(
+        self, path: str, key: str, params: dict[str, Any] | None
+    ) -> dict[str, Any] | None:
+        """The body of a list, or None when unchanged since `update_time` (304, or v0.0.40+'s
+        empty job list with `last_update` 0)."""
         path = self._codec.base + path
         response = self._http.request("GET", path, params=params)
-        if response.status == 304:
+        if response.status == 304 or (params and unchanged_listing(response.body, key)):
             return None
         if response.errors:
             raise api_error(f"GET {path}", response.status, response.errors)

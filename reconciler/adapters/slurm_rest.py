@@ -340,8 +340,9 @@ def wire_errors(body: Mapping[str, Any], key: str = "errors") -> list[WireError]
     return found
 
 
-# slurmctld rejects a bad token with these instead of an auth error (see slurm_jwt.py).
-_MAYBE_AUTH_NUMBERS = frozenset({-1, 5005})
+# slurmctld rejects a bad token with these (22.05: "Unspecified error", 5005; 24.11: 1007
+# "Protocol authentication error", HTTP 511), not with an auth error (see slurm_jwt.py).
+_MAYBE_AUTH_NUMBERS = frozenset({-1, 5005, 1007})
 
 
 def api_error(endpoint: str, status: int | None, errors: list[WireError]) -> SlurmApiError:

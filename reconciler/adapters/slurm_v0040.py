@@ -13,6 +13,8 @@ a real slurmrestd 24.11.5. What differs from v0.0.38 (slurm_v0038.py), and is ab
   required/excluded nodes as lists, sharing as `shared: [mode]` (a field named `exclusive` is
   dropped with only a warning), and `user_id`/`group_id` (the job runs as that user, submitted
   by an operator token); `hold` and `priority` are one field on the wire;
+- `update_time` is "uts<seconds>"; an unchanged job list is a 200 with no jobs and
+  `last_update` 0, not a 304 (slurm_wire.unchanged_listing);
 - an unknown job is 404 with error 2017; an unknown (or FUTURE) node is a 200 whose error says
   "Failure to query node" with error number 0;
 - `POST /node/{name}` updates state, reason and weight: no scontrol needed;
@@ -215,6 +217,12 @@ def node_update_to_wire(update: NodeUpdate) -> dict[str, Any]:
     return wire
 
 
+def since_param(seconds: int) -> str:
+    """`update_time` as Slurm's parse_time reads it: a bare number fails to parse on v0.0.40
+    and v0.0.41 (422 "Parsing of N for timestamp failed"); "uts" + seconds works on all."""
+    return f"uts{seconds}"
+
+
 def _codec(version: str) -> Codec:
     return Codec(
         version=version,
@@ -228,6 +236,7 @@ def _codec(version: str) -> Codec:
         submission=submission_to_wire,
         job_update=update_to_wire,
         node_update=node_update_to_wire,
+        since=since_param,
     )
 
 

@@ -42,10 +42,19 @@ class Codec:
     submission: Callable[[JobSpec], dict[str, Any]]
     job_update: Callable[[JobUpdate], dict[str, Any]]
     node_update: Callable[[NodeUpdate], dict[str, Any]] | None = None
+    # How `?update_time=` carries seconds since the epoch.
+    since: Callable[[int], str | int] = int
 
     @property
     def base(self) -> str:
         return f"/slurm/{self.version}"
+
+
+def unchanged_listing(body: Wire, key: str) -> bool:
+    """v0.0.40+ answer `GET /jobs/?update_time=T` with 200, no jobs and `last_update` 0 when
+    nothing changed since T (their nodes, partitions and reservations say 304, as v0.0.38
+    does for all). An empty cluster still has a `last_update` of when it last changed."""
+    return not body.get(key) and "last_update" in body and number(body["last_update"]) == 0
 
 
 def number(value: Any) -> int | None:

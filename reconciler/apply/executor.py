@@ -132,7 +132,7 @@ def apply_plan(plan: Plan, target: Target, options: ApplyOptions, say: Say) -> N
 def _refuse_unrestartable(plan: Plan, target: Target) -> None:
     if plan.controller_restart and target.restarter is None:
         raise ApplyError(
-            "this change adds or removes Slurm nodes in slurm.conf; Slurm 22.05 reads NodeName "
+            "this change adds or removes Slurm nodes in slurm.conf; Slurm reads NodeName "
             "lines only when slurmctld starts, and apply cannot restart a slurmctld it does "
             "not run; nothing was changed",
             hint="declare spares in advance with maxReplicas, or apply in two steps with a "

@@ -101,7 +101,7 @@ class Plan:
     denials: tuple[str, ...] = field(default=())
     # Hash of the live state this plan was made against: apply refuses a stale plan.
     fingerprint: str | None = None
-    # NodeName lines added or removed: Slurm 22.05 reads those only when slurmctld starts.
+    # NodeName lines added or removed: Slurm reads those only when slurmctld starts.
     controller_restart: bool = False
 
     @property

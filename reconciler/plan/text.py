@@ -33,7 +33,7 @@ def render_text(plan: Plan, *, color: bool = False) -> str:
         lines += ["", paint("-", "Denied by policy; apply refuses this plan:"),
                   *(paint("-", f"  - {d}") for d in plan.denials)]  # fmt: skip
     if plan.controller_restart:
-        lines += ["", "note: NodeName lines change; Slurm 22.05 reads them only when slurmctld "
+        lines += ["", "note: NodeName lines change; Slurm reads them only when slurmctld "
                   "starts, so apply restarts it (jobs survive a restart)."]  # fmt: skip
     lines += ["", paint("bold", plan.summary().line())]
     return "\n".join(lines).lstrip("\n") + "\n"

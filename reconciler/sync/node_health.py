@@ -153,6 +153,12 @@ class NodeSyncPlan:
 # ---- Slurm node state -----------------------------------------------------------------------
 
 
+def standing_reason(state: str, flags: frozenset[str], reason: str) -> str:
+    """The reason that still holds the node: Slurm 24.11 keeps a node's reason after RESUME
+    (22.05 cleared it), so a reason counts only while the node is drained, failed or down."""
+    return reason if "DRAIN" in flags or "FAIL" in flags or state == "DOWN" else ""
+
+
 def drained_by_k8s(node: SlurmNodeView) -> bool:
     return "DRAIN" in node.flags and node.reason.startswith(wk.DRAIN_REASON_K8S_PREFIX)
 

@@ -37,6 +37,7 @@ from reconciler.sync.node_health import (
     may_drain,
     plan_node_health,
     slurmd_pod_from,
+    standing_reason,
 )
 
 log = logging.getLogger(__name__)
@@ -267,7 +268,8 @@ class NodeSync:
 
 
 def view_of(node: SlurmNode) -> SlurmNodeView:
-    return SlurmNodeView(node.name, node.state, node.flags, node.reason)
+    reason = standing_reason(node.state, node.flags, node.reason)
+    return SlurmNodeView(node.name, node.state, node.flags, reason)
 
 
 def condition_of(action: SetPodHealth) -> Mapping[str, Any]:

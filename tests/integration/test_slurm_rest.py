@@ -116,7 +116,8 @@ def test_expired_token_sent_anyway_is_refused_by_slurm(slurm: SlurmEndpoints) ->
     client = connect(slurm.rest_url, FixedToken(slurm.user, expired))
     with pytest.raises(SlurmApiError) as caught:
         client.jobs()
-    assert caught.value.status == 500
+    assert caught.value.status in (500, 511)  # 22.05, 24.11
+    assert caught.value.hint is not None and "JWT" in caught.value.hint
     assert expired not in str(caught.value)
 
 
@@ -126,7 +127,7 @@ def test_wrong_key_is_refused_and_the_token_never_shows(
     forged = mint_token(b"not-the-cluster-key-" * 2, slurm.user, now=int(time.time()), lifetime=600)
     client = connect(slurm.rest_url, FixedToken(slurm.user, forged))
     with caplog.at_level(logging.DEBUG), pytest.raises(SlurmApiError) as caught:
-        client.ping()
+        client.jobs()  # not ping: 24.11 answers a ping without checking the user's token
     error = caught.value
     assert error.hint is not None and "JWT" in error.hint  # slurmctld says only "Unspecified error"
     for text in (str(error), repr(error), error.error_text, caplog.text):
@@ -183,6 +184,9 @@ def test_cancel_with_signal_reaches_the_job(
 
 def test_unknown_job_is_none_and_cancelling_it_is_error_2017(api: SlurmRestApi) -> None:
     assert api.job(67_000_000) is None
+    if api.api_version in ("v0.0.40", "v0.0.41"):
+        api.cancel(67_000_000)  # Slurm 24.11 answers these two with a bare 200: nothing to tell
+        return
     with pytest.raises(SlurmApiError) as caught:
         api.cancel(67_000_000)
     assert caught.value.error_number == 2017

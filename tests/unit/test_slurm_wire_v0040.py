@@ -37,7 +37,7 @@ from reconciler.adapters.slurm_v0040 import (
     update_to_wire,
 )
 from reconciler.adapters.slurm_wire import number, slurm_release
-from reconciler.errors import SlurmArgumentError, SlurmUnsupportedError
+from reconciler.errors import SlurmApiError, SlurmArgumentError, SlurmUnsupportedError
 
 BODIES = Path(__file__).parent / "slurm_bodies"
 VERSIONS = ("v0.0.40", "v0.0.41", "v0.0.42")
@@ -237,3 +237,39 @@ def test_node_changes_go_over_rest_where_the_server_can_and_scontrol_otherwise()
     assert not old.available and old.path == "none"
     with pytest.raises(SlurmUnsupportedError, match="scontrol"):
         old.resume_node("n1")
+
+
+def test_an_unchanged_job_list_is_none_not_an_empty_cluster() -> None:
+    """24.11's `GET /jobs/?update_time=uts<T>`: nothing changed is a 200 with no jobs and
+    last_update 0. Read as "no jobs", it would look as if every placeholder job vanished."""
+    unchanged = {"jobs": [], "last_update": {"set": True, "infinite": False, "number": 0}}
+    empty = {"jobs": [], "last_update": {"set": True, "infinite": False, "number": 1795583044}}
+    http = Answers((200, unchanged), (200, empty), (304, {}))
+    api = SlurmRestClient(http, codec_for("v0.0.42"))  # type: ignore[arg-type]
+    assert api.jobs(since=1795583000) is None
+    snapshot = api.jobs(since=1795583000)
+    assert snapshot is not None and snapshot.items == ()
+    assert api.nodes(since=1795583000) is None
+
+
+def test_update_time_is_sent_as_uts_seconds() -> None:
+    seen: list[Any] = []
+
+    class Params(Answers):
+        def request(self, method: str, path: str, **kwargs: Any) -> Response:
+            seen.append(kwargs.get("params"))
+            return super().request(method, path, **kwargs)
+
+    api = SlurmRestClient(Params((304, {})), codec_for("v0.0.40"))  # type: ignore[arg-type]
+    api.jobs(since=1795583000)
+    assert seen == [{"update_time": "uts1795583000"}]
+
+
+def test_a_cancel_that_failed_per_job_raises_with_slurms_number() -> None:
+    body = {"status": [{"error": {"string": "Invalid job id specified", "code": 2017,
+                                  "message": "Invalid job id specified"}, "step_id": "7"}],
+            "errors": []}  # fmt: skip
+    api = SlurmRestClient(Answers((200, body)), codec_for("v0.0.42"))  # type: ignore[arg-type]
+    with pytest.raises(SlurmApiError) as caught:
+        api.cancel(7)
+    assert caught.value.error_number == 2017

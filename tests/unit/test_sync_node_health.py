@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client import generate_latest
@@ -35,6 +36,7 @@ from reconciler.sync.node_health import (
     kube_node_from,
     plan_node_health,
     slurmd_pod_from,
+    standing_reason,
 )
 from reconciler.sync.node_sync import NodeSync
 
@@ -464,3 +466,16 @@ def test_a_failed_read_decides_nothing_and_is_counted() -> None:
     assert "unreachable" in report.error and not report.done and not kube.writes
     text = generate_latest(metrics.registry).decode()
     assert 'reconciler_node_sync_errors_total{operation="list"} 1.0' in text
+
+
+@pytest.mark.parametrize(
+    ("state", "flags", "reason", "standing"),
+    [("IDLE", {"DRAIN"}, "admin", "admin"), ("DOWN", set(), "broken", "broken"),
+     ("MIXED", {"FAIL"}, "gpu", "gpu"),
+     # Slurm 24.11 keeps the reason after RESUME: it no longer holds the node.
+     ("IDLE", set(), "k8s: node n1 cordoned", ""), ("IDLE", {"NOT_RESPONDING"}, "admin", "")],
+)  # fmt: skip
+def test_a_reason_holds_a_node_only_while_it_is_drained_failed_or_down(
+    state: str, flags: set[str], reason: str, standing: str
+) -> None:
+    assert standing_reason(state, frozenset(flags), reason) == standing
