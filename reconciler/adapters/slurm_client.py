@@ -56,6 +56,7 @@ _VERSION_PATH = re.compile(r"^/slurm/(v\d+\.\d+\.\d+)/")
 # "not found" answers: v0.0.38 and v0.0.40+ both say 500 with Slurm's error number.
 _NOT_FOUND_STATUSES = frozenset({404, 500})
 _UNKNOWN_NODE = "Failure to query node"
+ERR_ALREADY_DONE = 2021  # cancel of a finished job: nothing left to do, as on v0.0.38
 
 
 def codec_for(version: str) -> Codec:
@@ -198,7 +199,7 @@ class SlurmRestClient:
             WireError(number=e.get("code"), text=str(e.get("message") or e.get("string") or ""))
             for entry in body.get("status") or ()
             if isinstance(entry, Mapping) and isinstance(e := entry.get("error"), Mapping)
-            and e.get("code")
+            and e.get("code") not in (None, 0, ERR_ALREADY_DONE)
         ]
         if failed:
             raise api_error(f"DELETE {self._codec.base}{path}", 200, failed)

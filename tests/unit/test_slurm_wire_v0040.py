@@ -273,3 +273,10 @@ def test_a_cancel_that_failed_per_job_raises_with_slurms_number() -> None:
     with pytest.raises(SlurmApiError) as caught:
         api.cancel(7)
     assert caught.value.error_number == 2017
+
+
+def test_cancelling_a_finished_job_is_fine() -> None:
+    body = {"status": [{"error": {"code": 2021, "message": "Job/step already completing or "
+                                  "completed"}, "step_id": "7"}], "errors": []}  # fmt: skip
+    api = SlurmRestClient(Answers((200, body)), codec_for("v0.0.42"))  # type: ignore[arg-type]
+    api.cancel(7)
