@@ -18,6 +18,7 @@ from urllib.parse import quote
 from reconciler.adapters import slurm_v0038, slurm_v0040
 from reconciler.adapters.slurm_jwt import TokenSource
 from reconciler.adapters.slurm_rest import (
+    CAN_DELETE_NODES,
     DEFAULT_TIMEOUT_SECONDS,
     JobSpec,
     JobsSnapshot,
@@ -215,6 +216,16 @@ class SlurmRestClient:
             )
         path, body = f"/node/{_segment(name)}", encode(update)
         self._timed("update_node", self._checked, "POST", path, json=body)
+
+    def delete_node(self, name: str) -> None:
+        """Remove a dynamic node (one a `slurmd -Z` registered) from slurmctld (v0.0.40+)."""
+        if CAN_DELETE_NODES not in self.capabilities:
+            raise SlurmUnsupportedError(
+                f"slurmrestd {self.api_version} cannot delete nodes",
+                endpoint=f"DELETE {self._codec.base}/node/{{name}}",
+                hint="use a Slurm whose slurmrestd serves v0.0.40 or later",
+            )
+        self._timed("delete_node", self._checked, "DELETE", f"/node/{_segment(name)}")
 
     def close(self) -> None:
         self._http.close()

@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from reconciler.adapters.slurm_rest import (
+    CAN_DELETE_NODES,
     CAN_LIST_JOB_STATES,
     CAN_SHARE_TOPO,
     CAN_SUBMIT_AS_USER,
@@ -227,7 +228,13 @@ def _codec(version: str) -> Codec:
     return Codec(
         version=version,
         capabilities=frozenset(
-            {CAN_UPDATE_NODES, CAN_SUBMIT_AS_USER, CAN_SHARE_TOPO, CAN_LIST_JOB_STATES}
+            {
+                CAN_UPDATE_NODES,
+                CAN_SUBMIT_AS_USER,
+                CAN_SHARE_TOPO,
+                CAN_LIST_JOB_STATES,
+                CAN_DELETE_NODES,
+            }
         ),
         node=node_from_wire,
         partition=partition_from_wire,

@@ -46,6 +46,7 @@ def scheduling_settings(accounting: bool) -> dict[str, str]:
         "SwitchType": "switch/none",
         "JobCompType": "jobcomp/none",
         "KillWait": "2",
+        "MaxNodeCount": "64",  # room for dynamic nodes beside the declared ones
         "MinJobAge": "300",
         "SlurmctldDebug": "info",
         "SlurmdDebug": "info",
@@ -66,6 +67,15 @@ def node_line(cluster: SimpleCluster, name: str, port: int, *, future: bool) -> 
         f"NodeName={name} NodeHostname=localhost NodeAddr=127.0.0.1 Port={port} "
         f"CPUs={cluster.cpus} RealMemory={cluster.memory_mb}{gres} State={state}"
     )
+
+
+# Dynamic nodes (`slurmd -Z --conf "... Feature=dynamic"`) join this partition through the
+# node set: slurm.conf names none of them (see test_local_stack's dynamic node test).
+DYNAMIC_FEATURE = "dynamic"
+DYNAMIC_LINES = (
+    f"NodeSet={DYNAMIC_FEATURE} Feature={DYNAMIC_FEATURE}",
+    f"PartitionName={DYNAMIC_FEATURE} Nodes={DYNAMIC_FEATURE} MaxTime=INFINITE State=UP",
+)
 
 
 def partition_lines(cluster: SimpleCluster) -> list[str]:
@@ -93,7 +103,7 @@ def render_slurm_conf(
     settings = {**site, **scheduling_settings(accounting)}
     nodes = [node_line(cluster, n, node_ports[n], future=False) for n in cluster.node_names()]
     nodes += [node_line(cluster, n, node_ports[n], future=True) for n in cluster.spare_names()]
-    body = "\n".join([*nodes, *partition_lines(cluster)])
+    body = "\n".join([*nodes, *partition_lines(cluster), *DYNAMIC_LINES])
     return (
         "# Rendered by reconciler.local.simple_cluster\n" + render_settings(settings) + body + "\n"
     )

@@ -241,9 +241,16 @@ class SlurmCluster:
         return stopped
 
     def start_slurmd(
-        self, node: str, *, wait: bool = True, timeout: float = NODE_READY_SECONDS
+        self,
+        node: str,
+        *,
+        wait: bool = True,
+        timeout: float = NODE_READY_SECONDS,
+        dynamic_conf: str | None = None,
     ) -> float:
-        """Start `slurmd -N node` (node declared, e.g. State=FUTURE); seconds until registered."""
+        """Start `slurmd -N node` (node declared, e.g. State=FUTURE), or with `dynamic_conf`
+        ("CPUs=2 RealMemory=1000 Feature=x Port=N") a dynamic node slurm.conf does not name
+        (`slurmd -Z`, MaxNodeCount set); seconds until registered."""
         spool = self.paths.spool / node
         spool.mkdir(parents=True, exist_ok=True)
         argv = [
@@ -251,6 +258,8 @@ class SlurmCluster:
             # Absolute path to a symlink named slurmstepd: without it GRES is silently dropped.
             "-d", str(self.paths.bin / "slurmstepd"),
         ]  # fmt: skip
+        if dynamic_conf is not None:
+            argv += ["-Z", "--conf", dynamic_conf]
         started = time.monotonic()
         self.supervisor.start(self.slurmd_daemon(node), argv, env=self.env())
         if wait:

@@ -19,12 +19,14 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
 
+from reconciler.adapters.slurm_client import connect
+from reconciler.adapters.slurm_jwt import MintedTokens
 from reconciler.errors import LocalStackError
 from reconciler.local import slurm as slurm_module
 from reconciler.local.endpoints import KubeEndpoints, SlurmEndpoints
 from reconciler.local.ports import can_bind, free_ports, is_accepting, listening_ports
 from reconciler.local.processes import PidRecord, Supervisor, is_running, process_start_ticks
-from reconciler.local.simple_cluster import SimpleCluster, simple_renderer
+from reconciler.local.simple_cluster import DYNAMIC_FEATURE, SimpleCluster, simple_renderer
 from reconciler.local.slurm_install import slurm_install
 from reconciler.local.stack import LocalStack, new_temp_runtime_dir
 
@@ -210,6 +212,46 @@ def test_future_node_joins_and_retires(
     wait_for(lambda: not (zombie_stepds() - zombies_before), 5, "slurmstepd zombies reaped")
 
 
+@pytest.mark.skipif(
+    slurm_install().release == "22.05", reason="22.05 registers one dynamic node per host"
+)
+def test_dynamic_nodes_join_and_leave_without_a_slurmctld_restart(
+    local_stack: LocalStack, slurm: SlurmEndpoints, stack_timings: dict[str, float]
+) -> None:
+    """The evaluation of dynamic nodes against FUTURE pools (docs/slurm-versions.md): two
+    `slurmd -Z` on one host join a NodeSet partition slurm.conf names no node of, take jobs,
+    and leave through `DELETE /node`, all without restarting slurmctld."""
+    cluster = local_stack.slurm
+    assert cluster is not None
+    controller = local_stack.supervisor.running("slurmctld")
+    api = connect(slurm.rest_url, MintedTokens(slurm.jwt_key, slurm.user))
+    names = [f"dyn-{i}" for i in range(2)]
+    started = time.monotonic()
+    for name, port in zip(names, free_ports(2), strict=True):
+        conf = f"CPUs=2 RealMemory=1000 Feature={DYNAMIC_FEATURE} Port={port}"
+        cluster.start_slurmd(name, wait=False, dynamic_conf=conf)
+    try:
+        for name in names:
+            wait_for(lambda n=name: sinfo_states(slurm).get(n) == {"idle"}, 30, f"{name} IDLE")
+        joined = time.monotonic() - started
+        stack_timings["2 dynamic nodes: slurmd -Z start to IDLE in sinfo"] = joined
+        job_id = run(
+            slurm, "sbatch", "--parsable", "-p", DYNAMIC_FEATURE, "-w", names[1],
+            "-D", str(slurm.runtime_dir), "-o", "/dev/null", "--wrap", "true",
+        ).strip()  # fmt: skip
+        wait_for(lambda: not run(slurm, "squeue", "-h", "-j", job_id), 30, f"job {job_id}")
+        job = api.job(int(job_id))
+        assert job is not None and (job.state, job.nodes) == ("COMPLETED", names[1])
+    finally:
+        for name in names:
+            cluster.stop_slurmd(name)
+            api.delete_node(name)
+    wait_for(lambda: not set(names) & set(sinfo_states(slurm)), 30, "dynamic nodes gone")
+    after = local_stack.supervisor.running("slurmctld")
+    assert controller is not None and after is not None and after.pid == controller.pid
+    api.close()
+
+
 def test_cancel_right_after_running_leaves_no_job_process(
     local_stack: LocalStack, slurm: SlurmEndpoints
 ) -> None:
@@ -253,7 +295,7 @@ def test_cancel_right_after_running_leaves_no_job_process(
 UP_SCRIPT = """
 import json, sys
 from pathlib import Path
-from reconciler.local.simple_cluster import SimpleCluster, simple_renderer
+from reconciler.local.simple_cluster import DYNAMIC_FEATURE, SimpleCluster, simple_renderer
 from reconciler.local.stack import LocalStack
 
 stack = LocalStack(Path(sys.argv[1]), cluster_name="it2")
@@ -320,7 +362,7 @@ def test_down_from_another_process_leaves_no_process_or_port(
 FOREGROUND_SCRIPT = """
 import json, os, signal, sys
 from pathlib import Path
-from reconciler.local.simple_cluster import SimpleCluster, simple_renderer
+from reconciler.local.simple_cluster import DYNAMIC_FEATURE, SimpleCluster, simple_renderer
 from reconciler.local.stack import LocalStack
 
 def on_term(signum, frame):
