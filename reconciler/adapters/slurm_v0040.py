@@ -41,6 +41,7 @@ from reconciler.adapters.slurm_rest import (
     SlurmPartition,
 )
 from reconciler.adapters.slurm_v0038 import job_from_wire as job_from_v0038_wire
+from reconciler.adapters.slurm_v0038 import node_from_wire as node_from_v0038_wire
 from reconciler.adapters.slurm_v0038 import reservation_from_wire
 from reconciler.adapters.slurm_wire import (
     Codec,
@@ -71,27 +72,9 @@ def _base_and_flags(value: Any, bases: tuple[str, ...]) -> tuple[str, frozenset[
 
 
 def node_from_wire(d: Wire) -> SlurmNode:
+    """v0.0.38's mapping (same keys) with the state list split into base state and flags."""
     base, flags = _base_and_flags(d.get("state"), NODE_BASE_STATES)
-    return SlurmNode(
-        name=text(d.get("name")),
-        state=base or "UNKNOWN",
-        flags=flags,
-        reason=text(d.get("reason")),
-        reason_set_by=d.get("reason_set_by_user") or None,
-        reason_changed_at=integer(d.get("reason_changed_at")) or None,
-        cpus=integer(d.get("cpus")),
-        alloc_cpus=integer(d.get("alloc_cpus")),
-        real_memory=integer(d.get("real_memory")),
-        alloc_memory=integer(d.get("alloc_memory")),
-        gres=text(d.get("gres")),
-        gres_used=text(d.get("gres_used")),
-        features=words(d.get("features")),
-        active_features=words(d.get("active_features")),
-        partitions=words(d.get("partitions")),
-        address=text(d.get("address")),
-        hostname=text(d.get("hostname")),
-        weight=integer(d.get("weight"), 1),
-    )
+    return node_from_v0038_wire({**d, "state": base, "state_flags": sorted(flags)})
 
 
 def _job_state(value: Any) -> str:
