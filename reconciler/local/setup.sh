@@ -31,8 +31,9 @@ SLURM_PREFIX=${SUNK_RECONCILER_SLURM_PREFIX:-/opt/sunk-reconciler/slurm/$SLURM_V
 # --enable-multiple-slurmd: the local stack runs one slurmd per node on this one host (as
 # Debian's build allows); without it slurmctld keeps an address for the first node of a
 # NodeHostname only, and the others go DOWN+NOT_RESPONDING.
+# --disable-debug: no -ggdb3 debug info (an install of 144 MiB instead of 419 MiB).
 SLURM_CONFIGURE=(--with-jwt --with-http-parser --with-yaml --with-json --with-munge
-  --enable-slurmrestd --enable-multiple-slurmd --without-hdf5 --disable-x11)
+  --enable-slurmrestd --enable-multiple-slurmd --disable-debug --without-hdf5 --disable-x11)
 APT=(apt-get -o DPkg::Lock::Timeout=600 -q)
 export DEBIAN_FRONTEND=noninteractive
 
