@@ -166,7 +166,6 @@ SHARED_MODES: tuple[Shared, ...] = ("none", "oversubscribe", "user", "mcs", "top
 CAN_UPDATE_NODES = "update_nodes"  # drain/resume/state/weight over REST (no scontrol)
 CAN_SUBMIT_AS_USER = "submit_as_user"  # user_id/group_id in a submit (no per-user token)
 CAN_SHARE_TOPO = "shared_topo"  # shared: topo
-CAN_LIST_JOB_STATES = "job_states"  # GET /jobs/state/
 CAN_DELETE_NODES = "delete_nodes"  # DELETE /node/{name}: dynamic nodes (slurmd -Z) leave
 
 

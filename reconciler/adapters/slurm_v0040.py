@@ -28,7 +28,6 @@ from typing import Any
 
 from reconciler.adapters.slurm_rest import (
     CAN_DELETE_NODES,
-    CAN_LIST_JOB_STATES,
     CAN_SHARE_TOPO,
     CAN_SUBMIT_AS_USER,
     CAN_UPDATE_NODES,
@@ -215,7 +214,6 @@ def _codec(version: str) -> Codec:
                 CAN_UPDATE_NODES,
                 CAN_SUBMIT_AS_USER,
                 CAN_SHARE_TOPO,
-                CAN_LIST_JOB_STATES,
                 CAN_DELETE_NODES,
             }
         ),
