@@ -13,10 +13,10 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -37,6 +37,7 @@ FIXTURE_REPO = ROOT / "fixtures" / "config-repo"
 NAMESPACE = "slurm"
 INTERVAL = 1.0  # --node-sync-interval for these tests (the default is 10 s)
 SETTLE = 3 * INTERVAL + 1  # long enough for several passes to have looked
+T = TypeVar("T")
 
 
 @dataclass
@@ -60,6 +61,21 @@ class Env:
 
     def scontrol(self, *args: str) -> None:
         self.slurm.run("scontrol", *args)
+
+    def down(self, slurm_node: str) -> None:
+        self.scontrol("update", f"NodeName={slurm_node}", "State=DOWN", "Reason=broken-by-test")
+
+    def kept_down(self, slurm_node: str, probe: Callable[[], T]) -> Callable[[], T]:
+        """`probe`, with the Slurm node put DOWN again whenever Slurm lifted it. Under
+        ReturnToService=2 any registration returns a DOWN node, and slurmctld asks one node
+        per ping to register: a DOWN lasts until then, a random few seconds to minutes."""
+
+        def step() -> T:
+            if self.slurm_node(slurm_node).state != "DOWN":
+                self.down(slurm_node)
+            return probe()
+
+        return step
 
     def cordon(self, node: str, on: bool) -> None:
         self.admin.request_json(  # what `kubectl cordon` / `uncordon` send
@@ -196,17 +212,20 @@ def test_an_admin_drain_survives_a_cordon_and_an_uncordon(env: Env) -> None:
 def test_a_slurm_node_set_down_shows_on_its_pod_and_cordons_its_node(env: Env) -> None:
     slurm_node = "slurm-gpu-small-1"
     node = env.node_of(slurm_node)
-    env.scontrol("update", f"NodeName={slurm_node}", "State=DOWN", "Reason=broken-by-test")
+    env.down(slurm_node)
     annotations, condition = wait_for(
-        lambda: (h := env.pod_health(slurm_node))[1].get("status") == "False" and h, 10,
-        f"the slurmd Pod to show {slurm_node} DOWN: {env.log.read_text()}",
+        env.kept_down(slurm_node, lambda: (h := env.pod_health(slurm_node))[1].get("status")
+                      == "False" and h), 10,
+        f"the slurmd Pod to show {slurm_node} DOWN",
     )  # fmt: skip
     assert (condition["reason"], condition["message"]) == ("Down", "broken-by-test")
     assert annotations[wk.ANNOTATION_SLURM_STATE].startswith("DOWN")
     assert annotations[wk.ANNOTATION_SLURM_REASON] == "broken-by-test"
     # Every Slurm node on that Node is down (it hosts one): cordoned, and marked as ours.
-    cordoned = wait_for(lambda: (n := env.node(node))["spec"].get("unschedulable") and n, 10,
-                        f"Node {node} to be cordoned")  # fmt: skip
+    cordoned = wait_for(
+        env.kept_down(slurm_node, lambda: (n := env.node(node))["spec"].get("unschedulable") and n),
+        10, f"Node {node} to be cordoned",
+    )  # fmt: skip
     assert cordoned["metadata"]["annotations"][wk.ANNOTATION_CORDONED_BY] == wk.CORDONED_BY_VALUE
     time.sleep(SETTLE)  # our own cordon is not a reason to drain: the admin's DOWN stays
     assert env.slurm_node(slurm_node).reason == "broken-by-test"
@@ -227,8 +246,9 @@ def test_an_admin_cordon_is_never_lifted(env: Env) -> None:
     env.cordon(node, True)  # the admin's: no mark
     wait_for(lambda: env.slurm_node(slurm_node).reason == f"k8s: node {node} cordoned", 15,
              f"{slurm_node} to be drained")  # fmt: skip
-    env.scontrol("update", f"NodeName={slurm_node}", "State=DOWN", "Reason=broken-by-test")
-    wait_for(lambda: env.pod_health(slurm_node)[1].get("reason") == "Down", 10, "DOWN seen")
+    env.down(slurm_node)
+    wait_for(env.kept_down(slurm_node, lambda: env.pod_health(slurm_node)[1].get("reason")
+                           == "Down"), 10, "DOWN seen")  # fmt: skip
     env.scontrol("update", f"NodeName={slurm_node}", "State=RESUME")
     # Back from DOWN, on a Node still cordoned: drained again, and the cordon stays.
     wait_for(lambda: env.slurm_node(slurm_node).reason == f"k8s: node {node} cordoned", 15,
