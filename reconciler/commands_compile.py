@@ -75,5 +75,6 @@ def compile_repo(args: argparse.Namespace) -> DesiredState:
 
 def run_render(args: argparse.Namespace) -> int:
     state = compile_repo(args)
-    sys.stdout.write(dump_stream(state.kube_objects))
+    # Generated Secrets show as metadata: their data exists only in the cluster.
+    sys.stdout.write(dump_stream([*state.kube_objects, *(s.manifest() for s in state.secrets)]))
     return 0

@@ -26,6 +26,14 @@ LABEL_NODESET: Final = f"{DOMAIN}/nodeset"
 ANNOTATION_CONFIG_HASH: Final = f"{DOMAIN}/config-hash"
 ANNOTATION_SOURCE_REVISION: Final = f"{DOMAIN}/source-revision"
 ANNOTATION_DEFAULT_CONTAINER: Final = "kubectl.kubernetes.io/default-container"
+# On a Secret we generate (munge key, JWT key): what its data is; the data itself is never shown.
+ANNOTATION_GENERATED: Final = f"{DOMAIN}/generated"
+# What `kubectl rollout restart` sets on a Deployment's Pod template; apply sets it the same way
+# to restart slurmctld when NodeName lines change.
+ANNOTATION_RESTARTED_AT: Final = "kubectl.kubernetes.io/restartedAt"
+# On the controller Pod: sha256 of the slurm.conf and gres.conf it has mounted (written by its
+# config reporter), so apply knows when the new config has reached slurmctld.
+ANNOTATION_MOUNTED_CONFIG: Final = f"{DOMAIN}/mounted-config-sha256"
 
 # Slurm: every drain we make carries this reason prefix; we only ever resume those.
 DRAIN_REASON_PREFIX: Final = "reconciler:"

@@ -230,6 +230,19 @@ class Kube:
             target=object_target(obj),
         )
 
+    def create(self, obj: Mapping[str, Any]) -> Obj | None:
+        """Create `obj` (POST); None when one of that name exists already (kept as it is)."""
+        meta = obj.get("metadata") or {}
+        path = self._path(obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"])
+        collection = path.rsplit("/", 1)[0]
+        try:
+            return self.request_json("POST", collection, body=dict(obj),
+                                     target=object_target(obj))  # fmt: skip
+        except KubeApiError as error:
+            if error.status == 409:
+                return None
+            raise
+
     def delete(
         self,
         api_version: str,

@@ -199,7 +199,8 @@ class SlurmRestClient:
         failed = [
             WireError(number=e.get("code"), text=str(e.get("message") or e.get("string") or ""))
             for entry in body.get("status") or ()
-            if isinstance(entry, Mapping) and isinstance(e := entry.get("error"), Mapping)
+            if isinstance(entry, Mapping)
+            and isinstance(e := entry.get("error"), Mapping)
             and e.get("code") not in (None, 0, ERR_ALREADY_DONE)
         ]
         if failed:
@@ -276,9 +277,7 @@ class SlurmRestClient:
             return None
         return Snapshot(tuple(convert(d) for d in body.get(key) or ()), as_of)
 
-    def _listing(
-        self, path: str, key: str, params: dict[str, Any] | None
-    ) -> dict[str, Any] | None:
+    def _listing(self, path: str, key: str, params: dict[str, Any] | None) -> dict[str, Any] | None:
         """The body of a list, or None when unchanged since `update_time` (304, or v0.0.40+'s
         empty job list with `last_update` 0)."""
         path = self._codec.base + path

@@ -31,6 +31,8 @@ from reconciler.apply.accounting import (
     apply_accounting,
     refuse_busy_accounts,
 )
+from reconciler.apply.secrets import generate
+from reconciler.compile.secrets import secret_from_manifest
 from reconciler.compile.slurm_conf import declared_nodes
 from reconciler.errors import ReconcilerError
 from reconciler.plan.model import (
@@ -51,6 +53,7 @@ from reconciler.plan.model import (
 from reconciler.wellknown import DRAIN_REASON_PREFIX, reservation_prefix
 
 Say = Callable[[str], None]
+APPS_KINDS = frozenset({"StatefulSet", "Deployment"})
 
 
 class ApplyError(ReconcilerError):
@@ -350,13 +353,22 @@ def _apply_reservations(steps: list[ReservationStep], target: Target, say: Say) 
 
 def _apply_kube(changes: list[Change], target: Target, say: Say) -> None:
     for change in changes:
+        if change.ref.kind == "Secret":
+            _create_secret(change, target, say)
+            continue
         target.kube.apply(change.desired, force=True)
         say(f"{change.action.value}d {change.ref}")
 
 
+def _create_secret(change: Change, target: Target, say: Say) -> None:
+    """Made once with fresh random data; one that appeared meanwhile is kept as it is."""
+    made = target.kube.create(generate(secret_from_manifest(change.desired)))
+    say(f"created {change.ref} (generated)" if made else f"kept {change.ref} (it exists)")
+
+
 def _delete_kube(changes: list[Change], target: Target, say: Say) -> None:
     for change in changes:
-        api_version = "apps/v1" if change.ref.kind == "StatefulSet" else "v1"
+        api_version = "apps/v1" if change.ref.kind in APPS_KINDS else "v1"
         target.kube.delete(api_version, change.ref.kind, change.ref.name, change.ref.namespace)
         say(f"deleted {change.ref}")
 

@@ -18,7 +18,13 @@ from reconciler.plan.live import LiveAccounting, LiveNode, LiveReservation, Live
 from reconciler.plan.model import ObjectRef
 
 # The kinds we render (compile/manifests.py); only these are listed and pruned.
-OWNED_KINDS = (("v1", "ConfigMap"), ("v1", "Service"), ("apps/v1", "StatefulSet"))
+OWNED_KINDS = (
+    ("v1", "ConfigMap"),
+    ("v1", "Service"),
+    ("v1", "PersistentVolumeClaim"),
+    ("apps/v1", "StatefulSet"),
+    ("apps/v1", "Deployment"),
+)
 
 # How slurmrestd v0.0.38 reports reservation flags that scontrol takes under another name
 # (checked on 22.05.8); SPEC_NODES is Slurm's own, on every reservation that names nodes.
@@ -59,7 +65,14 @@ def read_live(
         reservations,
         now,
         read_accounting(sacctmgr) if sacctmgr is not None else None,
+        secrets=secret_names(kube, release, namespace),
     )
+
+
+def secret_names(kube: Kube, release: str, namespace: str) -> frozenset[str]:
+    """Our Secrets that exist, by name: their data is dropped here, never kept or shown."""
+    listed = kube.list("v1", "Secret", namespace, label_selector=owned_selector(release))
+    return frozenset(secret["metadata"]["name"] for secret in listed.items)
 
 
 def read_accounting(sacctmgr: Sacctmgr) -> LiveAccounting | None:

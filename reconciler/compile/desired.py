@@ -7,9 +7,15 @@ from typing import Any
 
 from reconciler.compile import manifests
 from reconciler.compile.accounting import Accounting, compile_accounting
+from reconciler.compile.control_plane import (
+    accounting_plan,
+    control_plane_objects,
+    render_slurmdbd_conf,
+)
 from reconciler.compile.nodesets import NodeSet, compose_all
 from reconciler.compile.profile import Profile
 from reconciler.compile.reservations import Reservation, compile_reservations
+from reconciler.compile.secrets import GeneratedSecret, generated_secrets
 from reconciler.compile.slurm_conf import (
     Partition,
     check_partition_nodes,
@@ -22,8 +28,9 @@ from reconciler.config.layering import plain
 from reconciler.config.repo import Config
 from reconciler.config.schema import Warning_
 
-# Apply order: what a StatefulSet mounts must exist before it.
-KIND_ORDER = {"ConfigMap": 0, "Service": 1, "StatefulSet": 2}
+# Apply order: what a workload mounts or claims must exist before it.
+KIND_ORDER = {"ConfigMap": 0, "PersistentVolumeClaim": 1, "Service": 1, "Deployment": 2,
+              "StatefulSet": 2}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -52,6 +59,7 @@ class DesiredState:
     warnings: tuple[Warning_, ...] = field(default=())
     reservations: tuple[Reservation, ...] = field(default=())
     accounting: Accounting = field(default_factory=Accounting)
+    secrets: tuple[GeneratedSecret, ...] = field(default=())
 
 
 def compile_desired_state(config: Config, profile: Profile | None = None) -> DesiredState:
@@ -78,6 +86,12 @@ def compile_desired_state(config: Config, profile: Profile | None = None) -> Des
     )
     gres_conf = render_gres_conf(specs, profile)
     objects = _kube_objects(release, namespace, values, enabled, specs, slurm_conf, gres_conf)
+    dbd = accounting_plan(release, values)
+    slurmdbd_conf = render_slurmdbd_conf(release, dbd, dict(profile.dbd_site))
+    objects = sorted(
+        [*objects, *control_plane_objects(release, namespace, values, slurmdbd_conf)],
+        key=object_sort_key,
+    )
     slurm_nodes = _slurm_nodes(specs, spares=False)
     spare_nodes = _slurm_nodes(specs, spares=True)
     by_definition: dict[str, list[str] | None] = {n.name: None for n in nodesets}
@@ -104,6 +118,7 @@ def compile_desired_state(config: Config, profile: Profile | None = None) -> Des
         warnings=(*config.warnings, *warnings),
         reservations=reservations,
         accounting=compile_accounting(release, values, config.accounting_locations),
+        secrets=generated_secrets(release, namespace, mysql=dbd.render_mysql),
     )
 
 

@@ -8,11 +8,13 @@ import re
 from typing import Any
 
 from reconciler import wellknown as wk
+from reconciler.compile.munge import munge_container, munge_socket_mount, munge_volumes
 from reconciler.compile.slurm_nodes import SlurmNodeSpec
 
 SLURMD_CONTAINER = "slurmd"
 SLURMD_PORT = 6818
 CONF_MOUNT = "/etc/slurm"
+SUNK_IMAGE = "registry.gitlab.com/coreweave/sunk/slurmd"  # seed 001's default everywhere
 
 
 def owned_labels(release: str, component: str) -> dict[str, str]:
@@ -127,8 +129,10 @@ def _pod_spec(release: str, definition: dict[str, Any], values: dict[str, Any]) 
     for key in ("dnsPolicy", "dnsConfig", "priorityClassName", "hostNetwork"):
         if definition.get(key) is not None:
             spec[key] = definition[key]
+    slurmd = _slurmd_container(definition, values)
     spec["containers"] = [
-        _slurmd_container(definition, values),
+        slurmd,
+        munge_container(slurmd["image"]),
         *(definition.get("containers") or []),
     ]
     if definition.get("initContainers"):
@@ -149,13 +153,13 @@ def _slurmd_container(definition: dict[str, Any], values: dict[str, Any]) -> dic
         ports.append({"name": "sshd", "containerPort": 22, "protocol": "TCP"})
     container: dict[str, Any] = {
         "name": SLURMD_CONTAINER,
-        "image": _image(definition.get("image") or {}),
+        "image": image_ref(definition.get("image") or {}),
         # The Pod name is the Slurm node name (<release>-<nodeset>-<ordinal>).
         "args": ["slurmd", "-D", "-N", "$(POD_NAME)"],
         "env": [
-            _field_env("POD_NAME", "metadata.name"),
-            _field_env("NODE_NAME", "spec.nodeName"),
-            _field_env("POD_IP", "status.podIP"),
+            field_env("POD_NAME", "metadata.name"),
+            field_env("NODE_NAME", "spec.nodeName"),
+            field_env("POD_IP", "status.podIP"),
             *(definition.get("env") or []),
         ],
         "ports": ports,
@@ -173,19 +177,22 @@ def _slurmd_container(definition: dict[str, Any], values: dict[str, Any]) -> dic
     return container
 
 
-def _image(image: dict[str, Any]) -> str:
-    repository = image.get("repository") or "registry.gitlab.com/coreweave/sunk/slurmd"
+def image_ref(image: dict[str, Any], default: str = SUNK_IMAGE) -> str:
+    repository = image.get("repository") or default
     return f"{repository}:{image['tag']}" if image.get("tag") else repository
 
 
-def _field_env(name: str, path: str) -> dict[str, Any]:
+def field_env(name: str, path: str) -> dict[str, Any]:
     return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
 
 
 def _volume_mounts(definition: dict[str, Any], values: dict[str, Any]) -> list[dict[str, Any]]:
     compute = values.get("compute") or {}
     slurmd = (values.get("slurmConfig") or {}).get("slurmd") or {}
-    mounts = [{"name": "slurm-conf", "mountPath": CONF_MOUNT, "readOnly": True}]
+    mounts = [
+        {"name": "slurm-conf", "mountPath": CONF_MOUNT, "readOnly": True},
+        munge_socket_mount(),
+    ]
     for kind in ("prolog", "epilog"):
         if _script_config_map(slurmd, kind):
             mounts.append(
@@ -207,7 +214,8 @@ def _volumes(
     compute = values.get("compute") or {}
     slurmd = (values.get("slurmConfig") or {}).get("slurmd") or {}
     volumes: list[dict[str, Any]] = [
-        {"name": "slurm-conf", "configMap": {"name": slurm_conf_map_name(release)}}
+        {"name": "slurm-conf", "configMap": {"name": slurm_conf_map_name(release)}},
+        *munge_volumes(release),
     ]
     for kind in ("prolog", "epilog"):
         name = _script_config_map(slurmd, kind, release)

@@ -17,7 +17,7 @@ CLUSTER_SITE: Mapping[str, str] = MappingProxyType(
         "AuthType": "auth/munge",
         "CredType": "cred/munge",
         "AuthAltTypes": "auth/jwt",
-        "AuthAltParameters": "jwt_key=/etc/slurm/jwt/jwt_hs256.key",
+        "AuthAltParameters": "jwt_key=/etc/slurm-jwt/jwt_hs256.key",
         "StateSaveLocation": "/var/spool/slurmctld",
         "SlurmdSpoolDir": "/var/spool/slurmd",
         "SlurmctldPidFile": "/run/slurmctld.pid",
@@ -50,6 +50,7 @@ class Profile:
     gres_device_dir: str | None = None
     conf_dir: str = "/etc/slurm"
     site: Mapping[str, str] = field(default_factory=lambda: dict(CLUSTER_SITE))
+    dbd_site: Mapping[str, str] = field(default_factory=dict)  # slurmdbd.conf overrides
 
     @classmethod
     def local(
@@ -62,6 +63,7 @@ class Profile:
         gres_device_dir: str,
         conf_dir: str,
         node_ports: Mapping[str, int] | None = None,
+        dbd_site: Mapping[str, str] | None = None,
     ) -> Profile:
         return cls(
             name=LOCAL,
@@ -75,6 +77,7 @@ class Profile:
             gres_device_dir=gres_device_dir,
             conf_dir=conf_dir,
             site=dict(site),
+            dbd_site=dict(dbd_site or {}),
         )
 
     @property

@@ -9,6 +9,7 @@ from typing import Any
 
 import hostlist
 
+from reconciler.compile.control_plane import accounting_plan
 from reconciler.compile.profile import Profile
 from reconciler.compile.slurm_nodes import SlurmNodeSpec
 from reconciler.errors import CompileError, Location
@@ -158,6 +159,11 @@ def _settings(
             "MpiDefault": "none",
         }
     )
+    accounting = accounting_plan(release, values)
+    if accounting.enabled:
+        settings["AccountingStorageType"] = "accounting_storage/slurmdbd"
+        settings["AccountingStorageHost"] = accounting.dbd_host
+        settings["AccountingStoragePort"] = str(accounting.dbd_port)
     if has_gpus:
         settings["GresTypes"] = "gpu"
     if _script_source(slurmd, "prolog"):

@@ -1,9 +1,8 @@
 """The value types we read from SUNK-shaped values and layer files, checked where they are written.
 
 Checking each file before merging means a type error always names the file and line that
-wrote the bad value. Keys we do not read are left alone at the top level (a SUNK values file
-carries controller, login, directoryService... that belong to other components), but an
-unknown key inside a node definition is almost always a typo, so it gets a warning.
+wrote the bad value. Every key we do not read gets a warning that names it (a SUNK values
+file's directoryService, say, or a typo), as does an unknown key inside a node definition.
 """
 
 from __future__ import annotations
@@ -17,7 +16,12 @@ from typing import Any
 import hostlist
 
 from reconciler import wellknown as wk
-from reconciler.config.yamlfile import KeyPath, YamlFile, format_path
+from reconciler.config.control_plane import (
+    CONTROL_PLANE_VALUES,
+    check_control_plane,
+    unused_key_paths,
+)
+from reconciler.config.yamlfile import KeyPath, YamlFile, format_path, lookup
 from reconciler.errors import ConfigTypeError
 
 # Expected types are written as short names so messages read like the docs.
@@ -113,6 +117,7 @@ VALUES: dict[str, str] = {
     "imagePullSecrets": "list of mappings",
 }
 
+ALL_VALUES: dict[str, str] = {**VALUES, **CONTROL_PLANE_VALUES}
 MOUNT: dict[str, str] = {"name": "string", "pvc": "string"}
 S6_SCRIPT: dict[str, str] = {"type": "string", "script": "string"}
 S6_TYPES = ("oneshot", "longrun")
@@ -134,7 +139,8 @@ def check_values_file(doc: YamlFile, warnings: list[Warning_]) -> None:
     """Type-check a values.yaml / values.d file in place; raise on the first wrong type."""
     if not isinstance(doc.data, dict):
         _wrong(doc, (), "mapping", doc.data)
-    _check_table(doc, (), doc.data, VALUES)
+    _check_table(doc, (), doc.data, ALL_VALUES)
+    check_control_plane(doc)
     compute = doc.data.get("compute") or {}
     for index, mount in enumerate(compute.get("mounts") or []):
         _check_table(doc, ("compute", "mounts", index), mount, MOUNT)
@@ -144,6 +150,8 @@ def check_values_file(doc: YamlFile, warnings: list[Warning_]) -> None:
     for name, definition in (compute.get("nodes") or {}).items():
         _check_name(doc, ("compute", "nodes", name), name)
         check_node_definition(doc, ("compute", "nodes", name), definition, warnings)
+    for path, why in unused_key_paths(doc.data, set(ALL_VALUES)):
+        warnings.append(Warning_(str(doc.location(path)), why))
 
 
 def check_layer_file(doc: YamlFile, warnings: list[Warning_]) -> None:
@@ -192,17 +200,9 @@ def _unknown_key_text(key: str) -> str:
 
 def _check_table(doc: YamlFile, base: KeyPath, data: Any, table: dict[str, str]) -> None:
     for dotted, expected in table.items():
-        value, found = _lookup(data, dotted.split("."))
+        value, found = lookup(data, dotted.split("."))
         if found and value is not None:
             _check_type(doc, (*base, *dotted.split(".")), value, expected)
-
-
-def _lookup(data: Any, keys: list[str]) -> tuple[Any, bool]:
-    for key in keys:
-        if not isinstance(data, dict) or key not in data:
-            return None, False
-        data = data[key]
-    return data, True
 
 
 def _check_type(doc: YamlFile, path: KeyPath, value: Any, expected: str) -> None:
@@ -239,7 +239,7 @@ def _check_scope(doc: YamlFile) -> None:
         (("scheduler", "scope", "type"), SCOPE_TYPES),
         (("scheduler", "gangFailurePolicy"), wk.GANG_FAILURE_POLICIES),
     ):
-        value, found = _lookup(doc.data, list(path))
+        value, found = lookup(doc.data, list(path))
         if found and value not in allowed:
             raise ConfigTypeError(
                 f"{'.'.join(path)} must be one of {', '.join(allowed)}, got {value!r}",
@@ -448,7 +448,7 @@ def check_reservations(doc: YamlFile, text: str) -> None:
     """Each entry of slurmConfig.reservations in one file: its name, keys, types and values.
     What needs the merged values (one of users/accounts, nodes xor nodeDefinition, ...) is
     checked when they are compiled (compile/reservations.py)."""
-    reservations, found = _lookup(doc.data, ["slurmConfig", "reservations"])
+    reservations, found = lookup(doc.data, ["slurmConfig", "reservations"])
     if not found or not isinstance(reservations, dict):
         return
     for name, entry in reservations.items():

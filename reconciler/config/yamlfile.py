@@ -40,6 +40,15 @@ class YamlFile:
         return Location(self.name, self.lines.get(probe), format_path(path) or None)
 
 
+def lookup(data: Any, path: KeyPath | list[str]) -> tuple[Any, bool]:
+    """(value, True) at `path` in nested mappings, or (None, False) where a key is missing."""
+    for key in path:
+        if not isinstance(data, dict) or key not in data:
+            return None, False
+        data = data[key]
+    return data, True
+
+
 def format_path(path: KeyPath) -> str:
     """`('compute', 'nodes', 'a', 'env', 0)` -> `compute.nodes.a.env[0]`."""
     text = ""

@@ -34,6 +34,10 @@ from reconciler.plan.model import (
 from reconciler.plan.reservations import reservation_changes
 from reconciler.wellknown import DRAIN_REASON_PREFIX
 
+# Listed so a plan can compare them, never deleted: the controller's state claim holds every
+# job slurmctld knows (a claim going away with a typo in git would lose them all).
+NEVER_PRUNED = frozenset({"PersistentVolumeClaim"})
+
 # Apply order across scopes: Kubernetes config objects, then Slurm config, nodes, partitions,
 # reservations.
 _SLURM_ORDER = {
@@ -45,6 +49,8 @@ _SLURM_ORDER = {
 def desired_objects(state: DesiredState) -> dict[ObjectRef, Any]:
     """Every object of the desired state, keyed by what identifies it in its system."""
     objects: dict[ObjectRef, Any] = {**desired_kube_objects(state)}
+    for secret in state.secrets:
+        objects[kube_ref(secret.manifest())] = secret.manifest()
     objects[ObjectRef(SLURM, SLURM_CONFIG, "", "slurm.conf")] = state.slurm_conf
     objects[ObjectRef(SLURM, SLURM_CONFIG, "", "gres.conf")] = state.gres_conf
     for node in state.slurm_nodes:
@@ -104,6 +110,8 @@ def plan_changes(
     if not isinstance(live, LiveState):
         live = _live_from_objects(live or {})
     kube, kube_unchanged = _kube_changes(state, live, server_view or {})
+    secrets, secrets_unchanged = _secret_changes(state, live)
+    kube, kube_unchanged = secrets + kube, kube_unchanged + secrets_unchanged
     slurm, slurm_unchanged, warnings = _slurm_changes(state, live)
     restart = live.slurm_conf is not None and set(declared_nodes(live.slurm_conf)) != set(
         declared_nodes(state.slurm_conf)
@@ -140,7 +148,9 @@ def _live_from_objects(objects: Mapping[ObjectRef, Any]) -> LiveState:
     }
     conf = objects.get(ObjectRef(SLURM, SLURM_CONFIG, "", "slurm.conf"))
     gres = objects.get(ObjectRef(SLURM, SLURM_CONFIG, "", "gres.conf"))
-    return LiveState(kube, nodes, conf, gres)
+    secrets = frozenset(r.name for r in kube if r.kind == "Secret")
+    kube = {r: o for r, o in kube.items() if r.kind != "Secret"}
+    return LiveState(kube, nodes, conf, gres, secrets=secrets)
 
 
 def _kube_changes(
@@ -166,9 +176,24 @@ def _kube_changes(
         else:
             unchanged += 1
     # Deletions run last and in reverse order: StatefulSets shrink before their ConfigMaps go.
-    gone = sorted((r for r in live.kube_objects if r not in desired), key=apply_order, reverse=True)
+    gone = sorted(
+        (r for r in live.kube_objects if r not in desired and r.kind not in NEVER_PRUNED),
+        key=apply_order,
+        reverse=True,
+    )
     changes += [Change(r, Action.DELETE, comparable(live.kube_objects[r]), None) for r in gone]
     return changes, unchanged
+
+
+def _secret_changes(state: DesiredState, live: LiveState) -> tuple[list[Change], int]:
+    """Generated Secrets are created when missing, and otherwise never touched: shown without
+    data, as created or unchanged."""
+    changes = [
+        Change(kube_ref(s.manifest()), Action.CREATE, None, s.manifest(), desired=s.manifest())
+        for s in state.secrets
+        if s.name not in live.secrets
+    ]  # fmt: skip
+    return changes, len(state.secrets) - len(changes)
 
 
 def _slurm_changes(state: DesiredState, live: LiveState) -> tuple[list[Change], int, list[str]]:

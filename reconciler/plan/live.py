@@ -96,6 +96,8 @@ class LiveState:
     now: int | None = None
     # None: not read (offline, or no slurmdbd answers).
     accounting: LiveAccounting | None = None
+    # Names of the generated Secrets that exist (their data is never read into live state).
+    secrets: frozenset[str] = frozenset()
 
     def fingerprint(self) -> str:
         """Changes whenever something a plan depends on changes, and only then: a Pod becoming
@@ -118,6 +120,7 @@ class LiveState:
             )
         if self.accounting is not None:
             digest.update(self.accounting.fingerprint_text().encode())
+        digest.update(f"secrets|{sorted(self.secrets)}".encode())
         return digest.hexdigest()
 
 

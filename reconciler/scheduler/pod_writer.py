@@ -128,10 +128,6 @@ def load_hooks_key(kube: Kube, namespace: str, name: str) -> bytes:
             "type": "Opaque",
             "data": {wk.HOOKS_SECRET_KEY: base64.b64encode(secrets.token_bytes(32)).decode()},
         }
-        with contextlib.suppress(KubeApiError):  # another replica made it first
-            kube.request_json(
-                "POST", f"/api/v1/namespaces/{namespace}/secrets", body=secret,
-                target=f"Secret {namespace}/{name}",
-            )  # fmt: skip
+        kube.create(secret)  # None: another replica made it first, and theirs counts
         secret = kube.get("v1", "Secret", name, namespace) or secret
     return base64.b64decode(secret["data"][wk.HOOKS_SECRET_KEY])

@@ -82,10 +82,7 @@ def _node_of(env: Env, name: str) -> str | None:
 
 def _hold_nodes(env: Env, jobs: list[int], nodes: list[str]) -> list[int]:
     """Plain Slurm jobs that take these whole nodes."""
-    held = [
-        _submit_plain(env, jobs, required_nodes=node, nodes=1, shared="none")
-        for node in nodes
-    ]
+    held = [_submit_plain(env, jobs, required_nodes=node, nodes=1, shared="none") for node in nodes]
     wait_for(lambda: all(env.api.job(j).state == "RUNNING" for j in held), 20, "the node holders")
     return held
 

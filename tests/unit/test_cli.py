@@ -32,8 +32,22 @@ def test_render_is_a_yaml_stream_on_stdout_and_byte_identical() -> None:
     first, second = run("render", str(FIXTURE)), run("render", str(FIXTURE))
     assert first.returncode == 0, first.stderr
     assert first.stdout == second.stdout
-    kinds = [d["kind"] for d in yaml.safe_load_all(first.stdout)]
-    assert kinds == ["ConfigMap", "ConfigMap", "ConfigMap", "Service", "StatefulSet", "StatefulSet"]
+    docs = list(yaml.safe_load_all(first.stdout))
+    assert [(d["kind"], d["metadata"]["name"]) for d in docs] == [
+        ("ConfigMap", "slurm-prolog"), ("ConfigMap", "slurm-s6"),
+        ("ConfigMap", "slurm-slurm-conf"), ("ConfigMap", "slurm-slurmdbd-conf"),
+        ("Service", "slurm-accounting"), ("Service", "slurm-compute"),
+        ("Service", "slurm-controller"), ("PersistentVolumeClaim", "slurm-controller-state"),
+        ("Service", "slurm-login"), ("Service", "slurm-mysql"), ("Service", "slurm-rest"),
+        ("Deployment", "slurm-accounting"), ("Deployment", "slurm-controller"),
+        ("StatefulSet", "slurm-cpu"), ("StatefulSet", "slurm-gpu-small"),
+        ("StatefulSet", "slurm-login"), ("StatefulSet", "slurm-mysql"),
+        ("Deployment", "slurm-rest"), ("Secret", "slurm-munge-key"),
+        ("Secret", "slurm-jwt-key"), ("Secret", "slurm-mysql-password"),
+    ]  # fmt: skip
+    # Generated Secrets are described, never shown: no data, no stringData.
+    for secret in (d for d in docs if d["kind"] == "Secret"):
+        assert set(secret) == {"apiVersion", "kind", "metadata", "type"}
 
 
 def test_compile_json_for_one_nodeset() -> None:
@@ -57,7 +71,7 @@ def test_offline_plan_text_and_detailed_exit_code() -> None:
     assert result.returncode == 2
     assert "\x1b[" not in result.stdout  # no color when not on a TTY
     assert result.stdout.rstrip().endswith(
-        "Plan: 13 to add, 0 to change, 0 to destroy. Slurm: 0 to drain, 1 reconfigure."
+        "Plan: 28 to add, 0 to change, 0 to destroy. Slurm: 0 to drain, 1 reconfigure."
     )
     assert "  + StatefulSet slurm/slurm-gpu-small (create)" in result.stdout
     assert run("plan", str(FIXTURE), "--offline").returncode == 0
@@ -67,7 +81,7 @@ def test_offline_plan_json_schema() -> None:
     plan = json.loads(run("plan", str(FIXTURE), "--offline", "-o", "json").stdout)
     assert plan["formatVersion"] == 1 and plan["offline"] is True
     assert plan["summary"] == {
-        "add": 13,
+        "add": 28,
         "change": 0,
         "destroy": 0,
         "unchanged": 0,

@@ -80,7 +80,7 @@ def test_statefulset_shape() -> None:
 
 def test_config_maps() -> None:
     maps = _objects(fixture_state(), "ConfigMap")
-    assert set(maps) == {"slurm-slurm-conf", "slurm-prolog", "slurm-s6"}
+    assert set(maps) == {"slurm-slurm-conf", "slurm-prolog", "slurm-s6", "slurm-slurmdbd-conf"}
     assert set(maps["slurm-slurm-conf"]["data"]) == {"slurm.conf", "gres.conf"}
     assert maps["slurm-s6"]["data"]["motd.type"] == "oneshot"
 

@@ -32,9 +32,10 @@ def _node(name: str, *states: str, reason: str | None = None) -> LiveNode:
 def _live(**changes: object) -> LiveState:
     state = fixture_state()
     kube = {ref: copy.deepcopy(obj) for ref, obj in desired_objects(state).items()
-            if ref.scope == "kubernetes"}  # fmt: skip
+            if ref.scope == "kubernetes" and ref.kind != "Secret"}  # fmt: skip
     nodes = {n.name: _node(n.name) for n in state.slurm_nodes}
-    live = LiveState(kube, nodes, state.slurm_conf, state.gres_conf)
+    secrets = frozenset(s.name for s in state.secrets)
+    live = LiveState(kube, nodes, state.slurm_conf, state.gres_conf, secrets=secrets)
     for key, value in changes.items():
         live = LiveState(**{**live.__dict__, key: value})
     return live

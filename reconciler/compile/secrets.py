@@ -1,0 +1,79 @@
+"""Secrets the reconciler generates once: the munge key, the JWT key, the MySQL password.
+
+They are compiled as specs without data. Apply creates a missing one with fresh random data;
+it never updates, regenerates or prunes one (a new munge key would cut every daemon off from
+every other). Their data never appears in a render, a plan or a log.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from reconciler import wellknown as wk
+
+MUNGE_KEY_FILE = "munge.key"
+JWT_KEY_FILE = "jwt_hs256.key"
+MYSQL_PASSWORD_KEY = "password"
+
+
+@dataclass(frozen=True)
+class GeneratedSecret:
+    name: str
+    namespace: str
+    release: str
+    key: str  # the one data key
+    size: int  # random bytes (binary keys) or characters (text)
+    text: bool = False  # a password: printable characters, not raw bytes
+
+    def manifest(self) -> dict[str, Any]:
+        """The Secret as render shows it: metadata only, the data described, never shown."""
+        kind = "characters" if self.text else "random bytes"
+        return {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {
+                "name": self.name,
+                "namespace": self.namespace,
+                "labels": {
+                    wk.LABEL_MANAGED_BY: wk.MANAGED_BY_VALUE,
+                    wk.LABEL_PART_OF: "slurm",
+                    wk.LABEL_COMPONENT: "secret",
+                    wk.LABEL_RELEASE: self.release,
+                },
+                "annotations": {wk.ANNOTATION_GENERATED: f"{self.key}: {self.size} {kind}"},
+            },
+            "type": "Opaque",
+        }
+
+
+def secret_from_manifest(manifest: dict[str, Any]) -> GeneratedSecret:
+    """The spec back from what `manifest` rendered (a plan carries manifests)."""
+    meta = manifest["metadata"]
+    key, _, described = meta["annotations"][wk.ANNOTATION_GENERATED].partition(": ")
+    size, _, kind = described.partition(" ")
+    return GeneratedSecret(meta["name"], meta["namespace"], meta["labels"][wk.LABEL_RELEASE],
+                           key, int(size), text=kind == "characters")  # fmt: skip
+
+
+def munge_secret_name(release: str) -> str:
+    return f"{release}-munge-key"
+
+
+def jwt_secret_name(release: str) -> str:
+    return f"{release}-jwt-key"
+
+
+def mysql_secret_name(release: str) -> str:
+    return f"{release}-mysql-password"
+
+
+def generated_secrets(release: str, namespace: str, *, mysql: bool) -> tuple[GeneratedSecret, ...]:
+    secrets = [
+        GeneratedSecret(munge_secret_name(release), namespace, release, MUNGE_KEY_FILE, 1024),
+        GeneratedSecret(jwt_secret_name(release), namespace, release, JWT_KEY_FILE, 64),
+    ]
+    if mysql:
+        secrets.append(GeneratedSecret(mysql_secret_name(release), namespace, release,
+                                       MYSQL_PASSWORD_KEY, 32, text=True))  # fmt: skip
+    return tuple(secrets)
