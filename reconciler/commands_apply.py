@@ -7,7 +7,7 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,6 +17,8 @@ from reconciler.adapters.sacctmgr import Sacctmgr
 from reconciler.adapters.scontrol import Scontrol
 from reconciler.adapters.slurm_client import connect
 from reconciler.adapters.slurm_jwt import MintedTokens, ProvidedToken, TokenSource
+from reconciler.adapters.slurm_rest import SlurmRestApi
+from reconciler.apply.controller import DeploymentRestarter
 from reconciler.apply.executor import ApplyError, ApplyOptions, Target, apply_plan
 from reconciler.apply.live_reader import read_live, server_views
 from reconciler.commands_compile import load, print_warnings, repo_args
@@ -94,10 +96,12 @@ def target_args(parser: argparse.ArgumentParser) -> None:
 
 
 def resolve_target(
-    args: argparse.Namespace, namespace: str, nodes: Sequence[str] = ()
+    args: argparse.Namespace, namespace: str, nodes: Sequence[str] = (), release: str = ""
 ) -> tuple[Target, Profile]:
     """Where to plan and apply, and the profile to compile for; `nodes` are the Slurm nodes
-    the config declares (the local stack gives new ones a port of their own)."""
+    the config declares (the local stack gives new ones a port of their own); with `release`,
+    a controller Deployment of that release is what apply restarts when NodeName lines
+    change (a slurmctld outside Kubernetes is never restarted)."""
     if args.local or args.runtime_dir:
         from reconciler.local.stack import default_runtime_dir
         from reconciler.local.target import local_profile_of, local_target, open_stack
@@ -113,9 +117,13 @@ def resolve_target(
         )
     tokens = tokens_from_args(args)
     env = {"SLURM_CONF": str(args.slurm_conf)} if args.slurm_conf else {}
+    kube, slurm = Kube.from_kubeconfig(kubeconfig_of(args)), connect(args.slurm_url, tokens)
     target = Target(
-        kube=Kube.from_kubeconfig(kubeconfig_of(args)),
-        slurm=connect(args.slurm_url, tokens),
+        kube=kube,
+        slurm=slurm,
+        restarter=DeploymentRestarter.if_ours(kube, namespace, release, answers(slurm))
+        if release
+        else None,
         scontrol=Scontrol(tokens, env=env),
         namespace=namespace,
         # slurmConfig.accounting is read and applied with sacctmgr, given the cluster's
@@ -123,6 +131,19 @@ def resolve_target(
         sacctmgr=Sacctmgr(env=env, tokens=tokens) if args.slurm_conf else None,
     )
     return target, Profile()
+
+
+def answers(slurm: SlurmRestApi) -> Callable[[], bool]:
+    """slurmctld answers a ping through slurmrestd."""
+
+    def ping() -> bool:
+        try:
+            slurm.ping()
+        except ReconcilerError:
+            return False
+        return True
+
+    return ping
 
 
 def kubeconfig_of(args: argparse.Namespace) -> Path | None:
@@ -168,10 +189,13 @@ def plan_config(
     `policies` already compiled for this revision, else compiled here."""
     shape = compile_desired_state(config)  # the declared nodes do not depend on the profile
     declared = [n.name for n in (*shape.slurm_nodes, *shape.spare_nodes)]
-    target, profile = resolve_target(args, config.settings.namespace, declared)
+    target, profile = resolve_target(
+        args, config.settings.namespace, declared, config.settings.release
+    )
     state = compile_desired_state(config, profile)
     print_warnings(state.warnings)
-    live = read_live(target.kube, target.slurm, state.release, state.namespace, target.sacctmgr)
+    live = read_live(target.kube, target.slurm, state.release, state.namespace, target.sacctmgr,
+                     secret_names=[s.name for s in state.secrets])  # fmt: skip
     plan = with_policies(plan_against(state, live, target), config, state, policies)
     return plan, target, state
 

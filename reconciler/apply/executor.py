@@ -136,8 +136,8 @@ def _refuse_unrestartable(plan: Plan, target: Target) -> None:
     if plan.controller_restart and target.restarter is None:
         raise ApplyError(
             "this change adds or removes Slurm nodes in slurm.conf; Slurm reads NodeName "
-            "lines only when slurmctld starts, and apply cannot restart a slurmctld it does "
-            "not run; nothing was changed",
+            "lines only when slurmctld starts, and this slurmctld is not this release's "
+            "controller Deployment, so apply cannot restart it; nothing was changed",
             hint="declare spares in advance with maxReplicas, or apply in two steps with a "
             "slurmctld restart (e.g. `kubectl rollout restart` of the controller) in between",
         )

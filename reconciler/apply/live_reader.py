@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from typing import Any
 
 import hostlist
@@ -42,6 +43,7 @@ def read_live(
     release: str,
     namespace: str,
     sacctmgr: Sacctmgr | None = None,
+    secret_names: Iterable[str] = (),
 ) -> LiveState:
     objects = {
         kube_ref(obj): obj
@@ -65,14 +67,14 @@ def read_live(
         reservations,
         now,
         read_accounting(sacctmgr) if sacctmgr is not None else None,
-        secrets=secret_names(kube, release, namespace),
+        secrets=existing_secrets(kube, secret_names, namespace),
     )
 
 
-def secret_names(kube: Kube, release: str, namespace: str) -> frozenset[str]:
-    """Our Secrets that exist, by name: their data is dropped here, never kept or shown."""
-    listed = kube.list("v1", "Secret", namespace, label_selector=owned_selector(release))
-    return frozenset(secret["metadata"]["name"] for secret in listed.items)
+def existing_secrets(kube: Kube, names: Iterable[str], namespace: str) -> frozenset[str]:
+    """Which of these Secrets exist. Read by name (RBAC grants `get` on these names only,
+    never a list of every Secret); the data is dropped here, never kept or shown."""
+    return frozenset(name for name in names if kube.get("v1", "Secret", name, namespace))
 
 
 def read_accounting(sacctmgr: Sacctmgr) -> LiveAccounting | None:

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from reconciler.adapters.kube import Kube
+from reconciler.apply.secrets import generate
 from reconciler.compile.desired import DesiredState, compile_desired_state
 from reconciler.compile.manifests import slurm_conf_map_name
 from reconciler.config.files import read_library, read_repo
@@ -122,8 +123,10 @@ def run_up(args: argparse.Namespace) -> int:
 
 
 def apply_compiled(kube: Kube, state: DesiredState) -> None:
-    """Bootstrap: create the namespace and server-side apply every compiled object."""
+    """Bootstrap: create the namespace, the generated Secrets and every compiled object."""
     kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": state.namespace}})
+    for secret in state.secrets:
+        kube.create(generate(secret))  # None: it exists, and is kept
     for obj in state.kube_objects:
         kube.apply(obj, force=True)
 

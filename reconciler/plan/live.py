@@ -97,6 +97,7 @@ class LiveState:
     # None: not read (offline, or no slurmdbd answers).
     accounting: LiveAccounting | None = None
     # Names of the generated Secrets that exist (their data is never read into live state).
+    # Not part of the fingerprint: creating one is idempotent (one made meanwhile is kept).
     secrets: frozenset[str] = frozenset()
 
     def fingerprint(self) -> str:
@@ -120,7 +121,6 @@ class LiveState:
             )
         if self.accounting is not None:
             digest.update(self.accounting.fingerprint_text().encode())
-        digest.update(f"secrets|{sorted(self.secrets)}".encode())
         return digest.hexdigest()
 
 

@@ -170,9 +170,17 @@ def _drift_that_needs_create_patch_and_delete(deployed: Deployed) -> None:
     labels that the repo does not hold (pruned)."""
     admin = deployed.admin
     deleted = [("v1", "ConfigMap", "slurm-prolog"), ("v1", "Service", "slurm-compute"),
-               ("apps/v1", "StatefulSet", "slurm-cpu")]  # fmt: skip
+               ("apps/v1", "StatefulSet", "slurm-cpu"), ("apps/v1", "Deployment", "slurm-rest"),
+               ("v1", "Secret", "slurm-jwt-key"),
+               ("v1", "PersistentVolumeClaim", "slurm-controller-state")]  # fmt: skip
     for api_version, kind, name in deleted:
         admin.delete(api_version, kind, name, NAMESPACE)
+    # No Pod uses the claim here, but its protection finalizer is lifted only by a controller
+    # the local stack does not run: what an admin does by hand instead.
+    admin.request_json(
+        "PATCH", f"/api/v1/namespaces/{NAMESPACE}/persistentvolumeclaims/slurm-controller-state",
+        body={"metadata": {"finalizers": None}}, content_type="application/merge-patch+json",
+    )  # fmt: skip
     slurmd = {"name": "slurmd", "env": [{"name": "NCCL_DEBUG", "value": "TRACE"}]}
     admin.request_json(  # what `kubectl edit` does
         "PATCH", f"/apis/apps/v1/namespaces/{NAMESPACE}/statefulsets/slurm-gpu-small",
@@ -188,6 +196,11 @@ def _drift_that_needs_create_patch_and_delete(deployed: Deployed) -> None:
         {"apiVersion": "apps/v1", "kind": "StatefulSet",
          "metadata": {"name": unique("orphan"), "namespace": NAMESPACE, "labels": OWNED},
          "spec": {"replicas": 0, "serviceName": "none", "selector": {"matchLabels": {"a": "b"}},
+                  "template": {"metadata": {"labels": {"a": "b"}},
+                               "spec": {"containers": [{"name": "c", "image": "none"}]}}}},
+        {"apiVersion": "apps/v1", "kind": "Deployment",
+         "metadata": {"name": unique("orphan"), "namespace": NAMESPACE, "labels": OWNED},
+         "spec": {"replicas": 0, "selector": {"matchLabels": {"a": "b"}},
                   "template": {"metadata": {"labels": {"a": "b"}},
                                "spec": {"containers": [{"name": "c", "image": "none"}]}}}},
     ]  # fmt: skip

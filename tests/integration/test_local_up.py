@@ -88,7 +88,8 @@ def test_up_reaches_ready_nodes_running_pods_and_idle_slurm_nodes(
         "Quadro_RTX_4000"
     }
 
-    pods = {p["metadata"]["name"]: p for p in kube.list("v1", "Pod", "slurm").items}
+    listed = kube.list("v1", "Pod", "slurm", label_selector="app.kubernetes.io/name=slurmd")
+    pods = {p["metadata"]["name"]: p for p in listed.items}
     assert sorted(pods) == SLURM_NODES
     assert {p["status"]["phase"] for p in pods.values()} == {"Running"}
     assert len({p["spec"]["nodeName"] for p in pods.values()}) == 3  # spread, one per Node
