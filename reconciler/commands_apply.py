@@ -7,7 +7,7 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -15,7 +15,7 @@ from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
 from reconciler.adapters.sacctmgr import Sacctmgr
 from reconciler.adapters.scontrol import Scontrol
-from reconciler.adapters.slurm_client import connect
+from reconciler.adapters.slurm_client import connect_lazily
 from reconciler.adapters.slurm_jwt import MintedTokens, ProvidedToken, TokenSource
 from reconciler.adapters.slurm_rest import SlurmRestApi
 from reconciler.apply.controller import DeploymentRestarter
@@ -107,7 +107,9 @@ def resolve_target(
         from reconciler.local.target import local_profile_of, local_target, open_stack
 
         stack = open_stack(args.runtime_dir or default_runtime_dir(args.name))
-        target = local_target(stack, namespace, kubeconfig=getattr(args, "kubeconfig", None))
+        target = local_target(
+            stack, namespace, release, kubeconfig=getattr(args, "kubeconfig", None)
+        )
         return target, local_profile_of(stack, nodes)
     if not args.slurm_url:
         raise ReconcilerError(
@@ -117,7 +119,8 @@ def resolve_target(
         )
     tokens = tokens_from_args(args)
     env = {"SLURM_CONF": str(args.slurm_conf)} if args.slurm_conf else {}
-    kube, slurm = Kube.from_kubeconfig(kubeconfig_of(args)), connect(args.slurm_url, tokens)
+    kube = Kube.from_kubeconfig(kubeconfig_of(args))
+    slurm = connect_lazily(args.slurm_url, tokens)
     target = Target(
         kube=kube,
         slurm=slurm,
@@ -178,6 +181,19 @@ def tokens_from_args(args: argparse.Namespace) -> TokenSource:
 
 def live_plan(args: argparse.Namespace) -> tuple[Plan, Target, DesiredState]:
     return plan_config(load(args), args)
+
+
+def passes(
+    config: Config, args: argparse.Namespace, policies: tuple[CompiledPolicy, ...] | None = None
+) -> Iterator[tuple[Plan, Target]]:
+    """The plans that bring the cluster to `config`, each made after the caller applied the
+    one before: one plan; or, when it was a bootstrap plan (our control plane was down, and
+    applying it brought it up), a second one for what needed Slurm."""
+    for _ in range(2):
+        plan, target, _ = plan_config(config, args, policies)
+        yield plan, target
+        if not (plan.bootstrap and plan.has_changes):
+            return
 
 
 def plan_config(
@@ -279,30 +295,40 @@ def _show(plan: Plan, args: argparse.Namespace) -> None:
 
 
 def run_apply(args: argparse.Namespace) -> int:
-    if args.plan_file:
-        plan = plan_from_dict(json.loads(args.plan_file.read_text()))
-        config = load(args)
-        target, _ = resolve_target(args, config.settings.namespace)
-    else:
-        plan, target, _ = live_plan(args)
-        _show(plan, args)
-    if plan.offline:
-        raise ApplyError("an offline plan cannot be applied", hint="plan against the cluster")
-    if not plan.has_changes:
-        print("No changes. The cluster matches the config repo.")
-        return 0
-    _confirm(args)
-    _refuse_stale(plan, target)
     options = ApplyOptions(
         drain_timeout=args.drain_timeout,
         on_drain_timeout=args.on_drain_timeout,
         register_timeout=args.register_timeout,
     )
+    if args.plan_file:
+        plan = plan_from_dict(json.loads(args.plan_file.read_text()))
+        config = load(args)
+        target, _ = resolve_target(
+            args, config.settings.namespace, release=config.settings.release
+        )
+        _apply_one(plan, target, options, args)
+        return 0
+    for plan, target in passes(load(args), args):
+        _show(plan, args)
+        if not _apply_one(plan, target, options, args):
+            break
+    return 0
+
+
+def _apply_one(plan: Plan, target: Target, options: ApplyOptions, args: argparse.Namespace) -> bool:
+    """Apply one plan after confirmation; whether it had changes."""
+    if plan.offline:
+        raise ApplyError("an offline plan cannot be applied", hint="plan against the cluster")
+    if not plan.has_changes:
+        print("No changes. The cluster matches the config repo.")
+        return False
+    _confirm(args)
+    _refuse_stale(plan, target)
     apply_plan(plan, target, options, _say)
     summary = plan.summary()
     print(f"Apply complete: {summary.add} added, {summary.change} changed, "
           f"{summary.destroy} destroyed.")  # fmt: skip
-    return 0
+    return True
 
 
 def _refuse_stale(plan: Plan, target: Target) -> None:

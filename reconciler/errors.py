@@ -117,6 +117,11 @@ class SlurmUnavailableError(SlurmApiError):
     """slurmrestd could not be reached, or answered with something that is not its JSON."""
 
 
+class SlurmKeyMissingError(SlurmAuthError, SlurmUnavailableError):
+    """The JWT key file does not exist (yet): a cluster whose key Secret is still to be made,
+    or still to be mounted, cannot be asked anything, as if slurmrestd did not answer."""
+
+
 class SlurmUnsupportedError(SlurmApiError):
     """The slurmrestd we talk to does not offer what was asked (an endpoint of a newer API), or
     offers no OpenAPI version this reconciler speaks."""

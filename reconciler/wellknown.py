@@ -31,9 +31,10 @@ ANNOTATION_GENERATED: Final = f"{DOMAIN}/generated"
 # What `kubectl rollout restart` sets on a Deployment's Pod template; apply sets it the same way
 # to restart slurmctld when NodeName lines change.
 ANNOTATION_RESTARTED_AT: Final = "kubectl.kubernetes.io/restartedAt"
-# On the controller Pod: sha256 of the slurm.conf and gres.conf it has mounted (written by its
-# config reporter), so apply knows when the new config has reached slurmctld.
-ANNOTATION_MOUNTED_CONFIG: Final = f"{DOMAIN}/mounted-config-sha256"
+# On the controller Pods: when apply last changed slurm.conf. Changing the Pod makes kubelet
+# resync its volumes now rather than within its periodic sync; the Pod's reconfigure sidecar
+# then tells slurmctld to reread them.
+ANNOTATION_CONFIG_APPLIED: Final = f"{DOMAIN}/config-applied-at"
 
 # Slurm: every drain we make carries this reason prefix; we only ever resume those.
 DRAIN_REASON_PREFIX: Final = "reconciler:"

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from time import perf_counter
-from typing import Any, TypeVar, overload
+from typing import Any, TypeVar, cast, overload
 from urllib.parse import quote
 
 from reconciler.adapters import slurm_v0038, slurm_v0040
@@ -29,6 +30,7 @@ from reconciler.adapters.slurm_rest import (
     SlurmObserver,
     SlurmPartition,
     SlurmReservation,
+    SlurmRestApi,
     Snapshot,
     SubmittedJob,
     Transport,
@@ -110,6 +112,34 @@ def connect(
         transport.close()
         raise
     return SlurmRestClient(transport, codec, observe=observe)
+
+
+def connect_lazily(
+    url: str, tokens: TokenSource, *, timeout: float = DEFAULT_TIMEOUT_SECONDS
+) -> SlurmRestApi:
+    """As `connect`, but discovery waits for the first request: plan and apply then get as
+    far as seeing that slurmrestd does not run yet (a control plane being brought up)."""
+    return cast(SlurmRestApi, _Deferred(lambda: connect(url, tokens, timeout=timeout)))
+
+
+class _Deferred:
+    def __init__(self, open_client: Callable[[], SlurmRestClient]) -> None:
+        self._open = open_client
+        self._client: SlurmRestClient | None = None
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._connected(), name)
+
+    def _connected(self) -> SlurmRestClient:
+        with self._lock:
+            if self._client is None:
+                self._client = self._open()
+            return self._client
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
 
 
 class SlurmRestClient:

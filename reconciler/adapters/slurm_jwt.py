@@ -20,7 +20,7 @@ from typing import Protocol
 
 import jwt
 
-from reconciler.errors import SlurmAuthError
+from reconciler.errors import SlurmAuthError, SlurmKeyMissingError
 
 DEFAULT_LIFETIME_SECONDS = 1800
 DEFAULT_REFRESH_MARGIN_SECONDS = 60
@@ -93,6 +93,13 @@ class MintedTokens:
     def _mint(self, now: int) -> str:
         try:
             key = self._key_file.read_bytes()
+        except FileNotFoundError:
+            raise SlurmKeyMissingError(
+                f"the JWT key file {self._key_file} does not exist (yet)",
+                endpoint="jwt",
+                hint="it comes from the JWT key Secret that apply creates (mounted into this "
+                "Pod), or AuthAltParameters=jwt_key=... in slurm.conf",
+            ) from None
         except OSError as error:
             raise SlurmAuthError(
                 f"cannot read JWT key file {self._key_file}: {error.strerror}",

@@ -34,6 +34,7 @@ class DeploymentRestarter:
         self._kube = kube
         self._namespace = namespace
         self._name = controller_name(release)
+        self._release = release
         self._answers = answers  # slurmctld answers (through slurmrestd, say)
         self._now = now
 
@@ -49,17 +50,21 @@ class DeploymentRestarter:
             return None
         return cls(kube, namespace, release, answers)
 
-    def restart(self, timeout: float) -> None:
+    def nudge(self) -> None:
+        """Annotate the controller's Pods, so kubelet updates their mounted ConfigMap now."""
         stamp = self._now().strftime("%Y-%m-%dT%H:%M:%SZ")
-        patched = self._kube.request_json(
-            "PATCH",
-            f"/apis/apps/v1/namespaces/{self._namespace}/deployments/{self._name}",
-            body={"spec": {"template": {"metadata": {
-                "annotations": {wk.ANNOTATION_RESTARTED_AT: stamp}}}}},
-            content_type="application/strategic-merge-patch+json",
-            target=f"Deployment {self._namespace}/{self._name}",
-        )  # fmt: skip
-        generation = int(patched["metadata"].get("generation") or 0)
+        selector = f"{wk.LABEL_NAME}=slurmctld,{wk.LABEL_RELEASE}={self._release}"
+        for pod in self._kube.list("v1", "Pod", self._namespace, label_selector=selector).items:
+            name = pod["metadata"]["name"]
+            self._kube.request_json(
+                "PATCH", f"/api/v1/namespaces/{self._namespace}/pods/{name}",
+                body={"metadata": {"annotations": {wk.ANNOTATION_CONFIG_APPLIED: stamp}}},
+                content_type="application/merge-patch+json",
+                target=f"Pod {self._namespace}/{name}",
+            )  # fmt: skip
+
+    def restart(self, timeout: float) -> None:
+        generation = roll_deployment(self._kube, self._namespace, self._name, self._now())
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             current = self._kube.get("apps/v1", "Deployment", self._name, self._namespace)
@@ -71,6 +76,20 @@ class DeploymentRestarter:
             hint=f"kubectl -n {self._namespace} rollout status deployment {self._name}; "
             f"kubectl -n {self._namespace} logs -l app.kubernetes.io/name=slurmctld -c slurmctld",
         )
+
+
+def roll_deployment(kube: Kube, namespace: str, name: str, now: datetime) -> int:
+    """What `kubectl rollout restart deployment NAME` does; the generation to wait for."""
+    stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    patched = kube.request_json(
+        "PATCH",
+        f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}",
+        body={"spec": {"template": {"metadata": {
+            "annotations": {wk.ANNOTATION_RESTARTED_AT: stamp}}}}},
+        content_type="application/strategic-merge-patch+json",
+        target=f"Deployment {namespace}/{name}",
+    )  # fmt: skip
+    return int(patched["metadata"].get("generation") or 0)
 
 
 def rolled_out(deployment: dict[str, Any], generation: int) -> bool:

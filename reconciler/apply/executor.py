@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
 
 import hostlist
@@ -31,6 +32,7 @@ from reconciler.apply.accounting import (
     apply_accounting,
     refuse_busy_accounts,
 )
+from reconciler.apply.controller import roll_deployment
 from reconciler.apply.secrets import generate
 from reconciler.compile.secrets import secret_from_manifest
 from reconciler.compile.slurm_conf import declared_nodes
@@ -50,9 +52,15 @@ from reconciler.plan.model import (
     ObjectRef,
     Plan,
 )
-from reconciler.wellknown import DRAIN_REASON_PREFIX, reservation_prefix
+from reconciler.wellknown import (
+    DRAIN_REASON_PREFIX,
+    LABEL_MANAGED_BY,
+    MANAGED_BY_VALUE,
+    reservation_prefix,
+)
 
 Say = Callable[[str], None]
+OWNED = f"{LABEL_MANAGED_BY}={MANAGED_BY_VALUE}"
 APPS_KINDS = frozenset({"StatefulSet", "Deployment"})
 
 
@@ -67,7 +75,11 @@ class ConfigSink(Protocol):
 
 
 class ControllerRestarter(Protocol):
+    """slurmctld as our controller Deployment: rolled to restart it; its Pods nudged to pick
+    up a ConfigMap change (kubelet resyncs a Pod's volumes when the Pod changes)."""
+
     def restart(self, timeout: float) -> None: ...
+    def nudge(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -76,6 +88,7 @@ class ApplyOptions:
     on_drain_timeout: Literal["fail", "requeue"] = "fail"
     register_timeout: float = 60.0
     config_timeout: float = 90.0
+    control_plane_timeout: float = 300.0  # a bootstrap: images pulled, Pods started
     poll: float = 0.5
 
 
@@ -130,6 +143,28 @@ def apply_plan(plan: Plan, target: Target, options: ApplyOptions, say: Say) -> N
     _apply_reservations(late, target, say)
     if accounting and target.sacctmgr is not None:
         apply_accounting(accounting, target.sacctmgr, say)
+    if plan.bootstrap:
+        _wait_answering(target, options, say)
+
+
+def _wait_answering(target: Target, options: ApplyOptions, say: Say) -> None:
+    """After a bootstrap plan: until slurmctld answers through slurmrestd."""
+    say(f"waiting up to {options.control_plane_timeout:g} s for Slurm to answer")
+    deadline = time.monotonic() + options.control_plane_timeout
+    while True:
+        try:
+            target.slurm.ping()
+            say("Slurm answers: the control plane is up")
+            return
+        except ReconcilerError as error:
+            if time.monotonic() >= deadline:
+                raise ApplyError(
+                    f"the control plane was applied, but Slurm does not answer after "
+                    f"{options.control_plane_timeout:g} s ({error.message})",
+                    hint=f"kubectl -n {target.namespace} get pods; kubectl -n "
+                    f"{target.namespace} describe pods -l app.kubernetes.io/part-of=slurm",
+                ) from None
+        time.sleep(options.poll)
 
 
 def _refuse_unrestartable(plan: Plan, target: Target) -> None:
@@ -361,9 +396,35 @@ def _apply_kube(changes: list[Change], target: Target, say: Say) -> None:
 
 
 def _create_secret(change: Change, target: Target, say: Say) -> None:
-    """Made once with fresh random data; one that appeared meanwhile is kept as it is."""
-    made = target.kube.create(generate(secret_from_manifest(change.desired)))
-    say(f"created {change.ref} (generated)" if made else f"kept {change.ref} (it exists)")
+    """Made once with fresh random data; one that appeared meanwhile is kept as it is. One
+    made while workloads that mount it run was lost: they hold the old data (see
+    GeneratedSecret.rolls_on_loss)."""
+    spec = secret_from_manifest(change.desired)
+    made = target.kube.create(generate(spec))
+    if not made:
+        say(f"kept {change.ref} (it exists)")
+        return
+    say(f"created {change.ref} (generated)")
+    users = _mounting(target.kube, change.ref.namespace, spec.name)
+    if not users:
+        return  # a new cluster: nothing ran with an older one
+    names = ", ".join(f"{kind} {name}" for kind, name in users)
+    if spec.rolls_on_loss:
+        for kind, name in users:
+            if kind == "Deployment":
+                roll_deployment(target.kube, change.ref.namespace, name, datetime.now(UTC))
+    say(f"warning: {change.ref} was missing and is new; {names} mount it: {spec.loss_hint()}")
+
+
+def _mounting(kube: Kube, namespace: str, secret: str) -> list[tuple[str, str]]:
+    """(kind, name) of our Deployments and StatefulSets whose Pods mount Secret `secret`."""
+    found = []
+    for kind in ("Deployment", "StatefulSet"):
+        for obj in kube.list("apps/v1", kind, namespace, label_selector=OWNED).items:
+            volumes = obj["spec"]["template"]["spec"].get("volumes") or []
+            if any((v.get("secret") or {}).get("secretName") == secret for v in volumes):
+                found.append((kind, obj["metadata"]["name"]))
+    return found
 
 
 def _delete_kube(changes: list[Change], target: Target, say: Say) -> None:
@@ -375,11 +436,18 @@ def _delete_kube(changes: list[Change], target: Target, say: Say) -> None:
 
 def _update_slurm_config(plan: Plan, target: Target, options: ApplyOptions, say: Say) -> None:
     configs = {c.ref.name: c for c in plan.changes if c.ref.kind == SLURM_CONFIG}
-    if not configs:
+    if not configs or plan.bootstrap:  # a slurmctld that starts reads the files as they are
         return
     slurm_conf, gres_conf = _texts(plan, configs)
     if target.sink is not None:
         target.sink.wait_for(slurm_conf, gres_conf, options.config_timeout)
+    elif target.restarter is not None and not plan.controller_restart:
+        # Our controller Pod rereads its mounted config itself once kubelet has updated the
+        # files (its reconfigure sidecar): a reconfigure now could read the old ones.
+        target.restarter.nudge()
+        say("slurm.conf applied: the controller Pod reconfigures slurmctld once kubelet "
+            "updates its files (within about a minute)")  # fmt: skip
+        return
     if plan.controller_restart:
         assert target.restarter is not None  # checked before anything changed
         target.restarter.restart(options.config_timeout)

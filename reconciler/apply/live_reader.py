@@ -14,6 +14,7 @@ from reconciler.adapters.sacctmgr import Sacctmgr, SacctmgrError
 from reconciler.adapters.slurm_rest import SlurmNode, SlurmReservation, SlurmRestApi
 from reconciler.compile.desired import DesiredState
 from reconciler.compile.manifests import slurm_conf_map_name
+from reconciler.errors import SlurmUnavailableError
 from reconciler.plan.diff import kube_ref, needs_dry_run
 from reconciler.plan.live import LiveAccounting, LiveNode, LiveReservation, LiveState
 from reconciler.plan.model import ObjectRef
@@ -55,10 +56,16 @@ def read_live(
     conf_map = objects.get(ObjectRef("kubernetes", "ConfigMap", namespace,
                                      slurm_conf_map_name(release)))  # fmt: skip
     data = (conf_map or {}).get("data") or {}
-    snapshot = slurm.nodes()
-    nodes = {n.name: live_node(n) for n in (snapshot.items if snapshot else ())}
+    secrets = existing_secrets(kube, secret_names, namespace)
     now = int(time.time())
-    reservations = {r.name: live_reservation(r) for r in slurm.reservations().items}
+    try:
+        snapshot = slurm.nodes()
+        reservations = {r.name: live_reservation(r) for r in slurm.reservations().items}
+    except SlurmUnavailableError as error:
+        # The differ decides: a control plane of ours that is down explains it (bootstrap).
+        return LiveState(objects, {}, data.get("slurm.conf"), data.get("gres.conf"), {}, now,
+                         secrets=secrets, slurm_error=error.message)  # fmt: skip
+    nodes = {n.name: live_node(n) for n in (snapshot.items if snapshot else ())}
     return LiveState(
         objects,
         nodes,
@@ -67,7 +74,7 @@ def read_live(
         reservations,
         now,
         read_accounting(sacctmgr) if sacctmgr is not None else None,
-        secrets=existing_secrets(kube, secret_names, namespace),
+        secrets=secrets,
     )
 
 

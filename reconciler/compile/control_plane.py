@@ -23,13 +23,11 @@ from reconciler.compile.manifests import (
     slurm_conf_map_name,
 )
 from reconciler.compile.munge import munge_container, munge_socket_mount, munge_volumes
+from reconciler.compile.profile import Profile
 from reconciler.compile.secrets import JWT_KEY_FILE, jwt_secret_name, mysql_secret_name
 
-SLURMCTLD_PORT = 6817
 SLURMDBD_PORT = 6819
-SLURMRESTD_PORT = 6820
 MYSQL_PORT = 3306
-SSH_PORT = 22
 JWT_DIR = "/etc/slurm-jwt"
 STATE_DIR = "/var/spool/slurmctld"
 SLURMDBD_CONF_DIR = "/etc/slurmdbd"
@@ -92,7 +90,9 @@ class AccountingPlan:
     db_password_secret: str = ""
 
 
-def accounting_plan(release: str, values: Obj) -> AccountingPlan:
+def accounting_plan(release: str, values: Obj, profile: Profile | None = None) -> AccountingPlan:
+    """Where slurmdbd and its database are; `profile` says how rendered ones are reached."""
+    profile = profile or Profile()
     accounting = values.get("accounting") or {}
     if not accounting.get("enabled"):
         return AccountingPlan(enabled=False)
@@ -103,11 +103,12 @@ def accounting_plan(release: str, values: Obj) -> AccountingPlan:
     in_cluster_db = not database.get("host")
     return AccountingPlan(
         enabled=True,
-        dbd_host=accounting_name(release),
+        dbd_host=profile.service_host or accounting_name(release),
+        dbd_port=profile.dbd_port,
         render_slurmdbd=True,
         render_mysql=in_cluster_db,
-        db_host=database.get("host") or mysql_name(release),
-        db_port=database.get("port", MYSQL_PORT),
+        db_host=database.get("host") or profile.service_host or mysql_name(release),
+        db_port=database.get("port", profile.mysql_port if in_cluster_db else MYSQL_PORT),
         db_name=database.get("name", ACCOUNTING_DB),
         db_user=database.get("user", DB_USER),
         db_password_secret=database.get("passwordSecret") or mysql_secret_name(release),
@@ -123,19 +124,20 @@ def login_enabled(values: Obj) -> bool:
 
 
 def control_plane_objects(
-    release: str, namespace: str, values: Obj, slurmdbd_conf: str
+    release: str, namespace: str, values: Obj, slurmdbd_conf: str, profile: Profile | None = None
 ) -> list[Obj]:
     """Every control-plane object values ask for (Secrets aside: see compile/secrets.py)."""
-    objects = [*_controller(release, namespace, values)]
+    profile = profile or Profile()
+    objects = [*_controller(release, namespace, values, profile)]
     if rest_enabled(values):
-        objects += _rest(release, namespace, values)
-    accounting = accounting_plan(release, values)
+        objects += _rest(release, namespace, values, profile)
+    accounting = accounting_plan(release, values, profile)
     if accounting.render_slurmdbd:
         objects += _accounting(release, namespace, values, accounting, slurmdbd_conf)
     if accounting.render_mysql:
         objects += _mysql(release, namespace, values, accounting)
     if login_enabled(values):
-        objects += _login(release, namespace, values)
+        objects += _login(release, namespace, values, profile.ssh_port)
     return objects
 
 
@@ -163,7 +165,7 @@ def render_slurmdbd_conf(release: str, plan: AccountingPlan, site: dict[str, str
 # ---- the controller -----------------------------------------------------------------------
 
 
-def _controller(release: str, namespace: str, values: Obj) -> list[Obj]:
+def _controller(release: str, namespace: str, values: Obj, profile: Profile) -> list[Obj]:
     controller = values.get("controller") or {}
     name = controller_name(release)
     selector = {wk.LABEL_NAME: "slurmctld", wk.LABEL_RELEASE: release}
@@ -171,8 +173,8 @@ def _controller(release: str, namespace: str, values: Obj) -> list[Obj]:
         "name": "slurmctld",
         "image": image_ref(controller.get("image") or {}),
         "args": ["slurmctld", "-D"],
-        "ports": [_port("slurmctld", SLURMCTLD_PORT)],
-        "readinessProbe": {"tcpSocket": {"port": SLURMCTLD_PORT}},
+        "ports": [_port("slurmctld", profile.slurmctld_port)],
+        "readinessProbe": {"tcpSocket": {"port": profile.slurmctld_port}},
         "resources": controller.get("resources") or CONTROLLER_RESOURCES,
         "volumeMounts": [
             {"name": "slurm-conf", "mountPath": CONF_MOUNT, "readOnly": True},
@@ -187,7 +189,9 @@ def _controller(release: str, namespace: str, values: Obj) -> list[Obj]:
         {"name": "state", "persistentVolumeClaim": {"claimName": controller_state_claim(release)}},
         *munge_volumes(release),
     ]
-    pod = _pod_spec(values, controller, [container, munge_container(container["image"])], volumes,
+    containers = [container, _reconfigure_container(container["image"]),
+                  munge_container(container["image"])]  # fmt: skip
+    pod = _pod_spec(values, controller, containers, volumes,
                     security={"runAsUser": SLURM_UID, "runAsGroup": SLURM_UID,
                               "fsGroup": SLURM_UID}, grace=10)  # fmt: skip
     # slurmctld starts only on the host SlurmctldHost names: the Pod's hostname is that name.
@@ -200,23 +204,47 @@ def _controller(release: str, namespace: str, values: Obj) -> list[Obj]:
         deployment,
         _claim(release, namespace, controller_state_claim(release), "controller",
                controller.get("stateVolume") or {}),
-        _service(release, namespace, name, "controller", selector, "slurmctld", SLURMCTLD_PORT),
+        _service(release, namespace, name, "controller", selector, "slurmctld",
+                 profile.slurmctld_port),
     ]  # fmt: skip
+
+
+# kubelet updates a ConfigMap volume a while after the ConfigMap changes (up to about a
+# minute): the controller Pod itself tells slurmctld to reread its config once the files it
+# mounts have changed, so slurmctld never rereads the old ones. Needs nothing but the image's
+# shell and scontrol (and munge, beside it).
+RECONFIGURE_SCRIPT = (
+    f"conf() {{ cat {CONF_MOUNT}/*.conf 2>/dev/null | cksum; }}; seen=$(conf); "
+    "while sleep 5; do now=$(conf); "
+    '[ "$now" = "$seen" ] || { scontrol reconfigure && seen=$now; }; done'
+)
+
+
+def _reconfigure_container(image: str) -> Obj:
+    return {
+        "name": "reconfigure",
+        "image": image,
+        "command": ["sh", "-c", RECONFIGURE_SCRIPT],
+        "volumeMounts": [
+            {"name": "slurm-conf", "mountPath": CONF_MOUNT, "readOnly": True},
+            munge_socket_mount(),
+        ],
+    }
 
 
 # ---- slurmrestd ---------------------------------------------------------------------------
 
 
-def _rest(release: str, namespace: str, values: Obj) -> list[Obj]:
+def _rest(release: str, namespace: str, values: Obj, profile: Profile) -> list[Obj]:
     rest = values.get("rest") or {}
     name = rest_name(release)
     selector = {wk.LABEL_NAME: "slurmrestd", wk.LABEL_RELEASE: release}
     container = {
         "name": "slurmrestd",
         "image": image_ref(rest.get("image") or {}),
-        "args": ["slurmrestd", "-a", "rest_auth/jwt", f"0.0.0.0:{SLURMRESTD_PORT}"],
-        "ports": [_port("slurmrestd", SLURMRESTD_PORT)],
-        "readinessProbe": {"tcpSocket": {"port": SLURMRESTD_PORT}},
+        "args": ["slurmrestd", "-a", "rest_auth/jwt", _address(profile, profile.rest_port)],
+        "ports": [_port("slurmrestd", profile.rest_port)],
+        "readinessProbe": {"tcpSocket": {"port": profile.rest_port}},
         "resources": rest.get("resources") or {},
         "volumeMounts": [
             {"name": "slurm-conf", "mountPath": CONF_MOUNT, "readOnly": True},
@@ -232,7 +260,7 @@ def _rest(release: str, namespace: str, values: Obj) -> list[Obj]:
     return [
         _deployment(release, namespace, name, "rest", selector, "slurmrestd", pod,
                     replicas=rest.get("replicas", 1)),
-        _service(release, namespace, name, "rest", selector, "slurmrestd", SLURMRESTD_PORT),
+        _service(release, namespace, name, "rest", selector, "slurmrestd", profile.rest_port),
     ]  # fmt: skip
 
 
@@ -246,19 +274,20 @@ def _accounting(
     name = accounting_name(release)
     selector = {wk.LABEL_NAME: "slurmdbd", wk.LABEL_RELEASE: release}
     # slurmdbd wants its config owned by SlurmUser, mode 600: assembled at start, with the
-    # password read from its Secret (never in the ConfigMap).
+    # password read from its Secret (never in the ConfigMap). slurmdbd has no option for
+    # its config file: it reads slurmdbd.conf in the directory of $SLURM_CONF.
     start = (
         "umask 077 && mkdir -p /run/slurmdbd && { cat "
         f"{SLURMDBD_CONF_DIR}/slurmdbd.conf; printf 'StoragePass=%s\\n' "
         f'"$(cat {DB_PASSWORD_DIR}/password)"; }} > /run/slurmdbd/slurmdbd.conf && '
-        "exec slurmdbd -D -f /run/slurmdbd/slurmdbd.conf"
+        "SLURM_CONF=/run/slurmdbd/slurm.conf exec slurmdbd -D"
     )
     container = {
         "name": "slurmdbd",
         "image": image_ref(accounting.get("image") or {}),
         "command": ["sh", "-c", start],
-        "ports": [_port("slurmdbd", SLURMDBD_PORT)],
-        "readinessProbe": {"tcpSocket": {"port": SLURMDBD_PORT}},
+        "ports": [_port("slurmdbd", plan.dbd_port)],
+        "readinessProbe": {"tcpSocket": {"port": plan.dbd_port}},
         "resources": accounting.get("resources") or {},
         "volumeMounts": [
             {"name": "slurmdbd-conf", "mountPath": SLURMDBD_CONF_DIR, "readOnly": True},
@@ -283,7 +312,7 @@ def _accounting(
                    {"slurmdbd.conf": slurmdbd_conf}),
         _deployment(release, namespace, name, "accounting", selector, "slurmdbd", pod,
                     replicas=1),
-        _service(release, namespace, name, "accounting", selector, "slurmdbd", SLURMDBD_PORT),
+        _service(release, namespace, name, "accounting", selector, "slurmdbd", plan.dbd_port),
     ]  # fmt: skip
 
 
@@ -301,11 +330,13 @@ def _mysql(release: str, namespace: str, values: Obj, plan: AccountingPlan) -> l
             {"name": "MARIADB_PASSWORD", "valueFrom": password},
             {"name": "MARIADB_RANDOM_ROOT_PASSWORD", "value": "yes"},
         ],
-        "ports": [_port("mysql", MYSQL_PORT)],
-        "readinessProbe": {"tcpSocket": {"port": MYSQL_PORT}},
+        "ports": [_port("mysql", plan.db_port)],
+        "readinessProbe": {"tcpSocket": {"port": plan.db_port}},
         "resources": mysql.get("resources") or {},
         "volumeMounts": [{"name": "data", "mountPath": "/var/lib/mysql"}],
     }
+    if plan.db_port != MYSQL_PORT:
+        container["args"] = [f"--port={plan.db_port}"]
     pod = _pod_spec(values, mysql, [container], [], security=None)
     storage = mysql.get("storage") or {}
     claim = {
@@ -318,7 +349,7 @@ def _mysql(release: str, namespace: str, values: Obj, plan: AccountingPlan) -> l
     statefulset["spec"]["volumeClaimTemplates"] = [claim]
     return [
         statefulset,
-        _service(release, namespace, name, "mysql", selector, "mysql", MYSQL_PORT,
+        _service(release, namespace, name, "mysql", selector, "mysql", plan.db_port,
                  headless=True),
     ]  # fmt: skip
 
@@ -326,7 +357,7 @@ def _mysql(release: str, namespace: str, values: Obj, plan: AccountingPlan) -> l
 # ---- login nodes ---------------------------------------------------------------------------
 
 
-def _login(release: str, namespace: str, values: Obj) -> list[Obj]:
+def _login(release: str, namespace: str, values: Obj, ssh_port: int) -> list[Obj]:
     login = values.get("login") or {}
     compute = values.get("compute") or {}
     name = login_name(release)
@@ -348,16 +379,18 @@ def _login(release: str, namespace: str, values: Obj) -> list[Obj]:
     if login.get("authorizedKeysSecret"):
         mounts.append({"name": "authorized-keys", "mountPath": "/root/.ssh/authorized_keys",
                        "subPath": "authorized_keys", "readOnly": True})  # fmt: skip
+        # optional: the login Pod starts before the Secret exists (nobody can log in until
+        # then); a subPath mount never updates, so a Secret made later needs a Pod restart.
         volumes.append({"name": "authorized-keys",
                         "secret": {"secretName": login["authorizedKeysSecret"],
-                                   "defaultMode": 0o600}})  # fmt: skip
+                                   "defaultMode": 0o600, "optional": True}})  # fmt: skip
     container = {
         "name": "sshd",
         "image": image_ref(login.get("image") or {}),
         "args": ["/usr/sbin/sshd", "-D", "-e"],
         "env": [field_env("POD_NAME", "metadata.name")],
-        "ports": [_port("ssh", SSH_PORT)],
-        "readinessProbe": {"tcpSocket": {"port": SSH_PORT}},
+        "ports": [_port("ssh", ssh_port)],
+        "readinessProbe": {"tcpSocket": {"port": ssh_port}},
         "resources": login.get("resources") or LOGIN_RESOURCES,
         "volumeMounts": mounts,
     }
@@ -365,14 +398,16 @@ def _login(release: str, namespace: str, values: Obj) -> list[Obj]:
                     security=None, grace=10)  # fmt: skip
     statefulset = _statefulset(release, namespace, name, "login", selector, "sshd", pod,
                                replicas=login.get("replicas", 1))  # fmt: skip
-    return [statefulset, _login_service(release, namespace, login, selector)]
+    return [statefulset, _login_service(release, namespace, login, selector, ssh_port)]
 
 
-def _login_service(release: str, namespace: str, login: Obj, selector: dict[str, str]) -> Obj:
+def _login_service(
+    release: str, namespace: str, login: Obj, selector: dict[str, str], port: int
+) -> Obj:
     settings = login.get("service") or {}
     kind = settings.get("type", "LoadBalancer")
     service = _service(release, namespace, login_name(release), "login", selector, "ssh",
-                       SSH_PORT)  # fmt: skip
+                       port)  # fmt: skip
     service["spec"]["type"] = kind
     if kind != "ClusterIP":  # Kubernetes refuses the field on a ClusterIP Service
         service["spec"]["externalTrafficPolicy"] = settings.get("externalTrafficPolicy", "Local")
@@ -515,6 +550,10 @@ def _claim_spec(storage: Obj) -> Obj:
 def _jwt_volume(release: str) -> Obj:
     return {"name": "jwt-key",
             "secret": {"secretName": jwt_secret_name(release), "defaultMode": 0o400}}  # fmt: skip
+
+
+def _address(profile: Profile, port: int) -> str:
+    return f"{profile.listen_address}:{port}"
 
 
 def _port(name: str, port: int) -> Obj:

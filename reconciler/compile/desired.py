@@ -86,10 +86,10 @@ def compile_desired_state(config: Config, profile: Profile | None = None) -> Des
     )
     gres_conf = render_gres_conf(specs, profile)
     objects = _kube_objects(release, namespace, values, enabled, specs, slurm_conf, gres_conf)
-    dbd = accounting_plan(release, values)
+    dbd = accounting_plan(release, values, profile)
     slurmdbd_conf = render_slurmdbd_conf(release, dbd, dict(profile.dbd_site))
     objects = sorted(
-        [*objects, *control_plane_objects(release, namespace, values, slurmdbd_conf)],
+        [*objects, *control_plane_objects(release, namespace, values, slurmdbd_conf, profile)],
         key=object_sort_key,
     )
     slurm_nodes = _slurm_nodes(specs, spares=False)

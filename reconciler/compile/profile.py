@@ -37,12 +37,22 @@ class Profile:
     In the local profile every Slurm node runs on this host,
     so each gets NodeHostname/NodeAddr and its own Port, taken from `node_ports` (the local
     stack keeps those stable across runs) or counted up from `node_port_base`.
+    The control plane's ports (`rest_port` ... `ssh_port`) and `listen_address` go into its
+    Pods and Services; on the local stack every daemon has a loopback port of its own.
+    `service_host`, when set, is where clients reach a daemon we render (slurmdbd from
+    slurmctld, MySQL from slurmdbd) instead of its Service's name.
     """
 
     name: str = CLUSTER
     controller_host: str | None = None
     slurmctld_port: int = 6817
     slurmd_port: int = 6818
+    rest_port: int = 6820
+    dbd_port: int = 6819
+    mysql_port: int = 3306
+    ssh_port: int = 22
+    listen_address: str = "0.0.0.0"
+    service_host: str | None = None
     node_hostname: str | None = None
     node_addr: str | None = None
     node_ports: Mapping[str, int] = field(default_factory=dict)
@@ -64,12 +74,21 @@ class Profile:
         conf_dir: str,
         node_ports: Mapping[str, int] | None = None,
         dbd_site: Mapping[str, str] | None = None,
+        control_ports: Mapping[str, int] | None = None,
     ) -> Profile:
+        """`control_ports`: rest, dbd, mysql and ssh ports (the cluster's where missing)."""
+        ports = dict(control_ports or {})
         return cls(
             name=LOCAL,
             controller_host="localhost(127.0.0.1)",
             slurmctld_port=slurmctld_port,
             slurmd_port=slurmd_port,
+            rest_port=ports.get("rest", cls.rest_port),
+            dbd_port=ports.get("dbd", cls.dbd_port),
+            mysql_port=ports.get("mysql", cls.mysql_port),
+            ssh_port=ports.get("ssh", cls.ssh_port),
+            listen_address="127.0.0.1",
+            service_host="127.0.0.1",
             node_hostname="localhost",
             node_addr="127.0.0.1",
             node_ports=dict(node_ports or {}),

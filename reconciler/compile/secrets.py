@@ -26,6 +26,24 @@ class GeneratedSecret:
     size: int  # random bytes (binary keys) or characters (text)
     text: bool = False  # a password: printable characters, not raw bytes
 
+    @property
+    def rolls_on_loss(self) -> bool:
+        """Made anew while Pods run: whether the Deployments that mount it are rolled. The
+        JWT key, yes: slurmctld must take the key tokens are signed with from now on. The
+        munge key and the database password, no: every Slurm Pod must change key at once
+        (jobs end), and the database keeps its password; the admin is told what to do."""
+        return self.key == JWT_KEY_FILE
+
+    def loss_hint(self) -> str:
+        if self.key == MUNGE_KEY_FILE:
+            return ("running daemons keep the old munge key until their Pods restart: restart "
+                    "every Slurm Pod together when jobs allow (a Pod with the new key cannot "
+                    "talk to one with the old)")  # fmt: skip
+        if self.key == MYSQL_PASSWORD_KEY:
+            return ("the database keeps the old password: set the new one for its user "
+                    "(ALTER USER), then restart the accounting Pod")  # fmt: skip
+        return "the Pods that mount it were restarted to read it"
+
     def manifest(self) -> dict[str, Any]:
         """The Secret as render shows it: metadata only, the data described, never shown."""
         kind = "characters" if self.text else "random bytes"

@@ -159,7 +159,7 @@ def _settings(
             "MpiDefault": "none",
         }
     )
-    accounting = accounting_plan(release, values)
+    accounting = accounting_plan(release, values, profile)
     if accounting.enabled:
         settings["AccountingStorageType"] = "accounting_storage/slurmdbd"
         settings["AccountingStorageHost"] = accounting.dbd_host

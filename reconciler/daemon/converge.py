@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 
 from reconciler.adapters.kube import Kube
 from reconciler.apply.executor import ApplyOptions, apply_plan
-from reconciler.commands_apply import plan_config, revision_policies
+from reconciler.commands_apply import passes, revision_policies
 from reconciler.config.files import read_library, read_repo
 from reconciler.config.repo import Config, load_config
 from reconciler.daemon.status import Status, read_status, write_status
@@ -117,22 +117,38 @@ class Converger:
         error = ""
         for attempt in range(1, APPLY_ATTEMPTS + 1):
             try:
-                plan, target, _ = plan_config(config, self._args, policies)
-                if plan.denials:  # the same next time: no retry
-                    denied = "policies deny this revision:\n  " + "\n  ".join(plan.denials)
-                    return Outcome(revision, "failed", error=denied)
-                if not plan.has_changes:
-                    return Outcome(revision, "unchanged", summary="no changes")
-                summary = plan.summary()
-                text = f"{summary.add} added, {summary.change} changed, {summary.destroy} destroyed"
-                log.info("converge: %s: applying (%s)", revision, text)
-                apply_plan(plan, target, self._options, lambda line: log.info("apply: %s", line))
-                drift = resync and revision.id == self.status.applied_revision
-                return Outcome(revision, "applied", summary=text, drift=drift)
+                return self._passes(revision, config, policies, resync=resync)
             except ReconcilerError as failure:
                 error = str(failure)
                 log.warning("converge: %s: attempt %d failed: %s", revision, attempt, error)
         return Outcome(revision, "failed", error=error)
+
+    def _passes(
+        self,
+        revision: Revision,
+        config: Config,
+        policies: tuple[CompiledPolicy, ...],
+        *,
+        resync: bool,
+    ) -> Outcome:
+        """One plan and apply; after a bootstrap plan (the control plane was down), a second
+        one for what needed Slurm, now that it answers."""
+        texts: list[str] = []
+        for plan, target in passes(config, self._args, policies):
+            if plan.denials:  # the same next time: no retry
+                denied = "policies deny this revision:\n  " + "\n  ".join(plan.denials)
+                return Outcome(revision, "failed", error=denied)
+            if not plan.has_changes:
+                break
+            summary = plan.summary()
+            text = f"{summary.add} added, {summary.change} changed, {summary.destroy} destroyed"
+            texts.append(text + (" (control plane)" if plan.bootstrap else ""))
+            log.info("converge: %s: applying (%s)", revision, texts[-1])
+            apply_plan(plan, target, self._options, lambda line: log.info("apply: %s", line))
+        if not texts:
+            return Outcome(revision, "unchanged", summary="no changes")
+        drift = resync and revision.id == self.status.applied_revision
+        return Outcome(revision, "applied", summary="; then ".join(texts), drift=drift)
 
     def _record(
         self,

@@ -50,41 +50,51 @@ class Accounting:
         self.cluster_name = cluster_name
 
     def start(self, *, fresh: bool) -> dict[str, float]:
-        return {
-            "mariadb": self.start_mariadb(fresh=fresh),
-            "slurmdbd": self.start_slurmdbd(),
-        }
+        """MariaDB, then slurmdbd with a slurmdbd.conf of this site (no Pods involved)."""
+        if fresh:
+            shutil.rmtree(self.paths.mariadb, ignore_errors=True)
+        password = self._db_password()
+        timings = {"mariadb": self.start_mariadb(self.paths.mariadb / "data", DB_NAME, DB_USER,
+                                                 password)}  # fmt: skip
+        self.write_slurmdbd_conf(slurmdbd_conf(self.paths, self.ports, password))
+        timings["slurmdbd"] = self.start_slurmdbd()
+        return timings
 
-    def start_mariadb(self, *, fresh: bool) -> float:
+    def start_mariadb(self, datadir: Path, database: str, user: str, password: str) -> float:
+        """mariadbd on this stack's port; a new `datadir` is initialized first, with the
+        `database` and its `user` (as the official image does from its MARIADB_* variables)."""
         started = time.monotonic()
-        p = self.paths
-        new_db = fresh or not (p.mariadb / "data" / "mysql").is_dir()
+        new_db = not (datadir / "mysql").is_dir()
         if new_db:
-            shutil.rmtree(p.mariadb, ignore_errors=True)
-            p.mariadb.mkdir(parents=True)
-            self._install_db()
+            shutil.rmtree(datadir, ignore_errors=True)
+            datadir.mkdir(parents=True)
+            self._install_db(datadir)
+        self.paths.mariadb.mkdir(parents=True, exist_ok=True)
         argv = [
-            str(MARIADBD), "--no-defaults", f"--datadir={p.mariadb / 'data'}",
-            f"--user={current_user()}", f"--socket={p.mariadb_socket}",
+            str(MARIADBD), "--no-defaults", f"--datadir={datadir}",
+            f"--user={current_user()}", f"--socket={self.paths.mariadb_socket}",
             "--bind-address=127.0.0.1", f"--port={self.ports.mariadb}",
-            f"--pid-file={p.run / 'mariadb.pid'}", "--innodb-buffer-pool-size=128M",
+            f"--pid-file={self.paths.run / 'mariadb.pid'}", "--innodb-buffer-pool-size=128M",
             "--skip-name-resolve", "--skip-log-bin",
         ]  # fmt: skip
         self.supervisor.start("mariadb", argv, env=dict(self.env()))
         self.supervisor.wait_ready("mariadb", self._mariadb_answers, timeout=MARIADB_READY_SECONDS)
-        if new_db:
-            self._create_db_user()
-        # slurmdbd insists on a private config file (it holds the database password).
-        p.slurmdbd_conf.unlink(missing_ok=True)
-        fd = os.open(p.slurmdbd_conf, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as out:
-            out.write(slurmdbd_conf(p, self.ports, self._db_password()))
+        if new_db and database:
+            self._create_db_user(database, user, password)
         return time.monotonic() - started
 
-    def _install_db(self) -> None:
-        p = self.paths
+    def write_slurmdbd_conf(self, text: str) -> None:
+        """slurmdbd insists on a private config file: it holds the database password."""
+        conf = self.paths.slurmdbd_conf
+        conf.parent.mkdir(parents=True, exist_ok=True)
+        conf.unlink(missing_ok=True)
+        fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(text)
+
+    def _install_db(self, datadir: Path) -> None:
         result = subprocess.run(
-            [MARIADB_INSTALL_DB, "--no-defaults", f"--datadir={p.mariadb / 'data'}",
+            [MARIADB_INSTALL_DB, "--no-defaults", f"--datadir={datadir}",
              f"--user={current_user()}", "--auth-root-authentication-method=normal",
              "--skip-test-db"],
             capture_output=True, text=True, check=False,
@@ -105,12 +115,12 @@ class Accounting:
         # Derived from the munge key so it is stable across restarts yet private to this run.
         return hashlib.sha256(self.paths.munge_key.read_bytes()).hexdigest()[:24]
 
-    def _create_db_user(self) -> None:
-        password = self._db_password()
+    def _create_db_user(self, database: str, user: str, password: str) -> None:
+        quoted = password.replace("\\", "\\\\").replace("'", "\\'")
         result = self._mariadb(
-            f"CREATE DATABASE IF NOT EXISTS {DB_NAME}; "
-            f"CREATE USER IF NOT EXISTS '{DB_USER}'@'127.0.0.1' IDENTIFIED BY '{password}'; "
-            f"GRANT ALL ON {DB_NAME}.* TO '{DB_USER}'@'127.0.0.1';"
+            f"CREATE DATABASE IF NOT EXISTS `{database}`; "
+            f"CREATE USER IF NOT EXISTS '{user}'@'127.0.0.1' IDENTIFIED BY '{quoted}'; "
+            f"GRANT ALL ON `{database}`.* TO '{user}'@'127.0.0.1';"
         )
         if result.returncode != 0:
             raise LocalStackError(f"cannot create the accounting database: {result.stderr.strip()}")

@@ -12,23 +12,26 @@ import json
 import os
 import signal
 import sys
-import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from reconciler.adapters.kube import Kube
-from reconciler.apply.secrets import generate
+from reconciler.apply.executor import ApplyOptions, apply_plan
+from reconciler.commands_apply import passes
 from reconciler.compile.desired import DesiredState, compile_desired_state
-from reconciler.compile.manifests import slurm_conf_map_name
 from reconciler.config.files import read_library, read_repo
-from reconciler.config.repo import load_config
+from reconciler.config.repo import Config, load_config
 from reconciler.errors import LocalStackError
 from reconciler.local.kubelet_model import NodeTemplate, node_templates, required_labels
 from reconciler.local.nodeagent import NodeAgent
-from reconciler.local.slurm import SlurmSite, make_fake_gpus
+from reconciler.local.pod_runtime import LocalPodRuntime, host_layout
+from reconciler.local.slurm import make_fake_gpus
 from reconciler.local.slurm_install import DEFAULT_RELEASE, RELEASE_ENV, RELEASES
 from reconciler.local.stack import LocalStack, default_runtime_dir
-from reconciler.local.target import RESTART_SIGNAL, site_profile
+from reconciler.local.target import site_profile
+from reconciler.local.volumes import Materializer
 
 DEFAULT_REPO = Path("fixtures/config-repo")
 READY_TIMEOUT_SECONDS = 120.0
@@ -45,7 +48,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     up.add_argument(
         "--nodes", type=int, help="local Kubernetes Nodes (default: one per Slurm node)"
     )
-    up.add_argument("--accounting", action="store_true", help="also run MariaDB and slurmdbd")
     up.add_argument(
         "--slurm", choices=RELEASES, default=None,
         help=f"Slurm release: {DEFAULT_RELEASE} (built by setup.sh; the default) or Debian's "
@@ -80,81 +82,102 @@ def runtime_dir(args: argparse.Namespace) -> Path:
 
 
 def run_up(args: argparse.Namespace) -> int:
+    """Kubernetes first, then the repo applied to it as to any cluster: the node agent runs
+    every Pod of ours (controller, rest, accounting, mysql, login, slurmd) as its daemon."""
     repo = args.repo or DEFAULT_REPO
     config = load_config(read_repo(repo), read_library())
     probe = compile_desired_state(config)  # node names and shapes do not depend on the profile
     stack = LocalStack(runtime_dir(args), cluster_name=config.settings.release)
-    compiled: dict[str, DesiredState] = {}
     started = time.monotonic()
     _progress(f"local stack in {stack.runtime_dir}")
-
-    def render(site: SlurmSite) -> tuple[str, str]:
-        compiled["state"] = compile_desired_state(config, site_profile(site))
-        make_fake_gpus(site.paths, _max_gpus(probe))
-        return compiled["state"].slurm_conf, compiled["state"].gres_conf
-
     nodes = [n.name for n in (*probe.slurm_nodes, *probe.spare_nodes)]  # spares need ports too
-    timings = stack.up(
-        nodes, render, start_nodes=[], accounting=args.accounting, release=args.slurm
-    )
-    _progress(f"daemons ready in {time.monotonic() - started:.1f} s ({_timing_text(timings)})")
-    stack.record_foreground_pid(os.getpid())
-    agent = None
+    # SIGTERM (`local down`, a test's teardown) stops the stack as Ctrl-C does, at any moment:
+    # Python's default would exit at once and orphan every daemon started so far.
+    signal.signal(signal.SIGTERM, _interrupt)
+    agent, ready = None, False
     try:
+        site = stack.prepare_pods(nodes, release=args.slurm)
+        _progress(f"Kubernetes ready in {time.monotonic() - started:.1f} s; applying {repo}")
+        make_fake_gpus(site.paths, _max_gpus(probe))
+        stack.record_foreground_pid(os.getpid())
         kube = Kube.from_kubeconfig(stack.kube_paths.kubeconfig)
-        apply_compiled(kube, compiled["state"])
-        slurm = stack.slurm
-        assert slurm is not None
-        agent = NodeAgent(
-            kube, slurm, _templates(probe, args.nodes), slurm.paths.etc,
-            controller_config=(probe.namespace, slurm_conf_map_name(probe.release)),
-        )  # fmt: skip
-        agent.start()
-        wait_ready(stack, kube, probe, timeout=READY_TIMEOUT_SECONDS)
+        agent = start_node_agent(stack, kube, _templates(probe, args.nodes))
+        apply_repo(config, stack)
+        state = compile_desired_state(config, site_profile(site))
+        wait_ready(stack, kube, state, timeout=READY_TIMEOUT_SECONDS)
+        ready = True
         _progress(f"ready in {time.monotonic() - started:.1f} s")
-        _print_ready(stack, probe)
+        _print_ready(stack, state)
         _wait_for_stop(stack)
+    except KeyboardInterrupt:
+        if not ready:
+            _progress("interrupted before it was ready")
     finally:
         if agent is not None:
-            agent.stop(grace=5)
+            agent.stop()
         stack.down()
         _progress("local stack stopped")
-    return 0
+    return 0 if ready else 130
 
 
-def apply_compiled(kube: Kube, state: DesiredState) -> None:
-    """Bootstrap: create the namespace, the generated Secrets and every compiled object."""
-    kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": state.namespace}})
-    for secret in state.secrets:
-        kube.create(generate(secret))  # None: it exists, and is kept
-    for obj in state.kube_objects:
-        kube.apply(obj, force=True)
+def _interrupt(*_: object) -> None:
+    raise KeyboardInterrupt
 
 
-def wait_ready(stack: LocalStack, kube: Kube, probe: DesiredState, *, timeout: float) -> None:
-    """Every slurmd Pod Running and every Slurm node registered, or a clear error."""
+def start_node_agent(stack: LocalStack, kube: Kube, nodes: list[NodeTemplate]) -> NodeAgent:
     slurm = stack.slurm
     assert slurm is not None
-    wanted = [n.name for n in probe.slurm_nodes]
+    files = Materializer(host_layout(slurm.paths, stack.pods_dir), _reader(kube))
+    agent = NodeAgent(kube, LocalPodRuntime(slurm, files, _reader(kube)), files, nodes)
+    agent.start()
+    return agent
+
+
+def _reader(kube: Kube) -> Callable[[str, str, str], dict[str, Any] | None]:
+    return lambda kind, namespace, name: kube.get("v1", kind, name, namespace)
+
+
+def apply_repo(config: Config, stack: LocalStack) -> None:
+    """`reconciler apply` of the repo to the new cluster, as to any: a bootstrap plan brings
+    the control plane up (Slurm does not answer yet), then the rest is planned and applied."""
+    target_args = argparse.Namespace(local=False, runtime_dir=stack.runtime_dir, name=None,
+                                     kubeconfig=None)  # fmt: skip
+    for plan, target in passes(config, target_args):
+        if not plan.has_changes:
+            break
+        _progress(f"apply: {plan.summary().line()}" + (" (bootstrap)" if plan.bootstrap else ""))
+        apply_plan(plan, target, ApplyOptions(), lambda line: _progress(f"apply: {line}"))
+
+
+def wait_ready(stack: LocalStack, kube: Kube, state: DesiredState, *, timeout: float) -> None:
+    """Every Deployment and StatefulSet of the repo with all replicas ready, and every Slurm
+    node registered; or an error that names what is not."""
+    slurm = stack.slurm
+    assert slurm is not None
+    workloads = [o for o in state.kube_objects if o["kind"] in ("Deployment", "StatefulSet")]
     deadline = time.monotonic() + timeout
-    missing: list[str] = wanted
+    missing: list[str] = []
     while time.monotonic() < deadline:
-        running = _running_pods(kube, probe.namespace)
-        missing = [n for n in wanted if n not in running or not slurm.node_registered(n)]
+        missing = [f"{o['kind']} {o['metadata']['name']}" for o in workloads
+                   if not _all_ready(kube, o)]  # fmt: skip
+        if not missing:
+            missing = [n.name for n in state.slurm_nodes if not slurm.node_registered(n.name)]
         if not missing:
             return
         time.sleep(0.2)
     raise LocalStackError(
-        f"not ready after {timeout:.0f} s: {', '.join(missing)} not Running and registered",
-        hint=f"see the logs in {stack.runtime_dir}/logs and {slurm.paths.log}",
+        f"not ready after {timeout:.0f} s: {', '.join(missing)}",
+        hint=f"kubectl -n {state.namespace} describe pods (KUBECONFIG="
+        f"{stack.kube_paths.kubeconfig}); the daemons' logs are in {stack.runtime_dir}/logs "
+        f"and {slurm.paths.log}",
     )
 
 
-def _running_pods(kube: Kube, namespace: str) -> set[str]:
-    pods = kube.list("v1", "Pod", namespace).items
-    return {
-        p["metadata"]["name"] for p in pods if (p.get("status") or {}).get("phase") == "Running"
-    }
+def _all_ready(kube: Kube, workload: dict[str, Any]) -> bool:
+    meta = workload["metadata"]
+    live = kube.get("apps/v1", workload["kind"], meta["name"], meta["namespace"]) or {}
+    wanted = int(workload["spec"].get("replicas", 1))
+    return int((live.get("status") or {}).get("readyReplicas") or 0) >= wanted
 
 
 def _templates(probe: DesiredState, count: int | None) -> list[NodeTemplate]:
@@ -173,35 +196,16 @@ def _max_gpus(state: DesiredState) -> int:
 
 def _wait_for_stop(stack: LocalStack) -> None:
     """Until Ctrl-C, SIGTERM, or someone else stops the daemons; reaps them as they exit.
-
-    SIGHUP restarts slurmctld (apply asks for it when NodeName lines change: this process is
-    its parent). The caller stops the node agent before the daemons, so its watches never
-    see the API server vanish under them.
-    """
-    stop, restart = threading.Event(), threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stop.set())
-    signal.signal(RESTART_SIGNAL, lambda *_: restart.set())
-    while not stop.wait(0.5):
+    The caller stops the node agent before the daemons, so its watches never see the API
+    server vanish under them."""
+    while True:
         stack.supervisor.reap_exited()
-        if restart.is_set():
-            restart.clear()
-            _restart_slurmctld(stack)
         if not stack.supervisor.children():
             return
+        time.sleep(0.5)
 
 
-def _restart_slurmctld(stack: LocalStack) -> None:
-    slurm = stack.slurm
-    assert slurm is not None
-    try:
-        seconds = slurm.restart_slurmctld()
-        _progress(f"slurmctld restarted in {seconds:.1f} s")
-    except LocalStackError as exc:
-        _progress(f"slurmctld restart failed: {exc}")
-
-
-def _print_ready(stack: LocalStack, probe: DesiredState) -> None:
+def _print_ready(stack: LocalStack, state: DesiredState) -> None:
     slurm = stack.slurm
     assert slurm is not None
     print(f"export KUBECONFIG={stack.kube_paths.kubeconfig}")
@@ -209,12 +213,12 @@ def _print_ready(stack: LocalStack, probe: DesiredState) -> None:
     if slurm.install.bin_dir is not None:  # its sinfo/scontrol, not an older one on PATH
         print(f"export PATH={slurm.install.bin_dir}:$PATH")
     print(f"# Slurm {slurm.version()}, slurmrestd {slurm.rest_url()} ({slurm.rest_api_version()})")
-    print(f"# nodes: {', '.join(n.name for n in probe.slurm_nodes)}")
+    print(f"# nodes: {', '.join(n.name for n in state.slurm_nodes)}")
+    print(f"# pods: kubectl -n {state.namespace} get pods")
+    if slurm.sshd_daemons():
+        print(f"# login: ssh -p {slurm.ports.ssh} root@127.0.0.1 (keys: the Secret "
+              f"login.authorizedKeysSecret names)")  # fmt: skip
     print("# Ctrl-C here, or `reconciler local down` elsewhere, stops the stack.", flush=True)
-
-
-def _timing_text(timings: dict[str, dict[str, float]]) -> str:
-    return ", ".join(f"{part} {t.get('total', 0):.1f} s" for part, t in timings.items())
 
 
 def _progress(text: str) -> None:

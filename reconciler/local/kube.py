@@ -31,8 +31,12 @@ ETCD_BINARY = Path("/usr/bin/etcd")
 
 ADMIN_USER = "local-admin"
 # Controllers that make the API behave like a cluster without touching the (fake) node side:
-# namespace deletion, owner-reference GC, service accounts with tokens, pods from StatefulSets.
-CONTROLLERS = "namespace,garbagecollector,serviceaccount,serviceaccount-token,statefulset"
+# namespace deletion, owner-reference GC, service accounts with tokens, Pods from StatefulSets
+# and Deployments (through ReplicaSets: the controller Pod, slurmrestd, slurmdbd).
+CONTROLLERS = (
+    "namespace,garbagecollector,serviceaccount,serviceaccount-token,statefulset,deployment,"
+    "replicaset"
+)
 SERVICE_CLUSTER_IP_RANGE = "10.96.0.0/12"
 # Service accounts only (the admin, controllers and node agent are not audited): cheap, and
 # exactly the requests of a daemon running as a ServiceAccount.

@@ -116,15 +116,17 @@ def choose_node(
     return min(fits, key=lambda name: (load.get(name, 0), name)) if fits else None
 
 
-def is_slurmd_pod(pod: Mapping[str, Any]) -> bool:
+def is_ours(pod: Mapping[str, Any]) -> bool:
+    """A Pod of the objects we render (control plane, login, slurmd)."""
     labels = (pod.get("metadata") or {}).get("labels") or {}
-    return labels.get(wk.LABEL_NAME) == "slurmd" and labels.get(wk.LABEL_MANAGED_BY) == (
-        wk.MANAGED_BY_VALUE
-    )
+    return labels.get(wk.LABEL_MANAGED_BY) == wk.MANAGED_BY_VALUE
 
 
-def running_status(pod: Mapping[str, Any], started: datetime, *, ready: bool) -> Obj:
-    """The status kubelet would post for a Pod whose containers all run."""
+def running_status(
+    pod: Mapping[str, Any], started: datetime, *, ready: bool, restarts: int = 0
+) -> Obj:
+    """The status kubelet would post for a Pod whose containers all run; `restarts`: how
+    often its containers were restarted after their daemon exited."""
     stamp = started.strftime("%Y-%m-%dT%H:%M:%SZ")
     containers = (pod.get("spec") or {}).get("containers") or []
     flag = "True" if ready else "False"
@@ -149,7 +151,7 @@ def running_status(pod: Mapping[str, Any], started: datetime, *, ready: bool) ->
                 "imageID": "",
                 "ready": ready,
                 "started": True,
-                "restartCount": 0,
+                "restartCount": restarts,
                 "state": {"running": {"startedAt": stamp}},
             }
             for c in containers
@@ -158,7 +160,21 @@ def running_status(pod: Mapping[str, Any], started: datetime, *, ready: bool) ->
 
 
 def failed_status(pod: Mapping[str, Any], reason: str, message: str) -> Obj:
+    """A Pod whose containers cannot start yet: `kubectl describe` shows why."""
+    containers = (pod.get("spec") or {}).get("containers") or []
     return {
         "phase": "Pending",
         "conditions": [{"type": "Ready", "status": "False", "reason": reason, "message": message}],
+        "containerStatuses": [
+            {
+                "name": c["name"],
+                "image": c.get("image", ""),
+                "imageID": "",
+                "ready": False,
+                "started": False,
+                "restartCount": 0,
+                "state": {"waiting": {"reason": reason, "message": message}},
+            }
+            for c in containers
+        ],
     }

@@ -1,13 +1,15 @@
-"""The local node agent: plays kubelet for the local Nodes, with real slurmd processes.
+"""The local node agent: plays kubelet for the local Nodes, and the default scheduler for our
+own Pods.
 
 Like kwok it registers Nodes and moves Pods through their lifecycle without containers, but
-for each slurmd Pod of our StatefulSets it runs a real `slurmd -N <pod name>`, so the Slurm
-side is the real thing. It binds slurmd Pods itself (they are not ours to schedule through
-Slurm); Pods for the Slurm scheduler it leaves alone until that scheduler binds them, then
-marks them Running.
+each Pod of ours runs its real daemon (slurmctld, slurmrestd, slurmdbd, MariaDB, sshd, slurmd:
+pod_runtime.py) from the files its volumes show (volumes.py), so the cluster `local up` brings
+up is built from the config repo's objects as a real one is. It binds our Pods itself; Pods for
+the Slurm scheduler it leaves alone until that scheduler binds them, then marks them Running.
 
 Each Pod is synced level-triggered (look at it as it is now, do the next step), on its own
-worker so one Pod's grace period never holds up another.
+worker so one Pod's grace period never holds up another. As kubelet does, it rewrites mounted
+ConfigMaps and Secrets when they change, and restarts a Pod's daemons when they exit.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
-from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
 from reconciler import wellknown as wk
@@ -27,10 +28,12 @@ from reconciler.errors import ReconcilerError
 from reconciler.local.kubelet_model import (
     NodeTemplate,
     choose_node,
-    is_slurmd_pod,
+    failed_status,
+    is_ours,
     node_object,
     running_status,
 )
+from reconciler.local.volumes import Materializer, VolumeError
 
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 log = logging.getLogger(__name__)
@@ -39,50 +42,47 @@ KUBELET_MANAGER = "reconciler-local-kubelet"
 # Status gets its own manager: on 1.20 managed fields do not record the subresource, so an
 # apply of status alone under the kubelet's manager would drop the labels it applied before.
 KUBELET_STATUS_MANAGER = "reconciler-local-kubelet-status"
-SLURM_CONF_MOUNT = PurePosixPath("/etc/slurm")
 DEFAULT_SCHEDULER = "default-scheduler"
 MAX_GRACE_SECONDS = 30.0
 RETRY_BASE_SECONDS = 0.5
 RETRY_MAX_SECONDS = 10.0
+LIVENESS_SECONDS = 1.0
 Obj = dict[str, Any]
 
 
-class Slurmds(Protocol):
-    """What the agent needs from the local Slurm cluster."""
+class PodRuntime(Protocol):
+    """What runs in our Pods (pod_runtime.LocalPodRuntime)."""
 
-    def start_slurmd(self, node: str, *, wait: bool = True, timeout: float = ...) -> float: ...
-    def stop_slurmd(self, node: str, *, grace: float = ...) -> bool: ...
+    def start(self, pod: Obj) -> None: ...
+    def stop(self, pod: Obj, grace: float) -> None: ...
+    def exited(self) -> list[str]: ...
 
 
 class NodeAgent:
     def __init__(
         self,
         kube: Kube,
-        slurm: Slurmds,
+        runtime: PodRuntime,
+        files: Materializer,
         nodes: list[NodeTemplate],
-        conf_dir: Path,
         *,
-        controller_config: tuple[str, str] | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
-        # (namespace, name) of the ConfigMap slurmctld reads: the local slurmctld plays the
-        # controller Pod that mounts it at /etc/slurm, so it is written even with no slurmd.
-        self._controller_config = controller_config
         self._kube = kube
-        self._slurm = slurm
+        self._runtime = runtime
+        self._files = files
         self._nodes = nodes
         self._node_names = {n.name for n in nodes}
-        self._conf_dir = conf_dir
         self._clock = clock
         self._pods: dict[str, Obj] = {}
         self._pod_locks: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
-        self._write_lock = threading.Lock()
-        self._slurmds: set[str] = set()
+        self._running: set[str] = set()  # Pods whose status we posted Running
+        self._restarts: dict[str, int] = {}
         self._failures: dict[str, int] = {}
         # Pods bound but not yet seen bound (the scheduler's "assume"), so parallel binds spread.
         self._assumed: dict[str, str] = {}
-        self._workers = ThreadPoolExecutor(max_workers=8, thread_name_prefix="node-agent")
+        self._workers = ThreadPoolExecutor(max_workers=12, thread_name_prefix="node-agent")
         self._watches: list[Any] = []
         self._threads: list[threading.Thread] = []
         self._stopping = threading.Event()
@@ -117,23 +117,19 @@ class NodeAgent:
     def start(self) -> None:
         self.register_nodes()
         self._spawn("pods", self._watch_pods)
-        self._spawn("configmaps", self._watch_config_maps)
+        self._spawn("configmaps", lambda: self._watch_mounted("ConfigMap"))
+        self._spawn("secrets", lambda: self._watch_mounted("Secret"))
+        self._spawn("liveness", self._check_liveness)
 
-    def stop(self, *, grace: float = 10.0) -> None:
-        """Stop watching and every slurmd this agent started."""
+    def stop(self) -> None:
+        """Stop watching and syncing. The daemons keep running: the stack stops them, in
+        dependency order, with the jobs cancelled first."""
         self._stopping.set()
         for watch in list(self._watches):
             watch.stop()
         self._workers.shutdown(wait=True, cancel_futures=True)
-        for node in sorted(self._slurmds):
-            self._slurm.stop_slurmd(node, grace=grace)
-        self._slurmds.clear()
         for thread in self._threads:
             thread.join(timeout=1.0)  # daemon threads; a blocked read ends with the process
-
-    def running_slurmds(self) -> set[str]:
-        with self._lock:
-            return set(self._slurmds)
 
     def _spawn(self, name: str, target: Callable[[], None]) -> None:
         thread = threading.Thread(
@@ -174,16 +170,19 @@ class NodeAgent:
                 if kind == "DELETED" or (pod.get("spec") or {}).get("nodeName"):
                     self._assumed.pop(key, None)
             if kind != "DELETED" and self._concerns(pod):
-                self._workers.submit(self._sync_safely, key)
+                self._submit(key)
 
     def _concerns(self, pod: Obj) -> bool:
         spec = pod.get("spec") or {}
         node = spec.get("nodeName")
         if node:
             return node in self._node_names
-        return (
-            is_slurmd_pod(pod) and spec.get("schedulerName", DEFAULT_SCHEDULER) == DEFAULT_SCHEDULER
-        )
+        return is_ours(pod) and spec.get("schedulerName", DEFAULT_SCHEDULER) == DEFAULT_SCHEDULER
+
+    def _submit(self, key: str) -> None:
+        if not self._stopping.is_set():
+            with contextlib.suppress(RuntimeError):  # the pool shut down meanwhile
+                self._workers.submit(self._sync_safely, key)
 
     def _sync_safely(self, key: str) -> None:
         with self._lock:
@@ -196,23 +195,28 @@ class NodeAgent:
                 self.sync_pod(pod)
                 self._failures.pop(key, None)
             except Exception as exc:  # any failure: report it and try again, as kubelet does
-                self._retry_later(key, exc)
+                self._retry_later(pod, exc)
 
-    def _retry_later(self, key: str, exc: Exception) -> None:
+    def _retry_later(self, pod: Obj, exc: Exception) -> None:
+        key = _key(pod)
         count = self._failures[key] = self._failures.get(key, 0) + 1
         delay = min(RETRY_BASE_SECONDS * 2 ** (count - 1), RETRY_MAX_SECONDS)
         if isinstance(exc, ReconcilerError):
             log.warning("pod %s: %s (retry %d in %.1f s)", key, exc, count, delay)
+            self._post_waiting(pod, exc)
         else:
             log.exception("pod %s: unexpected failure (retry %d in %.1f s)", key, count, delay)
-        timer = threading.Timer(delay, self._resubmit, args=(key,))
+        timer = threading.Timer(delay, self._submit, args=(key,))
         timer.daemon = True
         timer.start()
 
-    def _resubmit(self, key: str) -> None:
-        if not self._stopping.is_set():
-            with contextlib.suppress(RuntimeError):  # the pool shut down meanwhile
-                self._workers.submit(self._sync_safely, key)
+    def _post_waiting(self, pod: Obj, exc: ReconcilerError) -> None:
+        """What `kubectl describe pod` shows for a Pod that cannot start yet."""
+        if pod["metadata"].get("deletionTimestamp") or not (pod.get("spec") or {}).get("nodeName"):
+            return
+        reason = "FailedMount" if isinstance(exc, VolumeError) else "RunContainerError"
+        with contextlib.suppress(ReconcilerError):
+            self._post_status(pod, failed_status(pod, reason, exc.message))
 
     def sync_pod(self, pod: Obj) -> None:
         """One level-triggered step for one Pod."""
@@ -223,14 +227,18 @@ class NodeAgent:
             self._bind(pod)
         elif (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
             return  # terminal: kubelet never moves a Pod out of it
-        elif not _is_running(pod):
+        elif _key(pod) not in self._running or not _is_running(pod):
             self._run(pod)
 
     def _bind(self, pod: Obj) -> None:
         key = _key(pod)
+        app = _app(pod)
         with self._lock:
-            placed = {k: (p.get("spec") or {}).get("nodeName") for k, p in self._pods.items()}
-            placed.update(self._assumed)
+            # Spread like Pods of one app: one slurmd per Node, as SUNK's anti-affinity does.
+            placed = {k: (p.get("spec") or {}).get("nodeName")
+                      for k, p in self._pods.items() if _app(p) == app}  # fmt: skip
+            placed.update({k: n for k, n in self._assumed.items()
+                           if _app(self._pods.get(k) or {}) == app})  # fmt: skip
             load: dict[str, int] = {}
             for other, node_name in placed.items():
                 if node_name and other != key:
@@ -250,45 +258,38 @@ class NodeAgent:
             raise
 
     def _run(self, pod: Obj) -> None:
-        name = pod["metadata"]["name"]
-        if is_slurmd_pod(pod):
-            self.materialize_config(pod)
-            with self._lock:
-                started = name in self._slurmds
-                self._slurmds.add(name)
-            if not started:
-                try:
-                    self._slurm.start_slurmd(name, wait=True)
-                except BaseException:
-                    with self._lock:
-                        self._slurmds.discard(name)
-                    self._slurm.stop_slurmd(name, grace=1.0)
-                    raise
-        status = running_status(pod, self._clock(), ready=True)
+        key = _key(pod)
+        if is_ours(pod):
+            self._runtime.start(pod)  # its daemons, once ready (raises: retried)
+        self._post_status(pod, running_status(pod, self._clock(), ready=True,
+                                              restarts=self._restarts.get(key, 0)))  # fmt: skip
+        with self._lock:
+            self._running.add(key)
+
+    def _post_status(self, pod: Obj, status: Obj) -> None:
+        meta = pod["metadata"]
         self._kube.apply(
             {"apiVersion": "v1", "kind": "Pod",
-             "metadata": {"name": name, "namespace": pod["metadata"]["namespace"]},
+             "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
              "status": status},
             field_manager=KUBELET_STATUS_MANAGER, force=True, subresource="status",
         )  # fmt: skip
 
     def _terminate(self, pod: Obj) -> None:
         meta = pod["metadata"]
-        name = meta["name"]
         grace = float(meta.get("deletionGracePeriodSeconds") or 0)
         wait = self._stopping_for(meta, grace)
         if wait > 0:  # the "containers" are still stopping: finish later
-            timer = threading.Timer(wait, self._resubmit, args=(_key(pod),))
+            timer = threading.Timer(wait, self._submit, args=(_key(pod),))
             timer.daemon = True
             timer.start()
             return
+        self._runtime.stop(pod, grace=min(max(grace, 1.0), MAX_GRACE_SECONDS))
         with self._lock:
-            ours = name in self._slurmds
-            self._slurmds.discard(name)
-        if ours:
-            self._slurm.stop_slurmd(name, grace=min(max(grace, 1.0), MAX_GRACE_SECONDS))
+            self._running.discard(_key(pod))
+            self._restarts.pop(_key(pod), None)
         # What kubelet does once the containers are gone: finish the delete.
-        self._kube.delete("v1", "Pod", name, meta["namespace"], grace_period_seconds=0)
+        self._kube.delete("v1", "Pod", meta["name"], meta["namespace"], grace_period_seconds=0)
 
     def _stopping_for(self, meta: Mapping[str, Any], grace: float) -> float:
         """Seconds until a Pod's simulated containers have stopped: the annotation asks for a
@@ -304,82 +305,57 @@ class NodeAgent:
         asked = deleted_at.timestamp() - grace
         return asked + stop - self._clock().timestamp()
 
-    # ---- ConfigMaps ---------------------------------------------------------------------
+    # ---- liveness: a daemon that exits is restarted, as kubelet restarts a container --------
 
-    def _watch_config_maps(self) -> None:
-        selector = f"{wk.LABEL_MANAGED_BY}={wk.MANAGED_BY_VALUE}"
-        watch = self._kube.watch("v1", "ConfigMap", label_selector=selector)
+    def _check_liveness(self) -> None:
+        while not self._stopping.wait(LIVENESS_SECONDS):
+            for key in self._runtime.exited():
+                with self._lock:
+                    pod = self._pods.get(key)
+                    self._running.discard(key)
+                    self._restarts[key] = self._restarts.get(key, 0) + 1
+                if pod is None or pod["metadata"].get("deletionTimestamp"):
+                    continue
+                count = self._restarts[key]
+                delay = min(RETRY_BASE_SECONDS * 2 ** (count - 1), RETRY_MAX_SECONDS)
+                log.warning("pod %s: a daemon exited; restart %d in %.1f s", key, count, delay)
+                self._runtime.stop(pod, grace=1.0)
+                timer = threading.Timer(delay, self._submit, args=(key,))  # CrashLoopBackOff
+                timer.daemon = True
+                timer.start()
+
+    # ---- ConfigMaps and Secrets -----------------------------------------------------------
+
+    def _watch_mounted(self, kind: str) -> None:
+        watch = self._kube.watch("v1", kind)
         self._watches.append(watch)
-        for kind, config_map in watch:
+        for event, obj in watch:
             if self._stopping.is_set():
                 return
-            if kind != "DELETED":
-                self._refresh_mounted(config_map)
+            if event != "DELETED":
+                self._refresh_mounted(kind, obj)
 
-    def _refresh_mounted(self, config_map: Obj) -> None:
-        """A ConfigMap a running slurmd Pod mounts changed: rewrite its files (as kubelet does)."""
-        meta = config_map["metadata"]
-        if self._controller_config == (meta.get("namespace"), meta["name"]):
-            self._write_files(PurePosixPath("."), config_map.get("data") or {})
+    def _refresh_mounted(self, kind: str, obj: Obj) -> None:
+        """A ConfigMap or Secret that Pods here mount changed: rewrite their files, as kubelet
+        does (slurmctld then reads the new slurm.conf on `scontrol reconfigure`)."""
+        meta = obj["metadata"]
         with self._lock:
-            pods = [p for p in self._pods.values() if p["metadata"]["name"] in self._slurmds]
+            pods = [self._pods[k] for k in self._running if k in self._pods]
         for pod in pods:
-            for directory, name in _slurm_conf_mounts(pod).items():
-                if name == meta["name"] and pod["metadata"]["namespace"] == meta.get("namespace"):
-                    self._write_files(directory, config_map.get("data") or {})
-
-    def materialize_config(self, pod: Obj) -> None:
-        """Write the ConfigMaps a slurmd Pod mounts under /etc/slurm into the runtime dir."""
-        namespace = pod["metadata"]["namespace"]
-        for directory, name in _slurm_conf_mounts(pod).items():
-            config_map = self._kube.get("v1", "ConfigMap", name, namespace)
-            if config_map is None:
-                raise ReconcilerError(
-                    f"pod {namespace}/{pod['metadata']['name']} mounts ConfigMap {name!r}, "
-                    "which does not exist",
-                    hint="apply the config repo first (the ConfigMaps come with it)",
-                )
-            self._write_files(directory, config_map.get("data") or {})
-
-    def _write_files(self, relative: PurePosixPath, data: Mapping[str, str]) -> None:
-        # Every slurmd Pod mounts the same ConfigMaps, and Pods sync in parallel: one writer.
-        with self._write_lock:
-            self._write_files_locked(relative, data)
-
-    def _write_files_locked(self, relative: PurePosixPath, data: Mapping[str, str]) -> None:
-        target = self._conf_dir / relative
-        target.mkdir(parents=True, exist_ok=True)
-        mode = 0o644 if str(relative) == "." else 0o755  # prolog/epilog scripts must run
-        for file_name, text in data.items():
-            path = target / file_name
-            if path.exists() and path.read_text() == text:
-                continue
-            tmp = path.with_name(f".{file_name}.tmp")
-            tmp.write_text(text)
-            tmp.chmod(mode)
-            tmp.replace(path)  # atomic: slurmctld never reads half a file
-
-
-def _slurm_conf_mounts(pod: Obj) -> dict[PurePosixPath, str]:
-    """Relative dir under /etc/slurm -> ConfigMap name, for the slurmd container's mounts."""
-    spec = pod.get("spec") or {}
-    config_maps = {
-        v["name"]: v["configMap"]["name"] for v in spec.get("volumes") or [] if v.get("configMap")
-    }
-    mounts: dict[PurePosixPath, str] = {}
-    for container in spec.get("containers") or []:
-        for mount in container.get("volumeMounts") or []:
-            path = PurePosixPath(mount["mountPath"])
-            if mount["name"] in config_maps and (
-                path == SLURM_CONF_MOUNT or SLURM_CONF_MOUNT in path.parents
-            ):
-                mounts[path.relative_to(SLURM_CONF_MOUNT)] = config_maps[mount["name"]]
-    return mounts
+            if pod["metadata"]["namespace"] == meta.get("namespace"):
+                try:
+                    self._files.refresh(pod, kind, meta["name"])
+                except ReconcilerError as exc:
+                    log.warning("pod %s: %s", _key(pod), exc)
 
 
 def _is_running(pod: Obj) -> bool:
     status = pod.get("status") or {}
     return status.get("phase") == "Running"
+
+
+def _app(pod: Mapping[str, Any]) -> str:
+    return ((pod.get("metadata") or {}).get("labels") or {}).get(wk.LABEL_NAME, "")
 
 
 def _key(pod: Obj) -> str:

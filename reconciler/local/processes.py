@@ -102,9 +102,18 @@ def belongs_to(record: PidRecord) -> bool:
     if process_start_ticks(record.pid) != record.start_ticks:
         return False
     argv = process_argv(record.pid)
-    # Some daemons rewrite their argv (slurmstepd does); ours don't, so an exact argv[0] is
-    # required and anything else means the PID now belongs to someone else.
-    return bool(argv) and argv[0] == record.argv0
+    if argv and argv[0] == record.argv0:
+        return True
+    # Some daemons rewrite their argv (sshd: "sshd: /usr/sbin/sshd -D ... [listener]"); then
+    # the program it runs must be the one started.
+    return _executable(record.pid) == os.path.realpath(record.argv0)
+
+
+def _executable(pid: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return None
 
 
 def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:

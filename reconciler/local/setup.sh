@@ -42,6 +42,7 @@ export DEBIAN_FRONTEND=noninteractive
 PACKAGES=(
   munge slurmctld slurmd slurmrestd slurm-client slurm-wlm-jwt-plugin
   etcd-server mariadb-server slurmdbd
+  openssh-server openssh-client   # the login Pod's sshd, and ssh to reach it
   golang-go rsync make build-essential dpkg-dev golang-github-modern-go-reflect2-dev
   openssl curl ca-certificates gnupg
   libjwt-dev libhttp-parser-dev libjson-c-dev libyaml-dev libmunge-dev libmariadb-dev

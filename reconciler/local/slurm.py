@@ -181,8 +181,9 @@ class SlurmCluster:
 
     # ---- files --------------------------------------------------------------------------
 
-    def prepare(self, *, fresh: bool = True) -> None:
-        """Directories, keys and argv[0] symlinks; wipes job state when `fresh`."""
+    def prepare(self, *, fresh: bool = True, keys: bool = True) -> None:
+        """Directories, keys and argv[0] symlinks; wipes job state when `fresh`. Without
+        `keys`, the JWT and munge keys come from elsewhere (the Secrets our Pods mount)."""
         p = self.paths
         if fresh:
             shutil.rmtree(p.state, ignore_errors=True)
@@ -192,8 +193,9 @@ class SlurmCluster:
         p.root.chmod(0o755)
         p.munge.chmod(0o755)  # munged: clients must be able to reach the socket
         _ensure_reachable_by_nobody(p.root)
-        _write_secret(p.jwt_key, 32)
-        _write_secret(p.munge_key, 1024)
+        if keys:
+            _write_secret(p.jwt_key, 32)
+            _write_secret(p.munge_key, 1024)
         for name, target in self.install.daemons.items():
             link = p.bin / name
             if not link.is_symlink() or os.readlink(link) != str(target):
@@ -215,17 +217,17 @@ class SlurmCluster:
         self.prepare(fresh=fresh)
         self.write_config(slurm_conf, gres_conf)
         timings: dict[str, float] = {}
-        timings["munged"] = self._start_munged()
+        timings["munged"] = self.start_munged()
         if self.accounting:
             timings.update(self.accounting_daemons().start(fresh=fresh))
-        timings["slurmctld"] = self._start_slurmctld()
+        timings["slurmctld"] = self.start_slurmctld()
         started = time.monotonic()
         for node in nodes:
             self.start_slurmd(node, wait=False)
         for node in nodes:
             self.wait_node_registered(node)
         timings["slurmd"] = time.monotonic() - started
-        timings["slurmrestd"] = self._start_slurmrestd()
+        timings["slurmrestd"] = self.start_slurmrestd()
         return timings
 
     def stop(self, *, grace: float = 10.0) -> list[str]:
@@ -233,7 +235,8 @@ class SlurmCluster:
         if self.supervisor.running("slurmctld") is not None:
             self.cancel_all_jobs()
         stopped = []
-        order = ["slurmrestd", *self.slurmd_daemons(), "slurmctld", "slurmdbd", "mariadb", "munged"]
+        order = ["slurmrestd", *self.slurmd_daemons(), *self.sshd_daemons(), "slurmctld",
+                 "slurmdbd", "mariadb", "munged"]  # fmt: skip
         for name in order:
             if self.supervisor.stop(name, grace=grace):
                 stopped.append(name)
@@ -289,6 +292,10 @@ class SlurmCluster:
     def slurmd_daemons(self) -> list[str]:
         return [name for name in self.supervisor.names() if name.startswith("slurmd-")]
 
+    def sshd_daemons(self) -> list[str]:
+        """The login Pods' sshd (`sshd-<pod>`)."""
+        return [name for name in self.supervisor.names() if name.startswith("sshd-")]
+
     def running_nodes(self) -> list[str]:
         return [name.removeprefix("slurmd-") for name in self.slurmd_daemons()
                 if self.supervisor.running(name) is not None]  # fmt: skip
@@ -330,11 +337,14 @@ class SlurmCluster:
             "slurmctld": self.controller_up,
             "slurmrestd": self.rest_ready,
         }
-        if self.accounting:
+        names = self.supervisor.names()
+        if self.accounting or "slurmdbd" in names:
             checks["mariadb"] = lambda: is_accepting(self.ports.mariadb)
             checks["slurmdbd"] = lambda: is_accepting(self.ports.slurmdbd)
         for name in self.slurmd_daemons():
             checks[name] = functools.partial(self.node_registered, name.removeprefix("slurmd-"))
+        for name in self.sshd_daemons():
+            checks[name] = lambda: is_accepting(self.ports.ssh)
         return {name: self._healthy(name, check) for name, check in checks.items()}
 
     def cancel_all_jobs(self, timeout: float = 10.0) -> None:
@@ -372,7 +382,7 @@ class SlurmCluster:
 
     # ---- daemons ------------------------------------------------------------------------
 
-    def _start_munged(self) -> float:
+    def start_munged(self) -> float:
         p = self.paths
         argv = [
             str(MUNGED), "-F", "-S", str(p.munge_socket), f"--key-file={p.munge_key}",
@@ -390,9 +400,9 @@ class SlurmCluster:
         """Stop and start slurmctld, keeping its state (jobs survive): Slurm reads NodeName
         lines only at start. Seconds until it answers again."""
         self.supervisor.stop("slurmctld", grace=10.0)
-        return self._start_slurmctld()
+        return self.start_slurmctld()
 
-    def _start_slurmctld(self) -> float:
+    def start_slurmctld(self) -> float:
         argv = [str(self.paths.bin / "slurmctld"), "-D", "-i"]
         self.supervisor.start("slurmctld", argv, env=self.env())
         return self.supervisor.wait_ready(
@@ -400,7 +410,7 @@ class SlurmCluster:
             extra_logs=[self.paths.log / "slurmctld.log"],
         )  # fmt: skip
 
-    def _start_slurmrestd(self) -> float:
+    def start_slurmrestd(self) -> float:
         install = self.install
         argv = [str(install.slurmrestd)]
         if os.getuid() == 0:

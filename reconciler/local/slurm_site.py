@@ -106,6 +106,7 @@ class SlurmPorts:
     slurmrestd: int
     slurmdbd: int
     mariadb: int
+    ssh: int = 0  # the login Pod's sshd (0 in a stack recorded before there was one)
     nodes: Mapping[str, int] = field(default_factory=dict)  # Port= of each declared node
 
     def to_json(self) -> dict[str, object]:
@@ -134,9 +135,10 @@ def current_user() -> str:
 
 
 def local_site_settings(
-    paths: SlurmPaths, ports: SlurmPorts, accounting: bool, *, cluster_name: str = "local"
+    paths: SlurmPaths, ports: SlurmPorts, accounting: bool | None, *, cluster_name: str = "local"
 ) -> dict[str, str]:
-    """The slurm.conf keys that tie a cluster to this machine's runtime dir and ports."""
+    """The slurm.conf keys that tie a cluster to this machine's runtime dir and ports;
+    `accounting` None leaves accounting to the rendered config (see accounting_settings)."""
     user = current_user()
     settings = {
         "ClusterName": cluster_name,
@@ -177,7 +179,11 @@ def local_site_settings(
     return settings
 
 
-def accounting_settings(paths: SlurmPaths, ports: SlurmPorts, accounting: bool) -> dict[str, str]:
+def accounting_settings(
+    paths: SlurmPaths, ports: SlurmPorts, accounting: bool | None
+) -> dict[str, str]:
+    if accounting is None:  # the config decides; if it is on, slurmctld finds munge here
+        return {"AccountingStoragePass": str(paths.munge_socket)}
     if not accounting:
         return {"AccountingStorageType": "accounting_storage/none"}
     return {
@@ -186,6 +192,21 @@ def accounting_settings(paths: SlurmPaths, ports: SlurmPorts, accounting: bool) 
         "AccountingStoragePort": str(ports.slurmdbd),
         # With slurmdbd and munge, this is where the MUNGE socket is.
         "AccountingStoragePass": str(paths.munge_socket),
+    }
+
+
+def local_dbd_site(paths: SlurmPaths) -> dict[str, str]:
+    """The slurmdbd.conf keys that tie a rendered slurmdbd to this machine (its ports and
+    database host come with the profile's)."""
+    return {
+        "AuthInfo": f"socket={paths.munge_socket}",
+        "AuthAltParameters": f"jwt_key={paths.jwt_key}",
+        "DbdHost": "localhost",  # slurmdbd starts only on the host DbdHost names
+        "DbdAddr": "127.0.0.1",
+        "SlurmUser": current_user(),
+        "LogFile": str(paths.log / "slurmdbd.log"),
+        "PidFile": str(paths.run / "slurmdbd.pid"),
+        "DebugLevel": "info",
     }
 
 

@@ -248,17 +248,23 @@ class LocalStack:
         return timings
 
     def allocate_slurm(
-        self, node_names: Sequence[str], *, accounting: bool = False, release: str | None = None
+        self,
+        node_names: Sequence[str],
+        *,
+        accounting: bool = False,
+        release: str | None = None,
+        pods: bool = False,
     ) -> SlurmSite:
         """Choose ports for the daemons and for every declared node (FUTURE ones included),
-        and the Slurm release (default: slurm_install's).
+        and the Slurm release (default: slurm_install's). With `pods`, the daemons will run
+        as the Pods of a config repo (`local up`), whose values decide on accounting.
 
         Call before rendering slurm.conf: the site settings carry these ports and paths.
         """
         install = slurm_install(release)
-        slurm_module.check_binaries(accounting, install)
+        slurm_module.check_binaries(accounting or pods, install)
         self._refuse_if_running([*SlurmCluster.DAEMONS, *self._slurmd_names()])
-        ports_needed = 5 + len(node_names)
+        ports_needed = 6 + len(node_names)
         chosen = free_ports(ports_needed, avoid=self._taken_ports("kube"))
         ports = SlurmPorts(
             slurmctld=chosen[0],
@@ -266,21 +272,38 @@ class LocalStack:
             slurmrestd=chosen[2],
             slurmdbd=chosen[3],
             mariadb=chosen[4],
-            nodes=dict(zip(node_names, chosen[5:], strict=True)),
+            ssh=chosen[5],
+            nodes=dict(zip(node_names, chosen[6:], strict=True)),
         )
         self._state["slurm"] = {
             "ports": ports.to_json(),
             "accounting": accounting,
+            "pods": pods,
             "release": install.release,
             "slurm_conf": str(self.slurm_paths.slurm_conf),
             "jwt_key": str(self.slurm_paths.jwt_key),
             "rest_url": f"http://127.0.0.1:{ports.slurmrestd}",
         }
         self._save_state()
+        return self.slurm_site()
+
+    @property
+    def runs_pods(self) -> bool:
+        """Whether the Slurm daemons run as the Pods of a config repo (`local up`)."""
+        section = self._section("slurm")
+        return bool(section and section.get("pods"))
+
+    def slurm_site(self) -> SlurmSite:
+        """The recorded cluster's site: its paths, ports and slurm.conf site settings."""
+        cluster = self.slurm
+        if cluster is None:
+            raise LocalStackError("no Slurm in this stack yet")
+        accounting = None if self.runs_pods else cluster.accounting
         settings = local_site_settings(
-            self.slurm_paths, ports, accounting, cluster_name=self.cluster_name
+            cluster.paths, cluster.ports, accounting, cluster_name=self.cluster_name
         )
-        return SlurmSite(self.slurm_paths, ports, settings, accounting, self.cluster_name)
+        return SlurmSite(cluster.paths, cluster.ports, settings, cluster.accounting,
+                         self.cluster_name)  # fmt: skip
 
     def up_slurm(
         self, slurm_conf: str, gres_conf: str, start_nodes: Sequence[str]
@@ -289,7 +312,7 @@ class LocalStack:
         cluster = self.slurm
         if cluster is None:
             raise LocalStackError("up_slurm before allocate_slurm: no ports chosen yet")
-        self._adopt_orphans()
+        self.adopt_orphans()
         started = time.monotonic()
         try:
             timings = cluster.start(slurm_conf, gres_conf, start_nodes)
@@ -300,7 +323,31 @@ class LocalStack:
         self._record_timings("slurm", timings)
         return timings
 
-    def _adopt_orphans(self) -> None:
+    @property
+    def pods_dir(self) -> Path:
+        """Where the node agent puts what our Pods mount that is not Slurm's shared files."""
+        return self.runtime_dir / "pods"
+
+    def prepare_pods(self, node_names: Sequence[str], *, release: str | None = None) -> SlurmSite:
+        """For `local up`: Kubernetes up, ports chosen and directories made for a Slurm
+        cluster whose daemons the node agent will run as Pods. All or nothing."""
+        self._refuse_if_running(self._all_daemon_names())
+        kube_module.find_binaries()
+        slurm_module.check_binaries(True, slurm_install(release))
+        try:
+            self.up_kube()
+            site = self.allocate_slurm(node_names, release=release, pods=True)
+            cluster = self.slurm
+            assert cluster is not None
+            cluster.prepare(fresh=True, keys=False)  # the keys come from the Secrets
+            shutil.rmtree(self.pods_dir, ignore_errors=True)
+            self.adopt_orphans()
+        except BaseException:
+            self.down()
+            raise
+        return site
+
+    def adopt_orphans(self) -> None:
         # slurmd's job steps get reparented to us instead of to a PID 1 that may not reap.
         if self._reaper is None:
             self._reaper = start_orphan_reaper()

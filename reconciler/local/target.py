@@ -1,10 +1,8 @@
-"""Plan and apply against a running local stack: its adapters, profile, and the two things
-only it can do — show when slurmctld holds new config, and restart slurmctld."""
+"""Plan and apply against a running local stack: its adapters, its profile, and where
+slurmctld reads its config (the files the node agent writes for the controller Pod)."""
 
 from __future__ import annotations
 
-import os
-import signal
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -12,15 +10,14 @@ from pathlib import Path
 from reconciler.adapters.kube import Kube
 from reconciler.adapters.sacctmgr import Sacctmgr
 from reconciler.adapters.scontrol import Scontrol
-from reconciler.adapters.slurm_client import connect
+from reconciler.adapters.slurm_client import connect_lazily
 from reconciler.adapters.slurm_jwt import MintedTokens
+from reconciler.apply.controller import DeploymentRestarter
 from reconciler.apply.executor import ApplyError, Target
 from reconciler.compile.profile import Profile
-from reconciler.local.slurm import SlurmSite, current_user, local_site_settings
+from reconciler.local.slurm import SlurmSite, current_user
+from reconciler.local.slurm_site import local_dbd_site
 from reconciler.local.stack import LocalStack
-
-# The foreground `up` process restarts slurmctld on SIGHUP (it is slurmctld's parent).
-RESTART_SIGNAL = signal.SIGHUP
 
 
 def open_stack(runtime_dir: Path) -> LocalStack:
@@ -36,46 +33,51 @@ def open_stack(runtime_dir: Path) -> LocalStack:
 def local_profile_of(stack: LocalStack, nodes: Sequence[str] = ()) -> Profile:
     """The stack's local profile; `nodes` (all declared ones) get ports first if new."""
     stack.ensure_node_ports(nodes)
-    slurm = stack.slurm
-    assert slurm is not None
-    site = SlurmSite(
-        slurm.paths,
-        slurm.ports,
-        local_site_settings(slurm.paths, slurm.ports, slurm.accounting,
-                            cluster_name=stack.cluster_name),
-        slurm.accounting,
-        stack.cluster_name,
-    )  # fmt: skip
-    return site_profile(site)
+    return site_profile(stack.slurm_site())
 
 
 def site_profile(site: SlurmSite) -> Profile:
+    ports = site.ports
     return Profile.local(
         site=site.settings,
-        slurmctld_port=site.ports.slurmctld,
-        slurmd_port=site.ports.slurmd,
-        node_port_base=max(site.ports.nodes.values(), default=site.ports.slurmd) + 1,
-        node_ports=site.ports.nodes,
+        slurmctld_port=ports.slurmctld,
+        slurmd_port=ports.slurmd,
+        node_port_base=max(ports.nodes.values(), default=ports.slurmd) + 1,
+        node_ports=ports.nodes,
         gres_device_dir=str(site.paths.dev),
         conf_dir=str(site.paths.etc),
+        dbd_site=local_dbd_site(site.paths),
+        control_ports={
+            "rest": ports.slurmrestd,
+            "dbd": ports.slurmdbd,
+            "mysql": ports.mariadb,
+            "ssh": ports.ssh,
+        },
     )
 
 
-def local_target(stack: LocalStack, namespace: str, *, kubeconfig: Path | None = None) -> Target:
-    """The local stack; `kubeconfig` talks to its API server as someone other than admin."""
+def local_target(
+    stack: LocalStack, namespace: str, release: str = "", *, kubeconfig: Path | None = None
+) -> Target:
+    """The local stack; `kubeconfig` talks to its API server as someone other than admin.
+    slurmctld runs as the controller Pod of `release`: apply restarts it as on any cluster,
+    by rolling that Deployment."""
     slurm = stack.slurm
     assert slurm is not None
     tokens = MintedTokens(slurm.paths.jwt_key, current_user())
+    kube = Kube.from_kubeconfig(kubeconfig or stack.kube_paths.kubeconfig)
+    rest = connect_lazily(slurm.rest_url(), tokens)
+    accounting = slurm.accounting or slurm.supervisor.running("slurmdbd") is not None
     return Target(
-        kube=Kube.from_kubeconfig(kubeconfig or stack.kube_paths.kubeconfig),
-        slurm=connect(slurm.rest_url(), tokens),
+        kube=kube,
+        slurm=rest,
         scontrol=Scontrol(tokens, env=slurm.env()),
         namespace=namespace,
         sink=FileSink(slurm.paths.slurm_conf, slurm.paths.gres_conf),
-        restarter=ForegroundRestarter(stack),
-        sacctmgr=Sacctmgr(env=slurm.env(), cluster=stack.cluster_name)
-        if slurm.accounting
+        restarter=DeploymentRestarter.if_ours(kube, namespace, release, slurm.controller_up)
+        if release
         else None,
+        sacctmgr=Sacctmgr(env=slurm.env(), cluster=stack.cluster_name) if accounting else None,
     )
 
 
@@ -104,33 +106,6 @@ def _read(path: Path) -> str | None:
         return path.read_text()
     except FileNotFoundError:
         return None
-
-
-class ForegroundRestarter:
-    """Asks the `up` process (slurmctld's parent) to restart slurmctld, and waits for it."""
-
-    def __init__(self, stack: LocalStack) -> None:
-        self._stack = stack
-
-    def restart(self, timeout: float) -> None:
-        pid = self._stack.foreground_pid()
-        slurm = self._stack.slurm
-        if pid is None or slurm is None:
-            raise ApplyError("cannot restart slurmctld: the local stack is not running")
-        before = self._stack.supervisor.running("slurmctld")
-        os.kill(pid, RESTART_SIGNAL)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            now = self._stack.supervisor.running("slurmctld")
-            if (
-                now is not None
-                and (before is None or now.pid != before.pid)
-                and slurm.controller_up()
-            ):
-                return
-            time.sleep(0.2)
-        raise ApplyError(f"slurmctld did not come back within {timeout:g} s",
-                         hint=f"see {slurm.paths.log}/slurmctld.log")  # fmt: skip
 
 
 def scheduler_endpoints(stack: LocalStack) -> tuple[Path, str, Path, str]:

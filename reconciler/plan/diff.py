@@ -9,7 +9,9 @@ from typing import Any
 
 from reconciler.compile.desired import KIND_ORDER, DesiredState, SlurmNode
 from reconciler.compile.slurm_conf import Partition, declared_nodes, partitions_in
+from reconciler.errors import ReconcilerError
 from reconciler.plan.accounting import accounting_changes
+from reconciler.plan.bootstrap import bootstrap_plan, control_plane_down
 from reconciler.plan.fields import field_changes
 from reconciler.plan.live import LiveNode, LiveState, comparable, contains
 from reconciler.plan.model import (
@@ -33,6 +35,10 @@ from reconciler.plan.model import (
 )
 from reconciler.plan.reservations import reservation_changes
 from reconciler.wellknown import DRAIN_REASON_PREFIX
+
+
+class SlurmSilentError(ReconcilerError):
+    """Slurm's state is needed and slurmrestd does not answer."""
 
 # Listed so a plan can compare them, never deleted: the controller's state claim holds every
 # job slurmctld knows (a claim going away with a typo in git would lose them all).
@@ -116,7 +122,7 @@ def plan_changes(
     restart = live.slurm_conf is not None and set(declared_nodes(live.slurm_conf)) != set(
         declared_nodes(state.slurm_conf)
     )
-    return Plan(
+    plan = Plan(
         release=state.release,
         namespace=state.namespace,
         profile=state.profile,
@@ -128,6 +134,24 @@ def plan_changes(
         fingerprint=None if offline else live.fingerprint(),
         controller_restart=restart,
     )
+    if live.slurm_error is None:
+        return plan
+    return bootstrap_plan(plan, desired_kube_objects(state), live,
+                          _why_silent(state, live, live.slurm_error))  # fmt: skip
+
+
+def _why_silent(state: DesiredState, live: LiveState, error: str) -> str:
+    """Slurm is silent because our control plane is down; otherwise that is an outage, and
+    no plan can be made without Slurm's state."""
+    down = control_plane_down(desired_kube_objects(state), live)
+    if not down:
+        raise SlurmSilentError(
+            f"Slurm does not answer ({error}), and no control plane of release "
+            f"{state.release} that we render is down to explain it; nothing was planned",
+            hint="check slurmrestd and slurmctld (kubectl get pods; their logs), or the "
+            "--slurm-url this command was given",
+        )
+    return f"{', '.join(down)} not running ({error})"
 
 
 def _live_from_objects(objects: Mapping[ObjectRef, Any]) -> LiveState:

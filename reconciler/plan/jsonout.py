@@ -24,6 +24,7 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
         "offline": plan.offline,
         "fingerprint": plan.fingerprint,
         "controllerRestart": plan.controller_restart,
+        "bootstrap": plan.bootstrap,
         "summary": asdict(plan.summary()),
         "changes": [_change(c) for c in plan.changes],
         "warnings": list(plan.warnings),
@@ -70,6 +71,7 @@ def plan_from_dict(data: dict[str, Any]) -> Plan:
         denials=tuple(data.get("denials") or ()),
         fingerprint=data.get("fingerprint"),
         controller_restart=bool(data.get("controllerRestart")),
+        bootstrap=bool(data.get("bootstrap")),
     )
 
 

@@ -99,6 +99,9 @@ class LiveState:
     # Names of the generated Secrets that exist (their data is never read into live state).
     # Not part of the fingerprint: creating one is idempotent (one made meanwhile is kept).
     secrets: frozenset[str] = frozenset()
+    # Why Slurm's state could not be read (slurmrestd does not answer); None when it was.
+    # Its nodes and reservations are then unknown, not absent.
+    slurm_error: str | None = None
 
     def fingerprint(self) -> str:
         """Changes whenever something a plan depends on changes, and only then: a Pod becoming
@@ -121,6 +124,7 @@ class LiveState:
             )
         if self.accounting is not None:
             digest.update(self.accounting.fingerprint_text().encode())
+        digest.update(f"slurm answers: {self.slurm_error is None}".encode())
         return digest.hexdigest()
 
 

@@ -103,6 +103,9 @@ class Plan:
     fingerprint: str | None = None
     # NodeName lines added or removed: Slurm reads those only when slurmctld starts.
     controller_restart: bool = False
+    # Made while Slurm did not answer and our control plane was down: only what brings it
+    # up (plan/bootstrap.py); the rest is planned once Slurm answers.
+    bootstrap: bool = False
 
     @property
     def has_changes(self) -> bool:

@@ -114,7 +114,7 @@ def local_up(
     label: str,
     extra_args: Sequence[str] = (),
 ) -> Iterator[RunningUp]:
-    """`extra_args`: more `local up` flags (`--accounting`)."""
+    """`extra_args`: more `local up` flags (`--slurm 22.05`)."""
     require_kube_binaries()
     require_slurm_binaries()
     runtime = new_temp_runtime_dir(prefix)

@@ -1,6 +1,7 @@
-"""Slurm accounting declared in git (QOS, accounts, users), end to end on the real local stack with
-MariaDB + slurmdbd (`reconciler local up --accounting`), through the CLI as a user runs it, on a
-copy of fixtures/config-repo whose slurmConfig sets PreemptType=preempt/qos.
+"""Slurm accounting declared in git (QOS, accounts, users), end to end on the real local stack
+with MariaDB + slurmdbd (the fixture repo's `accounting.enabled`: Pods that `local up` runs),
+through the CLI as a user runs it, on a copy of fixtures/config-repo whose slurmConfig sets
+PreemptType=preempt/qos.
 
 The tests run in file order and build on each other's state (one stack per module):
 
@@ -70,7 +71,7 @@ def env(stack_timings: dict[str, float]) -> Iterator[Env]:
     try:
         with local_up(
             up_repo, work / "up.log", prefix="sunk-reconciler-acct-", timings=stack_timings,
-            label="accounting tests", extra_args=["--accounting"],
+            label="accounting tests",
         ) as running:  # fmt: skip
             yield Env(repo, work, running)
     finally:

@@ -284,8 +284,11 @@ def _slurmctld_pid(env: Env) -> int:
 
 
 def _restarts(env: Env) -> int:
-    """How often the `up` process restarted slurmctld (it logs each restart)."""
-    return env.running.log.read_text(errors="replace").count("slurmctld restarted")
+    """How often the controller Deployment was rolled (`kubectl rollout history`): each
+    slurmctld restart apply makes is one more revision."""
+    deployment = env.kube.get("apps/v1", "Deployment", "slurm-controller", "slurm")
+    assert deployment is not None, "no controller Deployment"
+    return int(deployment["metadata"]["annotations"]["deployment.kubernetes.io/revision"]) - 1
 
 
 def _job_state(env: Env, job_id: str) -> str:

@@ -104,13 +104,17 @@ def test_every_object_passes_a_server_side_dry_run(deployed: Deployed) -> None:
 
 def test_the_argo_cd_plugin_renders_what_the_daemon_applies(deployed: Deployed) -> None:
     """plugin.yaml's generate command, run as Argo CD's cmp-server runs it (in the app's
-    folder), prints the repo's objects, and the API server takes them."""
+    folder), prints the repo's objects, and the API server takes them. Into a namespace of
+    its own: the local stack's objects are rendered for loopback ports, these for a cluster."""
     plugin = yaml.safe_load((ROOT / "deploy" / "argocd" / "plugin.yaml").read_text())
     assert (deployed.repo / plugin["spec"]["discover"]["fileName"]).is_file()
     command = plugin["spec"]["generate"]["command"]
+    namespace = "argocd-render"
+    deployed.admin.apply({"apiVersion": "v1", "kind": "Namespace",
+                          "metadata": {"name": namespace}})  # fmt: skip
     done = subprocess.run(
-        [sys.executable, "-m", "reconciler", *command[1:]], cwd=deployed.repo,
-        capture_output=True, text=True, check=False,
+        [sys.executable, "-m", "reconciler", *command[1:], "--namespace", namespace],
+        cwd=deployed.repo, capture_output=True, text=True, check=False,
         env={**os.environ, "ARGOCD_APP_NAME": "slurm", "ARGOCD_APP_NAMESPACE": NAMESPACE},
     )  # fmt: skip
     assert command[0] == "reconciler" and done.returncode == 0, done.stderr

@@ -3,12 +3,19 @@ object takes; accounting in and out of the cluster; keys accepted but not acted 
 
 from __future__ import annotations
 
+import os
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from reconciler.apply.secrets import generate
+from reconciler.compile.control_plane import RECONFIGURE_SCRIPT
 from reconciler.compile.desired import DesiredState, compile_desired_state
+from reconciler.compile.manifests import CONF_MOUNT
 from reconciler.compile.secrets import secret_from_manifest
 from reconciler.errors import ConfigTypeError
 from tests.unit.conftest import config_from
@@ -56,7 +63,9 @@ def test_seed_001_commands_find_the_controller_as_written() -> None:
     controller = found[("Deployment", "slurm-controller")]
     labels = controller["spec"]["template"]["metadata"]["labels"]
     assert matches("app.kubernetes.io/name=slurmctld", labels)
-    assert {c["name"] for c in pod_of(controller)["containers"]} == {"slurmctld", "munge"}
+    assert {c["name"] for c in pod_of(controller)["containers"]} == {
+        "slurmctld", "reconfigure", "munge"
+    }
     # Recreate: two slurmctld never share the state directory during a rollout.
     assert controller["spec"]["strategy"] == {"type": "Recreate"}
     assert pod_of(controller)["hostname"] == "slurm-controller"  # slurm.conf's SlurmctldHost
@@ -233,3 +242,42 @@ slurmConfig: {killWiat: 3}
     assert any(t.startswith("login.service.exposePublicIP is accepted") for t in texts)
     assert "slurmConfig.killWiat is not a key this reconciler reads; it is ignored; " \
            "did you mean 'killWait'?" in texts  # fmt: skip
+
+
+def test_the_controller_pod_reconfigures_once_each_time_its_mounted_config_changes(
+    tmp_path: Path,
+) -> None:
+    """The reconfigure sidecar's script, run by a real shell with a stand-in scontrol that
+    fails once (slurmctld restarting): no reconfigure for unchanged files, one per change,
+    and a failed one is tried again."""
+    conf, bin_dir, calls = tmp_path / "etc", tmp_path / "bin", tmp_path / "calls"
+    conf.mkdir()
+    bin_dir.mkdir()
+    (conf / "slurm.conf").write_text("ClusterName=a\n")
+    scontrol = bin_dir / "scontrol"
+    scontrol.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n'
+                        f'[ -e {tmp_path}/failed-once ] || {{ touch {tmp_path}/failed-once; '
+                        "exit 1; }\n")  # fmt: skip
+    scontrol.chmod(0o755)
+    script = RECONFIGURE_SCRIPT.replace(CONF_MOUNT, str(conf)).replace("sleep 5", "sleep 0.05")
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    shell = subprocess.Popen(["sh", "-c", script], env=env)
+    try:
+        time.sleep(0.3)
+        assert not calls.exists()  # nothing changed yet
+        (conf / "slurm.conf").write_text("ClusterName=b\n")
+        wait(lambda: calls.exists() and len(calls.read_text().splitlines()) == 2)
+        time.sleep(0.3)
+        assert calls.read_text().splitlines() == ["reconfigure", "reconfigure"]  # fail, retry
+        (conf / "gres.conf").write_text("AutoDetect=off\n")
+        wait(lambda: len(calls.read_text().splitlines()) == 3)
+    finally:
+        shell.kill()
+        shell.wait()
+
+
+def wait(probe: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not probe():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)

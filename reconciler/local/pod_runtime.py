@@ -1,0 +1,350 @@
+"""What runs in our Pods on the local stack: for each Pod, the real program its image runs
+(slurmctld, slurmrestd, slurmdbd, MariaDB, sshd, slurmd), started on this host from the files
+its volumes show (volumes.py), under the stack's Supervisor, as named daemons that
+`reconciler local status` and `down` know.
+
+The Pod's `app.kubernetes.io/name` label says which program that is, as it does for
+`kubectl logs -l app.kubernetes.io/name=slurmctld`. Every Pod also carries a munge sidecar;
+on one host those would be one munged on the one socket slurm.conf names, so a single munged
+runs while any Pod with a munge container runs.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from reconciler import wellknown as wk
+from reconciler.compile.control_plane import DB_PASSWORD_DIR, JWT_DIR, SLURMDBD_CONF_DIR, STATE_DIR
+from reconciler.compile.manifests import CONF_MOUNT
+from reconciler.compile.munge import MUNGE_CONTAINER, MUNGE_KEY_DIR, MUNGE_SOCKET_DIR
+from reconciler.errors import LocalStackError
+from reconciler.local.ports import is_accepting
+from reconciler.local.slurm import SlurmCluster, SlurmPaths
+from reconciler.local.volumes import (
+    HostLayout,
+    Materializer,
+    VolumeError,
+    decoded_data,
+    pod_mounts,
+)
+
+Obj = dict[str, Any]
+SSHD = Path("/usr/sbin/sshd")
+SSH_KEYGEN = "ssh-keygen"
+SSHD_PRIVSEP_DIR = Path("/run/sshd")  # Debian's sshd insists on it
+READY_SECONDS = 30.0
+DB_WAIT_SECONDS = 60.0
+MUNGED = "munged"
+Reader = Callable[[str, str, str], Obj | None]
+
+
+def host_layout(paths: SlurmPaths, pods_root: Path) -> HostLayout:
+    """Where the container paths Slurm's daemons share land: where the local slurm.conf
+    (local_site_settings) says its config, keys, munge socket and state are."""
+    return HostLayout(
+        {
+            PurePosixPath(CONF_MOUNT): paths.etc,
+            PurePosixPath(JWT_DIR): paths.etc,  # jwt_hs256.key, as AuthAltParameters says
+            PurePosixPath(MUNGE_KEY_DIR): paths.munge,  # munge.key
+            PurePosixPath(MUNGE_SOCKET_DIR): paths.munge,  # one munged for the host
+            PurePosixPath(STATE_DIR): paths.state,  # the controller's claim
+        },
+        pods_root,
+    )
+
+
+# The daemon (Supervisor name) that a Pod's main container runs, by the Pod's app label.
+_DAEMON_OF_APP = {
+    "slurmd": "slurmd-{pod}",
+    "slurmctld": "slurmctld",
+    "slurmrestd": "slurmrestd",
+    "slurmdbd": "slurmdbd",
+    "mysql": "mariadb",
+    "login": "sshd-{pod}",
+}
+
+
+class LocalPodRuntime:
+    """Starts and stops the daemons of our Pods; one instance per local stack."""
+
+    def __init__(self, cluster: SlurmCluster, files: Materializer, read: Reader) -> None:
+        self._cluster = cluster
+        self._files = files
+        self._read = read
+        self._lock = threading.Lock()
+        self._munge_users: set[str] = set()
+        self._owned: dict[str, list[str]] = {}  # Pod key -> daemons it started
+        # Pod key -> container -> (log file, where this start's output begins)
+        self._logs: dict[str, dict[str, tuple[Path, int]]] = {}
+        self._starters: dict[str, Callable[[Obj], list[str]]] = {
+            "slurmd": self._slurmd,
+            "slurmctld": self._slurmctld,
+            "slurmrestd": self._slurmrestd,
+            "slurmdbd": self._slurmdbd,
+            "mysql": self._mysql,
+            "login": self._login,
+        }
+
+    # ---- what the node agent calls --------------------------------------------------------
+
+    def start(self, pod: Obj) -> None:
+        """Mount the Pod's volumes and start its daemons; returns once they are ready (the
+        readiness probe passes). Raises while something it needs is not there yet."""
+        key = _key(pod)
+        with self._lock:
+            if key in self._owned:
+                return
+        self._files.mount_all(pod)
+        logs = self._log_starts(pod)
+        if _has_container(pod, MUNGE_CONTAINER):
+            self._join_munge(key)
+        starter = self._starters.get(_app(pod))
+        try:
+            daemons = starter(pod) if starter is not None else []
+        except BaseException:
+            self._leave_munge(key)
+            raise
+        with self._lock:
+            self._owned[key] = daemons
+            self._logs[key] = logs
+
+    def log_of(self, namespace: str, pod: str, container: str) -> tuple[Path, int] | None:
+        """Where a running container's output is (for `kubectl logs`)."""
+        with self._lock:
+            return self._logs.get(f"{namespace}/{pod}", {}).get(container)
+
+    def _log_starts(self, pod: Obj) -> dict[str, tuple[Path, int]]:
+        """Each container's daemon log, and its size now: what it writes from here on is
+        this start's output."""
+        containers = [c["name"] for c in (pod.get("spec") or {}).get("containers") or []]
+        daemons = {MUNGE_CONTAINER: MUNGED}
+        if containers and containers[0] != MUNGE_CONTAINER:
+            main = _DAEMON_OF_APP.get(_app(pod), "").format(pod=pod["metadata"]["name"])
+            if main:
+                daemons[containers[0]] = main
+        supervisor = self._cluster.supervisor
+        return {c: (supervisor.logfile(daemons[c]), _size(supervisor.logfile(daemons[c])))
+                for c in containers if c in daemons}  # fmt: skip
+
+    def stop(self, pod: Obj, grace: float) -> None:
+        """Stop what this Pod started (SIGTERM, then SIGKILL after `grace`)."""
+        key = _key(pod)
+        with self._lock:
+            daemons = self._owned.pop(key, [])
+            self._logs.pop(key, None)
+        for name in reversed(daemons):
+            if name.startswith("slurmd-"):
+                self._cluster.stop_slurmd(name.removeprefix("slurmd-"), grace=grace)
+            else:
+                self._cluster.supervisor.stop(name, grace=grace)
+        self._leave_munge(key)
+
+    def exited(self) -> list[str]:
+        """Pods (namespace/name) one of whose daemons is no longer running."""
+        with self._lock:
+            owned = {key: list(names) for key, names in self._owned.items()}
+        supervisor = self._cluster.supervisor
+        return [key for key, names in owned.items()
+                if any(supervisor.running(name) is None for name in names)]  # fmt: skip
+
+    # ---- munge: one munged for every Pod on this host ---------------------------------------
+
+    def _join_munge(self, key: str) -> None:
+        with self._lock:
+            first = not self._munge_users
+            self._munge_users.add(key)
+            if first or self._cluster.supervisor.running(MUNGED) is None:
+                self._cluster.start_munged()
+
+    def _leave_munge(self, key: str) -> None:
+        with self._lock:
+            if key not in self._munge_users:
+                return
+            self._munge_users.discard(key)
+            if not self._munge_users:
+                self._cluster.supervisor.stop(MUNGED, grace=2.0)
+
+    # ---- one starter per program ------------------------------------------------------------
+
+    def _slurmd(self, pod: Obj) -> list[str]:
+        node = pod["metadata"]["name"]  # the Pod name is the Slurm node name
+        try:
+            self._cluster.start_slurmd(node, wait=True)
+        except BaseException:
+            self._cluster.stop_slurmd(node, grace=1.0)
+            raise
+        return [self._cluster.slurmd_daemon(node)]
+
+    def _slurmctld(self, pod: Obj) -> list[str]:
+        """slurmctld, once the slurmdbd slurm.conf names answers: a first start without its
+        database is fatal ("we have no TRES from it"), where a cluster would restart the
+        container until slurmdbd is up."""
+        settings = _settings(self._cluster.paths.slurm_conf.read_text())
+        if settings.get("AccountingStorageType") == "accounting_storage/slurmdbd":
+            port = int(settings.get("AccountingStoragePort", "6819"))
+            _wait_until(lambda: is_accepting(port), DB_WAIT_SECONDS, f"slurmdbd on port {port}")
+        self._cluster.start_slurmctld()
+        return ["slurmctld"]
+
+    def _slurmrestd(self, pod: Obj) -> list[str]:
+        self._cluster.start_slurmrestd()
+        return ["slurmrestd"]
+
+    def _mysql(self, pod: Obj) -> list[str]:
+        """MariaDB as the official image's entrypoint runs it: a new data directory gets the
+        database and user its MARIADB_* variables name."""
+        env = container_env(pod, "mysql", self._read)
+        datadir = self._files.host_path(pod, "/var/lib/mysql")
+        self._cluster.accounting_daemons().start_mariadb(
+            datadir,
+            database=env.get("MARIADB_DATABASE", ""),
+            user=env.get("MARIADB_USER", ""),
+            password=env.get("MARIADB_PASSWORD", ""),
+        )
+        return ["mariadb"]
+
+    def _slurmdbd(self, pod: Obj) -> list[str]:
+        """As the Pod's command does: slurmdbd.conf from its ConfigMap plus StoragePass from
+        its Secret, private to SlurmUser; then slurmdbd, once its database answers."""
+        template = self._files.host_path(pod, f"{SLURMDBD_CONF_DIR}/slurmdbd.conf").read_text()
+        password = self._files.host_path(pod, f"{DB_PASSWORD_DIR}/password").read_text()
+        settings = _settings(template)
+        db_port = int(settings.get("StoragePort", "3306"))
+        _wait_until(lambda: is_accepting(db_port), DB_WAIT_SECONDS,
+                    f"the accounting database on port {db_port}")  # fmt: skip
+        accounting = self._cluster.accounting_daemons()
+        accounting.write_slurmdbd_conf(template + f"StoragePass={password.strip()}\n")
+        accounting.start_slurmdbd()
+        return ["slurmdbd"]
+
+    def _login(self, pod: Obj) -> list[str]:
+        """Debian's sshd on the stack's login port, with the keys the Pod mounts."""
+        name = pod["metadata"]["name"]
+        port = self._cluster.ports.ssh
+        if not port:
+            raise LocalStackError(f"pod {name}: this local stack has no login port")
+        daemon = f"sshd-{name}"
+        directory = self._files.pod_dir(pod) / "sshd"
+        config = sshd_config(
+            directory, port, self._authorized_keys(pod), self._cluster.env(),
+        )  # fmt: skip
+        directory.mkdir(parents=True, exist_ok=True)
+        _host_key(directory / "ssh_host_ed25519_key")
+        (directory / "sshd_config").write_text(config)
+        SSHD_PRIVSEP_DIR.mkdir(mode=0o755, exist_ok=True)
+        supervisor = self._cluster.supervisor
+        supervisor.start(daemon, [str(SSHD), "-D", "-e", "-f", str(directory / "sshd_config")],
+                         env=self._cluster.env())  # fmt: skip
+        supervisor.wait_ready(daemon, lambda: is_accepting(port), timeout=READY_SECONDS)
+        return [daemon]
+
+    def _authorized_keys(self, pod: Obj) -> Path | None:
+        for mount in pod_mounts(pod):
+            if mount.source == "secret" and mount.path.name == "authorized_keys":
+                return self._files.host_path(pod, mount.path)
+        return None
+
+
+def _host_key(path: Path) -> None:
+    """The login Pod's own host key, made once (a real image makes it at first start)."""
+    if path.exists():
+        return
+    result = subprocess.run([SSH_KEYGEN, "-q", "-t", "ed25519", "-N", "", "-f", str(path)],
+                            capture_output=True, text=True, timeout=30, check=False)  # fmt: skip
+    if result.returncode != 0:
+        raise LocalStackError(f"ssh-keygen failed for {path}: {result.stderr.strip()}")
+
+
+def sshd_config(
+    directory: Path, port: int, authorized_keys: Path | None, env: Mapping[str, str]
+) -> str:
+    """A login node's sshd on loopback: keys only, and the stack's Slurm in every session."""
+    session_env = {k: env[k] for k in ("SLURM_CONF", "PATH", "LD_LIBRARY_PATH") if k in env}
+    lines = [
+        f"Port {port}",
+        "ListenAddress 127.0.0.1",
+        f"HostKey {directory / 'ssh_host_ed25519_key'}",
+        f"PidFile {directory / 'sshd.pid'}",
+        f"AuthorizedKeysFile {authorized_keys or 'none'}",
+        "PermitRootLogin prohibit-password",
+        "PasswordAuthentication no",
+        "KbdInteractiveAuthentication no",
+        "UsePAM no",
+        # The key file lives under the runtime dir in /tmp (mode 1777), which StrictModes
+        # refuses; the file itself is the Secret's, mode 0600.
+        "StrictModes no",
+        "PrintMotd no",
+        "SetEnv " + " ".join(f"{k}={v}" for k, v in session_env.items()),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def container_env(pod: Obj, container: str, read: Reader) -> dict[str, str]:
+    """The container's `env` as kubelet resolves it: values, Secret and ConfigMap keys, and
+    the Pod fields the local stack knows."""
+    spec = pod.get("spec") or {}
+    found = next((c for c in spec.get("containers") or [] if c["name"] == container), {})
+    fields = {"metadata.name": pod["metadata"]["name"],
+              "metadata.namespace": pod["metadata"]["namespace"],
+              "spec.nodeName": spec.get("nodeName", ""), "status.podIP": "127.0.0.1"}  # fmt: skip
+    env: dict[str, str] = {}
+    for item in found.get("env") or []:
+        source = item.get("valueFrom") or {}
+        if "value" in item:
+            env[item["name"]] = str(item["value"])
+        elif "fieldRef" in source:
+            env[item["name"]] = fields.get(source["fieldRef"]["fieldPath"], "")
+        elif "secretKeyRef" in source or "configMapKeyRef" in source:
+            env[item["name"]] = _key_ref(pod, source, read)
+    return env
+
+
+def _key_ref(pod: Obj, source: Mapping[str, Any], read: Reader) -> str:
+    kind, ref = (("Secret", source["secretKeyRef"]) if "secretKeyRef" in source
+                 else ("ConfigMap", source["configMapKeyRef"]))  # fmt: skip
+    obj = read(kind, pod["metadata"]["namespace"], ref["name"])
+    data = decoded_data(obj) if obj is not None else {}
+    if ref["key"] not in data:
+        if ref.get("optional"):
+            return ""
+        raise VolumeError(f"pod {pod['metadata']['name']}: {kind} {ref['name']!r} has no key "
+                          f"{ref['key']!r} for its environment")  # fmt: skip
+    return data[ref["key"]].decode()
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def _settings(conf: str) -> dict[str, str]:
+    pairs = (line.split("=", 1) for line in conf.splitlines() if "=" in line)
+    return {key.strip(): value.strip() for key, value in pairs}
+
+
+def _wait_until(probe: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not probe():
+        if time.monotonic() > deadline:
+            raise LocalStackError(f"{what} did not answer within {timeout:g} s")
+        time.sleep(0.2)
+
+
+def _app(pod: Obj) -> str:
+    return ((pod.get("metadata") or {}).get("labels") or {}).get(wk.LABEL_NAME, "")
+
+
+def _has_container(pod: Obj, name: str) -> bool:
+    return any(c["name"] == name for c in (pod.get("spec") or {}).get("containers") or [])
+
+
+def _key(pod: Obj) -> str:
+    meta = pod["metadata"]
+    return f"{meta.get('namespace', '')}/{meta['name']}"
