@@ -25,6 +25,7 @@ from reconciler.config.files import read_library, read_repo
 from reconciler.config.repo import Config, load_config
 from reconciler.errors import LocalStackError
 from reconciler.local.kubelet_model import NodeTemplate, node_templates, required_labels
+from reconciler.local.kubelet_server import KubeletServer
 from reconciler.local.nodeagent import NodeAgent
 from reconciler.local.pod_runtime import LocalPodRuntime, host_layout
 from reconciler.local.slurm import make_fake_gpus
@@ -128,7 +129,10 @@ def start_node_agent(stack: LocalStack, kube: Kube, nodes: list[NodeTemplate]) -
     slurm = stack.slurm
     assert slurm is not None
     files = Materializer(host_layout(slurm.paths, stack.pods_dir), _reader(kube))
-    agent = NodeAgent(kube, LocalPodRuntime(slurm, files, _reader(kube)), files, nodes)
+    runtime = LocalPodRuntime(slurm, files, _reader(kube))
+    cert, key = stack.kube_paths.serving_cert()
+    kubelet = KubeletServer(runtime.log_of, cert, key)
+    agent = NodeAgent(kube, runtime, files, nodes, kubelet=kubelet)
     agent.start()
     return agent
 

@@ -32,10 +32,11 @@ ETCD_BINARY = Path("/usr/bin/etcd")
 ADMIN_USER = "local-admin"
 # Controllers that make the API behave like a cluster without touching the (fake) node side:
 # namespace deletion, owner-reference GC, service accounts with tokens, Pods from StatefulSets
-# and Deployments (through ReplicaSets: the controller Pod, slurmrestd, slurmdbd).
+# and Deployments (through ReplicaSets: the controller Pod, slurmrestd, slurmdbd), and claims
+# bound to the volumes the node agent makes for them.
 CONTROLLERS = (
     "namespace,garbagecollector,serviceaccount,serviceaccount-token,statefulset,deployment,"
-    "replicaset"
+    "replicaset,persistentvolume-binder"
 )
 SERVICE_CLUSTER_IP_RANGE = "10.96.0.0/12"
 # Service accounts only (the admin, controllers and node agent are not audited): cheap, and
@@ -93,6 +94,11 @@ class KubePaths:
     @property
     def kubeconfig(self) -> Path:
         return self.root / "kubeconfig"
+
+    def serving_cert(self) -> tuple[Path, Path]:
+        """The API server's certificate and key: it names 127.0.0.1, so the node agent's
+        kubelet API serves with it too."""
+        return self.pki / "apiserver.crt", self.pki / "apiserver.key"
 
     @property
     def audit_policy(self) -> Path:
@@ -231,6 +237,8 @@ def apiserver_argv(binaries: KubeBinaries, paths: KubePaths, ports: KubePorts) -
         f"--tls-cert-file={pki / 'apiserver.crt'}",
         f"--tls-private-key-file={pki / 'apiserver.key'}",
         f"--client-ca-file={paths.ca_cert}",
+        # The local Nodes' kubelet API (logs, exec) is the node agent's, on 127.0.0.1.
+        "--kubelet-preferred-address-types=InternalIP",
         f"--token-auth-file={paths.token_file}",
         "--authorization-mode=RBAC",
         f"--audit-policy-file={paths.audit_policy}",

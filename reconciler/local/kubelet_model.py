@@ -53,7 +53,9 @@ def required_labels(affinity: Mapping[str, Any] | None) -> dict[str, str]:
     return labels
 
 
-def node_object(template: NodeTemplate, now: datetime) -> Obj:
+def node_object(template: NodeTemplate, now: datetime, kubelet_port: int = 0) -> Obj:
+    """The Node as its kubelet registers it; `kubelet_port` is where the API server reaches
+    its kubelet API (logs, exec)."""
     capacity = dict(NODE_CAPACITY)
     if template.gpus:
         capacity[wk.RESOURCE_NVIDIA_GPU] = str(template.gpus)
@@ -89,6 +91,7 @@ def node_object(template: NodeTemplate, now: datetime) -> Obj:
                 {"type": "Hostname", "address": template.name},
             ],
             "nodeInfo": _node_info(),
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": kubelet_port}},
         },
     }
 
@@ -157,6 +160,29 @@ def running_status(
             for c in containers
         ],
     }
+
+
+def volume_for(claim: Mapping[str, Any], host_path: str) -> Obj:
+    """A hostPath PersistentVolume made for `claim` (pre-bound: only it can take it)."""
+    meta, spec = claim["metadata"], claim.get("spec") or {}
+    size = ((spec.get("resources") or {}).get("requests") or {}).get("storage", "1Gi")
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {
+            "name": f"local-{meta['namespace']}-{meta['name']}"[:253],
+            "labels": {wk.LABEL_LOCAL_NODE: "true"},
+        },
+        "spec": {
+            "capacity": {"storage": size},
+            "accessModes": spec.get("accessModes") or ["ReadWriteOnce"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": spec.get("storageClassName") or "",
+            "hostPath": {"path": host_path},
+            "claimRef": {"namespace": meta["namespace"], "name": meta["name"],
+                         "uid": meta.get("uid", "")},
+        },
+    }  # fmt: skip
 
 
 def failed_status(pod: Mapping[str, Any], reason: str, message: str) -> Obj:

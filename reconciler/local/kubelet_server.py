@@ -1,13 +1,11 @@
-"""The two kubelet endpoints the API server proxies to a Node, for the local Nodes:
+"""The kubelet endpoint `kubectl logs` needs, for the local Nodes: the API server proxies
+GET /containerLogs/{namespace}/{pod}/{container} to the Node's kubelet port, and this answers
+with what that container's daemon wrote since it started. So seed 001's
 
-- GET /containerLogs/{namespace}/{pod}/{container}: what that container's daemon wrote, so
-  seed 001's `kubectl logs -f -l app.kubernetes.io/name=slurmctld -c slurmctld` works;
-- /exec/{namespace}/{pod}/{container}?command=...: `kubectl exec` without a TTY or stdin,
-  over the WebSocket channel protocol (v4.channel.k8s.io) the API server passes through. There
-  are no containers here: the command runs on this host, with the container's environment and
-  its mount paths turned into the host paths the Pod's volumes are on (volumes.py). That is
-  enough for `kubectl exec slurm-login-0 -c sshd -- sinfo`, and for apply to read slurm.conf
-  as the controller Pod sees it.
+    kubectl logs -f -l app.kubernetes.io/name=slurmctld -c slurmctld
+
+works on the local stack as on a cluster. There are no containers to exec into: `kubectl
+exec` gets an answer that says so and what to use instead.
 
 Served over TLS on loopback with the API server's own serving certificate (it names
 127.0.0.1); the API server does not check a kubelet's certificate unless told to, and it is
@@ -16,12 +14,9 @@ the only client.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import logging
 import ssl
-import struct
 import threading
 import time
 from collections.abc import Callable
@@ -32,21 +27,18 @@ from urllib.parse import parse_qs, urlparse
 log = logging.getLogger(__name__)
 FOLLOW_POLL_SECONDS = 0.2
 
-WEBSOCKET_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
-CHANNEL_PROTOCOL = "v4.channel.k8s.io"
-STDOUT, STDERR, STATUS = 1, 2, 3
-
 # (namespace, pod, container) -> (log file, offset where this container's output starts)
 LogLocator = Callable[[str, str, str], tuple[Path, int] | None]
-# (namespace, pod, container, argv) -> (exit code, stdout, stderr); LookupError: no such
-# container running here
-Executor = Callable[[str, str, str, list[str]], tuple[int, bytes, bytes]]
+NO_EXEC = (
+    "the local stack's node agent runs daemons, not containers: there is nothing to exec "
+    "into. Run Slurm commands on this host (the SLURM_CONF and PATH `local up` printed), or "
+    "ssh to the login Pod (the port `local up` printed)"
+)
 
 
 class KubeletServer:
-    def __init__(self, locate: LogLocator, execute: Executor, cert: Path, key: Path) -> None:
+    def __init__(self, locate: LogLocator, cert: Path, key: Path) -> None:
         self._locate = locate
-        self._execute = execute
         self._stopping = threading.Event()
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(cert, key)
@@ -75,6 +67,9 @@ class KubeletServer:
             def do_GET(self) -> None:
                 server.serve(self)
 
+            def do_POST(self) -> None:  # kubectl exec, attach, port-forward
+                send_status(self, 400, "BadRequest", NO_EXEC)
+
             def log_message(self, format: str, *args: object) -> None:
                 log.debug("kubelet server: " + format, *args)
 
@@ -83,16 +78,16 @@ class KubeletServer:
     def serve(self, request: BaseHTTPRequestHandler) -> None:
         url = urlparse(request.path)
         parts = url.path.strip("/").split("/")
-        if len(parts) == 4 and parts[0] == "exec":
-            self._exec(request, parts[1], parts[2], parts[3], parse_qs(url.query))
+        if parts[0] in ("exec", "attach", "portForward"):
+            send_status(request, 400, "BadRequest", NO_EXEC)
             return
         if len(parts) != 4 or parts[0] != "containerLogs":
-            request.send_error(404, "this local kubelet serves only /containerLogs and /exec")
+            send_status(request, 404, "NotFound", "this local kubelet serves only /containerLogs")
             return
         found = self._locate(parts[1], parts[2], parts[3])
         if found is None:
-            request.send_error(404, f"container {parts[3]!r} of pod {parts[1]}/{parts[2]} is "
-                                    "not running on this node")  # fmt: skip
+            send_status(request, 404, "NotFound", f"container {parts[3]!r} of pod "
+                        f"{parts[1]}/{parts[2]} runs no daemon on this node")  # fmt: skip
             return
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
         path, offset = found
@@ -128,76 +123,16 @@ class KubeletServer:
             time.sleep(FOLLOW_POLL_SECONDS)
 
 
-    def _exec(
-        self,
-        request: BaseHTTPRequestHandler,
-        namespace: str,
-        pod: str,
-        container: str,
-        query: dict[str, list[str]],
-    ) -> None:
-        if _flag(query, "tty") or _flag(query, "input", "stdin"):
-            request.send_error(400, "the local kubelet runs commands without a TTY or stdin")
-            return
-        key = request.headers.get("Sec-WebSocket-Key")
-        offered = [p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",")]
-        if not key or CHANNEL_PROTOCOL not in offered:
-            request.send_error(400, f"exec needs a WebSocket upgrade with {CHANNEL_PROTOCOL}")
-            return
-        try:
-            code, out, err = self._execute(namespace, pod, container, query.get("command", []))
-        except LookupError as exc:
-            request.send_error(404, str(exc))
-            return
-        request.send_response(101, "Switching Protocols")
-        request.send_header("Upgrade", "websocket")
-        request.send_header("Connection", "Upgrade")
-        request.send_header("Sec-WebSocket-Accept", websocket_accept(key))
-        request.send_header("Sec-WebSocket-Protocol", CHANNEL_PROTOCOL)
-        request.end_headers()
-        request.close_connection = True
-        try:
-            for channel, data in ((STDOUT, out), (STDERR, err), (STATUS, exec_status(code))):
-                if data:
-                    request.wfile.write(websocket_frame(bytes([channel]) + data))
-            request.wfile.write(websocket_frame(b"", opcode=0x8))  # close
-            request.wfile.flush()
-        except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
-            return
-
-
-def websocket_accept(key: str) -> str:
-    """RFC 6455's answer to a client's Sec-WebSocket-Key."""
-    return base64.b64encode(hashlib.sha1(key.encode() + WEBSOCKET_GUID).digest()).decode()
-
-
-def websocket_frame(payload: bytes, *, opcode: int = 0x2) -> bytes:
-    """One unmasked, final frame (a server never masks); binary by default."""
-    size = len(payload)
-    if size < 126:
-        header = struct.pack("!BB", 0x80 | opcode, size)
-    elif size < 1 << 16:
-        header = struct.pack("!BBH", 0x80 | opcode, 126, size)
-    else:
-        header = struct.pack("!BBQ", 0x80 | opcode, 127, size)
-    return header + payload
-
-
-def exec_status(code: int) -> bytes:
-    """The metav1.Status kubelet sends on the error channel when the command ends."""
-    if code == 0:
-        return json.dumps({"metadata": {}, "status": "Success"}).encode()
-    return json.dumps({
-        "metadata": {},
-        "status": "Failure",
-        "message": f"command terminated with non-zero exit code: {code}",
-        "reason": "NonZeroExitCode",
-        "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]},
-    }).encode()  # fmt: skip
-
-
-def _flag(query: dict[str, list[str]], *names: str) -> bool:
-    return any(query.get(name, [""])[-1] in ("1", "true") for name in names)
+def send_status(request: BaseHTTPRequestHandler, code: int, reason: str, message: str) -> None:
+    """An error as a metav1.Status, which the API server and kubectl show as such."""
+    body = json.dumps({"kind": "Status", "apiVersion": "v1", "metadata": {},
+                       "status": "Failure", "message": message, "reason": reason,
+                       "code": code}).encode()  # fmt: skip
+    request.send_response(code)
+    request.send_header("Content-Type", "application/json")
+    request.send_header("Content-Length", str(len(body)))
+    request.end_headers()
+    request.wfile.write(body)
 
 
 def tail_lines(data: bytes, count: int) -> bytes:

@@ -32,8 +32,10 @@ from reconciler.local.kubelet_model import (
     is_ours,
     node_object,
     running_status,
+    volume_for,
 )
-from reconciler.local.volumes import Materializer, VolumeError
+from reconciler.local.kubelet_server import KubeletServer
+from reconciler.local.volumes import Materializer, VolumeError, pod_mounts
 
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 log = logging.getLogger(__name__)
@@ -66,8 +68,10 @@ class NodeAgent:
         files: Materializer,
         nodes: list[NodeTemplate],
         *,
+        kubelet: KubeletServer | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
+        self._kubelet = kubelet  # the kubelet API the API server proxies logs and exec to
         self._kube = kube
         self._runtime = runtime
         self._files = files
@@ -91,7 +95,8 @@ class NodeAgent:
 
     def register_nodes(self) -> None:
         for template in self._nodes:
-            node = node_object(template, self._clock())
+            port = self._kubelet.port if self._kubelet is not None else 0
+            node = node_object(template, self._clock(), port)
             status = node.pop("status")
             self._kube.apply(node, field_manager=KUBELET_MANAGER, force=True)
             self._kube.apply(
@@ -115,6 +120,8 @@ class NodeAgent:
             )  # fmt: skip
 
     def start(self) -> None:
+        if self._kubelet is not None:
+            self._kubelet.start()
         self.register_nodes()
         self._spawn("pods", self._watch_pods)
         self._spawn("configmaps", lambda: self._watch_mounted("ConfigMap"))
@@ -130,6 +137,8 @@ class NodeAgent:
         self._workers.shutdown(wait=True, cancel_futures=True)
         for thread in self._threads:
             thread.join(timeout=1.0)  # daemon threads; a blocked read ends with the process
+        if self._kubelet is not None:
+            self._kubelet.stop()
 
     def _spawn(self, name: str, target: Callable[[], None]) -> None:
         thread = threading.Thread(
@@ -260,11 +269,25 @@ class NodeAgent:
     def _run(self, pod: Obj) -> None:
         key = _key(pod)
         if is_ours(pod):
+            self._provision_claims(pod)
             self._runtime.start(pod)  # its daemons, once ready (raises: retried)
         self._post_status(pod, running_status(pod, self._clock(), ready=True,
                                               restarts=self._restarts.get(key, 0)))  # fmt: skip
         with self._lock:
             self._running.add(key)
+
+    def _provision_claims(self, pod: Obj) -> None:
+        """What a local-path provisioner does: a PersistentVolume on this host for each claim
+        the Pod mounts, made for that claim (the binder controller then binds the two)."""
+        namespace = pod["metadata"]["namespace"]
+        for mount in pod_mounts(pod):
+            if mount.source != "persistentVolumeClaim":
+                continue
+            claim = self._kube.get("v1", "PersistentVolumeClaim", mount.object_name, namespace)
+            if claim is None or (claim.get("spec") or {}).get("volumeName"):
+                continue  # a Pod waits for a missing claim in kubelet; here it just runs
+            path = self._files.host_path(pod, mount.path)
+            self._kube.create(volume_for(claim, str(path)))  # None: made already
 
     def _post_status(self, pod: Obj, status: Obj) -> None:
         meta = pod["metadata"]

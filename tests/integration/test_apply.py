@@ -336,6 +336,14 @@ def test_first_apply_creates_a_new_node_definition(
         "add": 2, "change": 3, "destroy": 0, "unchanged": 0, "drain": 0, "reconfigure": 1,
     }  # fmt: skip
 
+    # A job that runs through the controller's restart (its state is on the controller's
+    # claim) and completes.
+    done = env.jobs / "survivor-done"
+    job = env.slurm.run(
+        "sbatch", "--parsable", "-p", "all", "-w", "slurm-cpu-0",
+        "-o", str(env.jobs / "slurm-%j.out"), "--wrap", f"sleep 8; echo done > {done}",
+    ).strip()  # fmt: skip
+    wait_for(lambda: _job_state(env, job) == "RUNNING", 30, f"job {job} RUNNING")
     pid, restarts = _slurmctld_pid(env), _restarts(env)
     progress, seconds = _apply(env, plan=plan)
     stack_timings["apply: add a node definition (slurmctld restart)"] = seconds
@@ -355,10 +363,14 @@ def test_first_apply_creates_a_new_node_definition(
     assert _sinfo(env)["slurm-gpu-big-0"] == "idle"
     node = _node(env, "slurm-gpu-big-0")
     assert "gpu-big" in node["AvailableFeatures"].split(",")
-    # The nodes that were there came back after the restart.
-    for name in ("slurm-cpu-0", "slurm-gpu-small-0", "slurm-gpu-small-1"):
+    # The nodes that were there came back after the restart, the job's still running it.
+    assert _job_state(env, job) == "RUNNING"
+    assert _sinfo(env)["slurm-cpu-0"] in ("mixed", "allocated")
+    for name in ("slurm-gpu-small-0", "slurm-gpu-small-1"):
         assert _sinfo(env)[name] == "idle", name
     _assert_no_changes(env)
+    wait_for(done.exists, 60, f"job {job} to finish after the restart")
+    wait_for(lambda: _sinfo(env)["slurm-cpu-0"] == "idle", 30, "slurm-cpu-0 idle again")
 
 
 def test_scale_up_within_max_replicas_needs_no_restart(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from reconciler.adapters.kube import Kube
 from reconciler.local.ports import listening_ports
 from reconciler.local.stack import LocalStack, new_temp_runtime_dir
 from tests.integration.conftest import require_kube_binaries, require_slurm_binaries
+from tests.integration.helpers import wait_for
 
 REPO = Path(__file__).resolve().parents[2] / "fixtures" / "config-repo"
 SLURM_NODES = ["slurm-cpu-0", "slurm-gpu-small-0", "slurm-gpu-small-1"]
@@ -111,6 +113,110 @@ def test_prolog_from_the_repo_is_materialized(
     prolog = etc / "prolog.d" / "00-prolog.sh"
     assert prolog.exists() and os.access(prolog, os.X_OK)
     assert f"Prolog={etc}/prolog.d/*" in (etc / "slurm.conf").read_text().splitlines()
+
+
+def kubectl(runtime: Path, *args: str, timeout: float = 60) -> str:
+    """kubectl as a user runs it against the stack (Debian's 1.20 client, as CI installs)."""
+    binary = shutil.which("kubectl")
+    if binary is None:
+        pytest.fail("kubectl is not installed: run .ci/run's setup")
+    env = {**os.environ, "KUBECONFIG": str(LocalStack.open(runtime).kube_paths.kubeconfig)}
+    done = subprocess.run([binary, "-n", "slurm", *args], capture_output=True, text=True,
+                          env=env, timeout=timeout, check=False)  # fmt: skip
+    assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr}"
+    return done.stdout
+
+
+# Seed 001's `kubectl get pods`: the control plane as Deployments and StatefulSets beside the
+# compute StatefulSets (a Deployment's Pod is <name>-<ReplicaSet hash>-<suffix>).
+SEED_PODS = [
+    r"slurm-accounting-[a-z0-9]+-[a-z0-9]{5}", r"slurm-controller-[a-z0-9]+-[a-z0-9]{5}",
+    "slurm-cpu-0", "slurm-gpu-small-0", "slurm-gpu-small-1", "slurm-login-0", "slurm-mysql-0",
+    r"slurm-rest-[a-z0-9]+-[a-z0-9]{5}",
+]  # fmt: skip
+
+
+def test_kubectl_shows_the_whole_cluster_as_seed_001_lists_it(
+    local_up: tuple[Path, subprocess.Popen[str], float],
+) -> None:
+    runtime, _, _ = local_up
+    rows = [line.split() for line in kubectl(runtime, "get", "pods", "--no-headers").splitlines()]
+    assert len(rows) == len(SEED_PODS), rows
+    for (name, ready, status, *_), pattern in zip(sorted(rows), SEED_PODS, strict=True):
+        assert re.fullmatch(pattern, name), name
+        done, total = ready.split("/")
+        assert status == "Running" and done == total, (name, ready, status)
+    # Seed 001, "Restarting the Controller" and "Logging", as written there.
+    deployments = kubectl(runtime, "get", "deployments", "-l",
+                          "app.kubernetes.io/component=controller", "-o", "name")  # fmt: skip
+    assert deployments.split() == ["deployment.apps/slurm-controller"]
+    logs = kubectl(runtime, "logs", "-l", "app.kubernetes.io/name=slurmctld", "-c", "slurmctld")
+    assert "Running as primary controller" in logs
+    claims = kubectl(runtime, "get", "pvc", "--no-headers").splitlines()
+    assert {line.split()[0]: line.split()[1] for line in claims} == {
+        "data-slurm-mysql-0": "Bound", "slurm-controller-state": "Bound"
+    }  # fmt: skip
+
+
+def test_the_login_pod_takes_ssh_with_the_key_of_the_secret_values_name(
+    local_up: tuple[Path, subprocess.Popen[str], float], tmp_path: Path
+) -> None:
+    runtime, _, _ = local_up
+    key = tmp_path / "id_ed25519"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    # As the fixture's values.yaml tells a user: the Secret login.authorizedKeysSecret names,
+    # then a new login Pod (a subPath mount is read when the Pod starts).
+    kubectl(runtime, "create", "secret", "generic", "slurm-login-keys",
+            f"--from-file=authorized_keys={key}.pub")  # fmt: skip
+    kubectl(runtime, "delete", "pod", "slurm-login-0")
+    kubectl(runtime, "wait", "--for=condition=Ready", "pod/slurm-login-0", "--timeout=60s")
+    slurm = LocalStack.open(runtime).slurm
+    assert slurm is not None
+    port = slurm.ports.ssh
+    ssh = ["ssh", "-i", str(key), "-p", str(port), "-o", "BatchMode=yes",
+           "-o", "StrictHostKeyChecking=no", "-o", f"UserKnownHostsFile={tmp_path}/known",
+           "root@127.0.0.1"]  # fmt: skip
+    done = subprocess.run([*ssh, "sinfo", "-h", "-o", "%P"], capture_output=True, text=True,
+                          timeout=60, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["all*", "gpu"]
+    stranger = tmp_path / "stranger"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(stranger)],
+                   check=True)  # fmt: skip
+    refused = subprocess.run([*ssh[:2], str(stranger), *ssh[3:], "true"], capture_output=True,
+                             text=True, timeout=60, check=False)  # fmt: skip
+    assert refused.returncode == 255 and "Permission denied" in refused.stderr
+
+
+def test_a_rollout_restart_of_the_controller_keeps_a_running_job(
+    local_up: tuple[Path, subprocess.Popen[str], float], tmp_path: Path,
+    stack_timings: dict[str, float],
+) -> None:
+    runtime, _, _ = local_up
+    slurm = LocalStack.open(runtime).slurm
+    assert slurm is not None
+    tmp_path.chmod(0o777)
+    out = tmp_path / "job.out"
+    job = slurm.run("sbatch", "--parsable", "-p", "all", "-o", str(out),
+                    "--wrap", "sleep 6; echo finished").strip()  # fmt: skip
+    wait_for(lambda: slurm.run("squeue", "-h", "-j", job, "-o", "%T").strip() == "RUNNING", 30,
+             f"job {job} RUNNING")  # fmt: skip
+    before = slurm.supervisor.running("slurmctld")
+    assert before is not None
+    started = time.monotonic()
+    # Seed 001: kubectl rollout restart deployment <controller deployment name>
+    kubectl(runtime, "rollout", "restart", "deployment", "slurm-controller")
+    kubectl(runtime, "rollout", "status", "deployment", "slurm-controller", "--timeout=60s")
+    wait_for(slurm.controller_up, 30, "slurmctld to answer again")
+    stack_timings["kubectl rollout restart of the controller: to slurmctld answering"] = (
+        time.monotonic() - started
+    )
+    after = slurm.supervisor.running("slurmctld")
+    assert after is not None and after.pid != before.pid
+    assert slurm.run("squeue", "-h", "-j", job, "-o", "%T").strip() == "RUNNING"
+    wait_for(lambda: out.exists() and "finished" in out.read_text(), 60, f"job {job} to finish")
+    wait_for(lambda: slurm.run("sacct", "-n", "-X", "-j", job, "-o", "State").split()
+             == ["COMPLETED"], 30, f"accounting to record job {job} COMPLETED")  # fmt: skip
 
 
 def test_scale_down_stops_that_slurmd(local_up: tuple[Path, subprocess.Popen[str], float]) -> None:

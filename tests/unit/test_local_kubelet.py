@@ -1,23 +1,15 @@
-"""The local node agent's kubelet parts as pure functions: `kubectl logs --tail`, the
-WebSocket pieces of `kubectl exec`, a Pod's environment as kubelet resolves it, and the login
-Pod's sshd configuration."""
+"""The local node agent's kubelet parts as pure functions: `kubectl logs --tail`, a Pod's
+environment as kubelet resolves it, and the login Pod's sshd configuration."""
 
 from __future__ import annotations
 
 import base64
-import json
-import struct
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from reconciler.local.kubelet_server import (
-    exec_status,
-    tail_lines,
-    websocket_accept,
-    websocket_frame,
-)
+from reconciler.local.kubelet_server import tail_lines
 from reconciler.local.pod_runtime import container_env, sshd_config
 from reconciler.local.volumes import VolumeError
 
@@ -34,31 +26,6 @@ from reconciler.local.volumes import VolumeError
 )
 def test_tail_lines_as_kubectl_logs_tail(data: bytes, count: int, tail: bytes) -> None:
     assert tail_lines(data, count) == tail
-
-
-def test_websocket_accept_is_rfc_6455s() -> None:
-    # The worked example of RFC 6455, section 1.3.
-    assert websocket_accept("dGhlIHNhbXBsZSBub25jZQ==") == "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
-
-
-@pytest.mark.parametrize(("size", "header_length"), [(0, 2), (125, 2), (126, 4), (70000, 10)])
-def test_frames_carry_their_length_in_the_form_its_size_needs(
-    size: int, header_length: int
-) -> None:
-    frame = websocket_frame(b"x" * size)
-    assert frame[0] == 0x82  # final, binary
-    assert len(frame) == header_length + size
-    if header_length == 4:
-        assert frame[1] == 126 and struct.unpack("!H", frame[2:4])[0] == size
-    if header_length == 10:
-        assert frame[1] == 127 and struct.unpack("!Q", frame[2:10])[0] == size
-
-
-def test_exec_status_is_the_kubelets_metav1_status() -> None:
-    assert json.loads(exec_status(0))["status"] == "Success"
-    failed = json.loads(exec_status(3))
-    assert failed["status"] == "Failure" and failed["reason"] == "NonZeroExitCode"
-    assert failed["details"]["causes"] == [{"reason": "ExitCode", "message": "3"}]
 
 
 def pod_with_env(env: list[dict[str, Any]]) -> dict[str, Any]:
