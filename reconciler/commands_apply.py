@@ -19,8 +19,9 @@ from reconciler.adapters.slurm_client import connect_lazily
 from reconciler.adapters.slurm_jwt import MintedTokens, ProvidedToken, TokenSource
 from reconciler.adapters.slurm_rest import SlurmRestApi
 from reconciler.apply.controller import DeploymentRestarter
-from reconciler.apply.executor import ApplyError, ApplyOptions, Target, apply_plan
+from reconciler.apply.executor import apply_plan
 from reconciler.apply.live_reader import read_live, server_views
+from reconciler.apply.target import ApplyError, ApplyOptions, Target
 from reconciler.commands_compile import load, print_warnings, repo_args
 from reconciler.compile.desired import DesiredState, compile_desired_state
 from reconciler.compile.profile import Profile

@@ -17,7 +17,8 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from reconciler.adapters.kube import Kube
-from reconciler.apply.executor import ApplyOptions, apply_plan
+from reconciler.apply.executor import apply_plan
+from reconciler.apply.target import ApplyOptions
 from reconciler.commands_apply import passes, revision_policies
 from reconciler.config.files import read_library, read_repo
 from reconciler.config.repo import Config, load_config

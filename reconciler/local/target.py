@@ -13,7 +13,7 @@ from reconciler.adapters.scontrol import Scontrol
 from reconciler.adapters.slurm_client import connect_lazily
 from reconciler.adapters.slurm_jwt import MintedTokens
 from reconciler.apply.controller import DeploymentRestarter
-from reconciler.apply.executor import ApplyError, Target
+from reconciler.apply.target import ApplyError, Target
 from reconciler.compile.profile import Profile
 from reconciler.local.slurm import SlurmSite, current_user
 from reconciler.local.slurm_site import local_dbd_site

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.apply.executor import ApplyError, ApplyOptions, Target, apply_plan
+from reconciler.apply.executor import apply_plan
+from reconciler.apply.target import ApplyError, ApplyOptions, Target
 from reconciler.plan.diff import plan_changes
 from reconciler.plan.live import LiveState
 from tests.unit.test_compile import fixture_state

@@ -10,8 +10,9 @@ import pytest
 
 from reconciler.adapters.scontrol import reservation_args
 from reconciler.adapters.slurm_rest import SlurmReservation
-from reconciler.apply.executor import ApplyError, ApplyOptions, Target, apply_plan
+from reconciler.apply.executor import apply_plan
 from reconciler.apply.live_reader import live_reservation
+from reconciler.apply.target import ApplyError, ApplyOptions, Target
 from reconciler.compile.desired import DesiredState, compile_desired_state
 from reconciler.config.schema import reservation_minutes
 from reconciler.errors import CompileError, ConfigTypeError, SlurmArgumentError

@@ -1,0 +1,61 @@
+"""Where apply acts and how: the target's adapters, the options, and the one error apply
+raises for a stop it chose (what was done before is in its progress output)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from reconciler.adapters.kube import Kube
+from reconciler.adapters.sacctmgr import Sacctmgr
+from reconciler.adapters.scontrol import Scontrol
+from reconciler.adapters.slurm_nodes import NodeControl
+from reconciler.adapters.slurm_rest import SlurmRestApi
+from reconciler.errors import ReconcilerError
+
+Say = Callable[[str], None]
+
+
+class ApplyError(ReconcilerError):
+    """Apply stopped; what was done before is listed in the progress output."""
+
+
+class ConfigSink(Protocol):
+    """Where slurmctld reads its config: apply waits until it holds the new text."""
+
+    def wait_for(self, slurm_conf: str, gres_conf: str, timeout: float) -> None: ...
+
+
+class ControllerRestarter(Protocol):
+    """slurmctld as our controller Deployment: rolled to restart it; its Pods nudged to pick
+    up a ConfigMap change (kubelet resyncs a Pod's volumes when the Pod changes)."""
+
+    def restart(self, timeout: float) -> None: ...
+    def nudge(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class ApplyOptions:
+    drain_timeout: float = 600.0
+    on_drain_timeout: Literal["fail", "requeue"] = "fail"
+    register_timeout: float = 60.0
+    config_timeout: float = 90.0
+    control_plane_timeout: float = 300.0  # a bootstrap: images pulled, Pods started
+    poll: float = 0.5
+
+
+@dataclass
+class Target:
+    kube: Kube
+    slurm: SlurmRestApi
+    scontrol: Scontrol
+    namespace: str
+    sink: ConfigSink | None = None
+    restarter: ControllerRestarter | None = None
+    sacctmgr: Sacctmgr | None = None  # when the cluster has slurmdbd
+
+    @property
+    def nodes(self) -> NodeControl:
+        """Node drains and states: over slurmrestd where it can, scontrol otherwise."""
+        return NodeControl(self.slurm, self.scontrol)
