@@ -44,10 +44,11 @@ from reconciler.adapters.slurm_wire import (
     ERR_INVALID_NODE_NAME,
     Codec,
     Wire,
+    controller_responds,
     slurm_release,
     unchanged_listing,
 )
-from reconciler.errors import SlurmArgumentError, SlurmUnsupportedError
+from reconciler.errors import SlurmArgumentError, SlurmUnavailableError, SlurmUnsupportedError
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -164,8 +165,16 @@ class SlurmRestClient:
         return self._release or "unknown"
 
     def ping(self) -> None:
+        """slurmctld answers through slurmrestd, or SlurmUnavailableError."""
         body = self._timed("ping", self._checked, "GET", "/ping")
         self._release = slurm_release(body) or self._release
+        if not controller_responds(body):
+            raise SlurmUnavailableError(
+                "slurmrestd answers, but slurmctld does not respond to its ping",
+                endpoint="GET /ping",
+                hint="is the controller Pod running? (kubectl get pods -l "
+                "app.kubernetes.io/name=slurmctld)",
+            )
 
     @overload
     def nodes(self, since: None = None) -> Snapshot[SlurmNode]: ...

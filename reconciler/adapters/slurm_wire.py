@@ -104,6 +104,20 @@ def gres_per_node(tres_per_node: Any) -> str:
     return ",".join(items)
 
 
+def controller_responds(body: Wire) -> bool:
+    """Whether a /ping answer says a slurmctld responded: slurmrestd answers 200 either way,
+    with each controller `pinged` (v0.0.40+; `ping` on v0.0.38) UP or DOWN."""
+    pings = body.get("pings")
+    if not isinstance(pings, list) or not pings:
+        return True  # nothing said: the 200 stands
+    return any(
+        isinstance(p, Mapping)
+        and p.get("responding", True) is not False
+        and str(p.get("pinged", p.get("ping", "UP"))).upper() == "UP"
+        for p in pings
+    )
+
+
 def slurm_release(body: Wire) -> str | None:
     """The Slurm release a response's `meta` names ("24.11.5"); v0.0.38 spells it `Slurm`."""
     meta = body.get("meta")

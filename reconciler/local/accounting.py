@@ -65,6 +65,7 @@ class Accounting:
         `database` and its `user` (as the official image does from its MARIADB_* variables)."""
         started = time.monotonic()
         new_db = not (datadir / "mysql").is_dir()
+        init = self.paths.run / "mariadb-init.sql"
         if new_db:
             shutil.rmtree(datadir, ignore_errors=True)
             datadir.mkdir(parents=True)
@@ -77,20 +78,22 @@ class Accounting:
             f"--pid-file={self.paths.run / 'mariadb.pid'}", "--innodb-buffer-pool-size=128M",
             "--skip-name-resolve", "--skip-log-bin",
         ]  # fmt: skip
-        self.supervisor.start("mariadb", argv, env=dict(self.env()))
-        self.supervisor.wait_ready("mariadb", self._mariadb_answers, timeout=MARIADB_READY_SECONDS)
         if new_db and database:
-            self._create_db_user(database, user, password)
+            # Run before the server takes connections: a client never finds the port open
+            # and its user missing (slurmdbd would wait 5 s to try again).
+            _write_private(init, create_db_user_sql(database, user, password))
+            argv.append(f"--init-file={init}")
+        try:
+            self.supervisor.start("mariadb", argv, env=dict(self.env()))
+            self.supervisor.wait_ready("mariadb", self._mariadb_answers,
+                                       timeout=MARIADB_READY_SECONDS)  # fmt: skip
+        finally:
+            init.unlink(missing_ok=True)  # it holds the password
         return time.monotonic() - started
 
     def write_slurmdbd_conf(self, text: str) -> None:
         """slurmdbd insists on a private config file: it holds the database password."""
-        conf = self.paths.slurmdbd_conf
-        conf.parent.mkdir(parents=True, exist_ok=True)
-        conf.unlink(missing_ok=True)
-        fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as out:
-            out.write(text)
+        _write_private(self.paths.slurmdbd_conf, text)
 
     def _install_db(self, datadir: Path) -> None:
         result = subprocess.run(
@@ -115,16 +118,6 @@ class Accounting:
         # Derived from the munge key so it is stable across restarts yet private to this run.
         return hashlib.sha256(self.paths.munge_key.read_bytes()).hexdigest()[:24]
 
-    def _create_db_user(self, database: str, user: str, password: str) -> None:
-        quoted = password.replace("\\", "\\\\").replace("'", "\\'")
-        result = self._mariadb(
-            f"CREATE DATABASE IF NOT EXISTS `{database}`; "
-            f"CREATE USER IF NOT EXISTS '{user}'@'127.0.0.1' IDENTIFIED BY '{quoted}'; "
-            f"GRANT ALL ON `{database}`.* TO '{user}'@'127.0.0.1';"
-        )
-        if result.returncode != 0:
-            raise LocalStackError(f"cannot create the accounting database: {result.stderr.strip()}")
-
     def start_slurmdbd(self) -> float:
         argv = [str(self.paths.bin / "slurmdbd"), "-D"]
         self.supervisor.start("slurmdbd", argv, env=dict(self.env()))
@@ -145,3 +138,20 @@ class Accounting:
             text=True, timeout=10, check=False,
         )  # fmt: skip
         return result.returncode == 0
+
+
+def create_db_user_sql(database: str, user: str, password: str) -> str:
+    quoted = password.replace("\\", "\\\\").replace("'", "\\'")
+    return (
+        f"CREATE DATABASE IF NOT EXISTS `{database}`;\n"
+        f"CREATE USER IF NOT EXISTS '{user}'@'127.0.0.1' IDENTIFIED BY '{quoted}';\n"
+        f"GRANT ALL ON `{database}`.* TO '{user}'@'127.0.0.1';\n"
+    )
+
+
+def _write_private(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(text)

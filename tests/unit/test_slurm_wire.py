@@ -23,7 +23,14 @@ from reconciler.adapters.slurm_v0038 import (
     submission_to_wire,
     update_to_wire,
 )
-from reconciler.errors import SlurmApiError, SlurmArgumentError, SlurmAuthError
+from reconciler.adapters.slurm_wire import controller_responds
+from reconciler.errors import (
+    SlurmApiError,
+    SlurmArgumentError,
+    SlurmAuthError,
+    SlurmKeyMissingError,
+    SlurmUnavailableError,
+)
 
 KEY = b"k" * 32
 
@@ -308,3 +315,28 @@ def test_token_from_file(tmp_path: Path) -> None:
     path = tmp_path / "token"
     path.write_text(mint_token(KEY, "dave", now=10**10, lifetime=100) + "\n")
     assert ProvidedToken.from_file(path).user == "dave"
+
+
+@pytest.mark.parametrize(
+    ("pings", "responds"),
+    [
+        # v0.0.42 from 24.11.5, with slurmctld up and with it stopped (slurmrestd said 200).
+        ([{"hostname": "vm", "pinged": "UP", "responding": True, "mode": "primary"}], True),
+        ([{"hostname": "vm", "pinged": "DOWN", "responding": False, "mode": "primary"}], False),
+        ([{"hostname": "a", "ping": "DOWN"}, {"hostname": "b", "ping": "UP"}], True),  # v0.0.38
+        ([{"hostname": "a", "ping": "DOWN", "status": -1}], False),
+        ([], True),
+    ],
+)
+def test_a_ping_answer_says_whether_slurmctld_responded(
+    pings: list[dict[str, object]], responds: bool
+) -> None:
+    assert controller_responds({"pings": pings}) is responds
+
+
+def test_a_missing_jwt_key_file_reads_as_slurm_not_answering_yet(tmp_path: Path) -> None:
+    """A new cluster's reconciler starts before the key Secret it makes is mounted."""
+    tokens = MintedTokens(tmp_path / "jwt_hs256.key", "root")
+    with pytest.raises(SlurmKeyMissingError) as raised:
+        tokens.token()
+    assert isinstance(raised.value, SlurmUnavailableError | SlurmAuthError)
