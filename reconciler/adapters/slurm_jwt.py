@@ -58,7 +58,8 @@ def read_claims(token: str, *, origin: str) -> dict[str, object]:
 
 
 class MintedTokens:
-    """Mints tokens from the cluster's HS256 key file, re-minting shortly before expiry."""
+    """Mints tokens from the cluster's HS256 key file, re-minting shortly before expiry, and
+    at once when the file is replaced (a key Secret made anew, as kubelet updates it)."""
 
     def __init__(
         self,
@@ -77,7 +78,7 @@ class MintedTokens:
         self._margin = refresh_margin
         self._clock = clock
         self._lock = threading.Lock()
-        self._cached: tuple[str, int] | None = None  # (token, exp)
+        self._cached: tuple[str, int, tuple[int, int]] | None = None  # (token, exp, file id)
 
     @property
     def user(self) -> str:
@@ -86,9 +87,19 @@ class MintedTokens:
     def token(self) -> str:
         now = int(self._clock())
         with self._lock:
-            if self._cached is None or self._cached[1] - self._margin <= now:
-                self._cached = (self._mint(now), now + self._lifetime)
+            file_id = self._file_id()
+            cached = self._cached
+            if cached is None or cached[1] - self._margin <= now or cached[2] != file_id:
+                self._cached = (self._mint(now), now + self._lifetime, file_id)
             return self._cached[0]
+
+    def _file_id(self) -> tuple[int, int]:
+        """Which file holds the key now: replaced files (atomic writes) get a new inode."""
+        try:
+            stat = self._key_file.stat()
+        except OSError:
+            return (0, 0)  # _mint says what is wrong
+        return (stat.st_ino, stat.st_mtime_ns)
 
     def _mint(self, now: int) -> str:
         try:

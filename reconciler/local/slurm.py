@@ -196,6 +196,9 @@ class SlurmCluster:
         if keys:
             _write_secret(p.jwt_key, 32)
             _write_secret(p.munge_key, 1024)
+        elif fresh:  # a previous cluster's: this one's come from its own Secrets
+            p.jwt_key.unlink(missing_ok=True)
+            p.munge_key.unlink(missing_ok=True)
         for name, target in self.install.daemons.items():
             link = p.bin / name
             if not link.is_symlink() or os.readlink(link) != str(target):

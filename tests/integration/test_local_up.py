@@ -260,3 +260,24 @@ def test_status_then_down_leaves_nothing(
     assert up.wait(timeout=60) == 0
     assert stack.leftover_processes(pids) == []
     assert not ports & listening_ports()
+
+
+def test_up_again_in_the_same_runtime_dir_is_a_new_cluster(
+    local_up: tuple[Path, subprocess.Popen[str], float],
+) -> None:
+    """As a user runs the quick start twice (the default runtime dir): the new cluster's keys
+    are its new Secrets', never the last one's left on disk."""
+    runtime, _, _ = local_up
+    again = subprocess.Popen(
+        [sys.executable, "-m", "reconciler", "local", "up", str(REPO), "--runtime-dir",
+         str(runtime)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        _wait_for_line(again, "local: ready in", timeout=150)
+        slurm = LocalStack.open(runtime).slurm
+        assert slurm is not None and slurm.rest_ready()
+    finally:
+        cli("local", "down", "--runtime-dir", str(runtime))
+        again.wait(timeout=60)
+    assert again.returncode == 0

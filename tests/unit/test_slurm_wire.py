@@ -258,6 +258,22 @@ def test_minted_token_is_reused_then_refreshed_before_expiry(tmp_path: Path) -> 
     assert tokens.token() != first
 
 
+def test_a_replaced_key_file_is_signed_with_at_once(tmp_path: Path) -> None:
+    """A key Secret made anew reaches the file (replaced, as kubelet and the node agent
+    write it): tokens signed with the old key would all be refused until expiry."""
+    key = tmp_path / "jwt.key"
+    key.write_bytes(KEY)
+    tokens = MintedTokens(key, "alice", lifetime=600, clock=FakeClock(1000))
+    first = tokens.token()
+    assert tokens.token() == first
+    replacement = tmp_path / ".jwt.key.tmp"
+    replacement.write_bytes(b"n" * 32)
+    replacement.replace(key)
+    claims = jwt.decode(tokens.token(), b"n" * 32, algorithms=["HS256"],
+                        options={"verify_exp": False})  # fmt: skip
+    assert claims["sun"] == "alice"
+
+
 def test_repr_of_token_sources_holds_no_secret(tmp_path: Path) -> None:
     key = tmp_path / "jwt.key"
     key.write_bytes(KEY)
