@@ -28,7 +28,8 @@ def render_text(plan: Plan, *, color: bool = False) -> str:
     if not plan.has_changes:
         lines += ["", "No changes. The cluster matches the config repo."]
     if plan.warnings:
-        lines += ["", *(paint("~", f"warning: {w}") for w in plan.warnings)]
+        lines += ["", *(paint("~", w if "warning:" in w else f"warning: {w}")
+                        for w in plan.warnings)]  # fmt: skip
     if plan.denials:
         lines += ["", paint("-", "Denied by policy; apply refuses this plan:"),
                   *(paint("-", f"  - {d}") for d in plan.denials)]  # fmt: skip
