@@ -7,11 +7,7 @@ from typing import Any
 
 from reconciler.compile import manifests
 from reconciler.compile.accounting import Accounting, compile_accounting
-from reconciler.compile.control_plane import (
-    accounting_plan,
-    control_plane_objects,
-    render_slurmdbd_conf,
-)
+from reconciler.compile.control_plane import control_plane_objects
 from reconciler.compile.nodesets import NodeSet, compose_all
 from reconciler.compile.profile import Profile
 from reconciler.compile.reservations import Reservation, compile_reservations
@@ -24,6 +20,7 @@ from reconciler.compile.slurm_conf import (
     render_slurm_conf,
 )
 from reconciler.compile.slurm_nodes import SlurmNodeSpec, slurm_node_spec
+from reconciler.compile.slurmdbd import accounting_plan, render_slurmdbd_conf
 from reconciler.config.layering import plain
 from reconciler.config.repo import Config
 from reconciler.config.schema import Warning_

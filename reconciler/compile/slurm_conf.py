@@ -9,9 +9,9 @@ from typing import Any
 
 import hostlist
 
-from reconciler.compile.control_plane import accounting_plan
 from reconciler.compile.profile import Profile
 from reconciler.compile.slurm_nodes import SlurmNodeSpec
+from reconciler.compile.slurmdbd import accounting_plan
 from reconciler.errors import CompileError, Location
 
 HEADER = "# Rendered by reconciler from the config repo; edit the repo, not this file."

@@ -19,9 +19,11 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from reconciler import wellknown as wk
-from reconciler.compile.control_plane import DB_PASSWORD_DIR, JWT_DIR, SLURMDBD_CONF_DIR, STATE_DIR
+from reconciler.compile.control_plane import STATE_DIR
 from reconciler.compile.manifests import CONF_MOUNT
 from reconciler.compile.munge import MUNGE_CONTAINER, MUNGE_KEY_DIR, MUNGE_SOCKET_DIR
+from reconciler.compile.slurmdbd import DB_PASSWORD_DIR, SLURMDBD_CONF_DIR
+from reconciler.compile.workloads import JWT_DIR
 from reconciler.errors import LocalStackError
 from reconciler.local.ports import is_accepting
 from reconciler.local.slurm import SlurmCluster, SlurmPaths
