@@ -399,12 +399,6 @@ class SlurmCluster:
             extra_logs=[p.munge / "munged.log"],
         )  # fmt: skip
 
-    def restart_slurmctld(self) -> float:
-        """Stop and start slurmctld, keeping its state (jobs survive): Slurm reads NodeName
-        lines only at start. Seconds until it answers again."""
-        self.supervisor.stop("slurmctld", grace=10.0)
-        return self.start_slurmctld()
-
     def start_slurmctld(self) -> float:
         argv = [str(self.paths.bin / "slurmctld"), "-D", "-i"]
         self.supervisor.start("slurmctld", argv, env=self.env())

@@ -481,6 +481,7 @@ class LocalStack:
                 "slurmdbd": p.slurmdbd,
                 "mariadb": p.mariadb,
                 **{cluster.slurmd_daemon(node): port for node, port in p.nodes.items()},
+                **dict.fromkeys(cluster.sshd_daemons(), p.ssh),
             }
             result += self._statuses(cluster.health(), ports)
         return result
