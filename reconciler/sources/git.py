@@ -1,26 +1,41 @@
-"""A git remote and branch, cloned once into a work directory and fetched on demand.
+"""A git remote and branch, fetched on demand into a repository in a work directory.
 
 The checkout is moved to the fetched head with a hard reset, so it always holds exactly that
-commit: files a commit removes are gone, files nobody committed are not there. Credentials
-belong in the URL's credential helper or an SSH key, never in logs: the URL is shown without
-its password. With --verify-signatures the fetched head is checked against --trusted-keys
-before the reset, so a head that is unsigned or signed by another key is never checked out.
+commit: files a commit removes are gone, files nobody committed are not there. With
+--verify-signatures the head is checked against --trusted-keys before the reset, so a head
+that is unsigned or signed by another key is never checked out.
+
+Every git command runs with a time limit (a remote that stops answering mid-fetch would
+otherwise hold the daemon's worker forever) and never prompts for credentials. The URL may
+carry a token (`https://TOKEN@host/...`): it is shown redacted everywhere, and is never
+written into the repository's config, since each fetch names the URL itself.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import re
+import signal
+import subprocess
 import threading
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
-
-import git
 
 from reconciler.errors import SourceError
 from reconciler.sources import Revision
+from reconciler.sources.redact import redacted, redacted_text
 from reconciler.sources.signatures import verifier_for
 
+__all__ = ["GIT_TIMEOUT_SECONDS", "GitSource", "redacted", "redacted_text"]
+
 log = logging.getLogger(__name__)
+
+# A config repo fetches in seconds; a first fetch of a long history over a slow link may take
+# minutes. Past this, the remote is taken to be hung (--git-timeout changes it).
+GIT_TIMEOUT_SECONDS = 300.0
+_COMMIT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+_FETCH_HINT = "check the URL, the branch name and the credentials"
 
 
 class GitSource:
@@ -33,13 +48,19 @@ class GitSource:
         subdir: str = "",
         verify_signatures: bool = False,
         trusted_keys: Path | None = None,
+        timeout: float = GIT_TIMEOUT_SECONDS,
     ) -> None:
+        if timeout <= 0:
+            raise SourceError(
+                f"--git-timeout {timeout:g}: expected seconds > 0",
+                hint=f"the default is {GIT_TIMEOUT_SECONDS:g}",
+            )
         self.url = url
         self.branch = branch
         self._workdir = Path(workdir)
         self._subdir = subdir.strip("/")
+        self._timeout = timeout
         self._lock = threading.Lock()  # a webhook and the poll may ask at once
-        self._repo: git.Repo | None = None
         # Its GNUPGHOME goes beside the checkout: inside it, `git clean` would remove it.
         self._verifier = verifier_for(verify_signatures, trusted_keys, self._workdir.parent)
         self._verified: str | None = None  # the last head found trusted: not checked again
@@ -47,33 +68,44 @@ class GitSource:
             log.info("source: commits must be signed by one of %d keys of %s",
                      len(self._verifier.fingerprints), self._verifier.keyring)  # fmt: skip
 
+    def __repr__(self) -> str:
+        return f"GitSource({self.origin!r})"
+
     @property
     def origin(self) -> str:
         return f"git {redacted(self.url)}@{self.branch}"
 
     def fetch(self) -> Revision:
+        """The branch's head, checked out (after its signature is verified)."""
         with self._lock:
-            repo = self._open()
-            try:
-                repo.remotes.origin.fetch(
-                    f"+refs/heads/{self.branch}:refs/remotes/origin/{self.branch}", prune=True
-                )
-                head = repo.commit(f"origin/{self.branch}")
-                self._verify(head.hexsha)  # before the reset: a refused head is never checked out
-                repo.git.reset("--hard", head.hexsha)
-                repo.git.clean("-ffdx")
-            except (git.GitCommandError, git.BadName, ValueError) as error:
-                raise SourceError(
-                    f"cannot fetch branch {self.branch!r} of {redacted(self.url)}: "
-                    f"{_git_message(error)}",
-                    hint="check the URL, the branch name and the credentials",
-                ) from None
-            return Revision(
-                head.hexsha,
-                self._workdir / self._subdir if self._subdir else self._workdir,
-                self.origin,
-                f"{head.summary} ({head.author.name})",
-            )
+            self._init()
+            refspec = f"+refs/heads/{self.branch}:refs/remotes/origin/{self.branch}"
+            self._run("fetch", "--prune", "--no-tags", "--", self.url, refspec, remote=True)
+            fetched = f"refs/remotes/origin/{self.branch}^{{commit}}"
+            return self._checkout(self._run("rev-parse", "--verify", fetched))
+
+    def at(self, sha: str) -> Revision:
+        """Revision `sha` (the last one applied) checked out, fetched by id when it is not
+        here yet; for a daemon starting while the head cannot be used."""
+        if not _COMMIT_ID.fullmatch(sha):
+            raise SourceError(f"{sha!r} is not a git commit id", hint="a full sha1 or sha256")
+        with self._lock:
+            self._init()
+            if not self._has(sha):
+                self._run("fetch", "--no-tags", "--", self.url, sha, remote=True)
+            return self._checkout(self._run("rev-parse", "--verify", f"{sha}^{{commit}}"))
+
+    def _checkout(self, sha: str) -> Revision:
+        self._verify(sha)  # before the reset: a refused commit is never checked out
+        self._run("reset", "-q", "--hard", sha)
+        self._run("clean", "-ffdxq")
+        subject, _, author = self._run("log", "-1", "--format=%s%x00%an", sha).partition("\0")
+        return Revision(
+            sha,
+            self._workdir / self._subdir if self._subdir else self._workdir,
+            self.origin,
+            f"{subject} ({author})",
+        )
 
     def _verify(self, sha: str) -> None:
         if self._verifier is None or sha == self._verified:
@@ -89,46 +121,76 @@ class GitSource:
         log.info("source: %s is signed by trusted key 0x%s", sha[:12], verdict.signer)
         self._verified = sha
 
-    def _open(self) -> git.Repo:
-        if self._repo is not None:
-            return self._repo
-        if (self._workdir / ".git").is_dir():
-            self._repo = git.Repo(self._workdir)
-            return self._repo
-        log.info("source: cloning %s", self.origin)
+    def _init(self) -> None:
+        """An empty repository on first use (each fetch names the URL: nothing to clone)."""
+        if not (self._workdir / ".git").is_dir():
+            log.info("source: fetching %s into %s", self.origin, self._workdir)
+            self._workdir.mkdir(parents=True, exist_ok=True)
+            self._run("-c", "init.defaultBranch=main", "init", "-q", ".")
+
+    def _has(self, sha: str) -> bool:
         try:
-            # No checkout yet: fetch() makes it, after the head's signature is verified.
-            self._repo = git.Repo.clone_from(
-                self.url, self._workdir, branch=self.branch, single_branch=True, no_checkout=True
-            )
-        except git.GitCommandError as error:
+            self._run("cat-file", "-e", f"{sha}^{{commit}}")
+        except SourceError:
+            return False
+        return True
+
+    def _run(self, *args: str, remote: bool = False) -> str:
+        """Run git in the work directory; its stdout, or a SourceError that says what failed
+        with any URL in it redacted."""
+        what = "fetch" if remote else f"git {args[0]}"
+        try:
+            return run_git(self._workdir, list(args), self._timeout)
+        except GitTimeout:
             raise SourceError(
-                f"cannot clone {redacted(self.url)} (branch {self.branch!r}): "
-                f"{_git_message(error)}",
-                hint="check the URL, the branch name and the credentials",
+                f"{what} of branch {self.branch!r} of {redacted(self.url)} did not finish in "
+                f"{self._timeout:g} s; gave up (the next fetch tries again)",
+                hint="check that the remote answers (network, proxy, DNS); a slow remote "
+                "needs a longer --git-timeout",
             ) from None
-        return self._repo
+        except GitFailed as error:
+            raise SourceError(
+                f"cannot {what.removeprefix('git ')} branch {self.branch!r} of "
+                f"{redacted(self.url)}: {error}",
+                hint=_FETCH_HINT,
+            ) from None
 
 
-def redacted(url: str) -> str:
-    """The URL without a password or token in it."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = f"{parts.username}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
+class GitTimeout(Exception):
+    """git ran past its time limit and was killed (with its helpers)."""
 
 
-def _git_message(error: Exception) -> str:
-    text = getattr(error, "stderr", "") or str(error)
-    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
-    return redacted_text(lines[-1] if lines else str(error))
+class GitFailed(Exception):
+    """git exited non-zero; the message is its last line of stderr, URLs redacted."""
 
 
-def redacted_text(text: str) -> str:
-    """Git quotes URLs in its errors: take any password out of them."""
-    words = []
-    for word in text.split():
-        stripped = word.strip("'\"")
-        words.append(word.replace(stripped, redacted(stripped)) if "://" in stripped else word)
-    return " ".join(words)
+def run_git(cwd: Path, args: list[str], timeout: float) -> str:
+    """git in a session of its own, so a timeout kills its helpers too (git-remote-https,
+    ssh); never prompting for credentials on a terminal."""
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
+    try:
+        process = subprocess.Popen(
+            ["git", *args], cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, start_new_session=True,
+        )  # fmt: skip
+    except OSError as error:
+        raise GitFailed(f"cannot run git: {error.strerror}") from None
+    try:
+        out, err = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(process)
+        raise GitTimeout from None
+    if process.returncode != 0:
+        raise GitFailed(_last_line(err) or f"git {args[0]} exited {process.returncode}")
+    return out.strip()
+
+
+def _kill_group(process: subprocess.Popen[str]) -> None:
+    with contextlib.suppress(ProcessLookupError):  # already gone, helpers and all
+        os.killpg(process.pid, signal.SIGKILL)
+    process.communicate()
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return redacted_text(lines[-1]) if lines else ""
