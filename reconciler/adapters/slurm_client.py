@@ -215,7 +215,9 @@ class SlurmRestClient:
 
     def job(self, job_id: int) -> SlurmJob | None:
         path = f"/job/{_job_id(job_id)}"
-        found = self._timed("job", self._one, path, "jobs", ERR_INVALID_JOB_ID)
+        # None only when Slurm says "no such job" (2017): the caller takes that as purged,
+        # and deletes the job's Pod. A 200 without the job is no such answer.
+        found = self._timed("job", self._one, path, "jobs", ERR_INVALID_JOB_ID, strict=True)
         return self._codec.job(found) if found is not None else None
 
     def submit(self, spec: JobSpec) -> SubmittedJob:
@@ -314,7 +316,8 @@ class SlurmRestClient:
         body = self._timed(operation, self._listing, path, key, params)
         if body is None:
             return None
-        return Snapshot(tuple(convert(d) for d in body.get(key) or ()), as_of)
+        items = _listed(f"GET {self._codec.base}{path}", body, key)
+        return Snapshot(tuple(convert(d) for d in items), as_of)
 
     def _listing(self, path: str, key: str, params: dict[str, Any] | None) -> dict[str, Any] | None:
         """The body of a list, or None when unchanged since `update_time` (304, or v0.0.40+'s
@@ -327,15 +330,36 @@ class SlurmRestClient:
             raise api_error(f"GET {path}", response.status, response.errors)
         return response.body
 
-    def _one(self, path: str, key: str, not_found: int) -> Wire | None:
+    def _one(self, path: str, key: str, not_found: int, *, strict: bool = False) -> Wire | None:
+        """The object at `path`; None when Slurm says it does not exist or (unless `strict`)
+        when the answer holds none (v0.0.38 lists no FUTURE node)."""
         path = self._codec.base + path
         response = self._http.request("GET", path, allow=_NOT_FOUND_STATUSES)
         if any(_is_not_found(e, not_found) for e in response.errors):
             return None
         if response.errors or response.status != 200:
             raise api_error(f"GET {path}", response.status, response.errors)
-        items = response.body.get(key) or []
+        items = _listed(f"GET {path}", response.body, key) if strict else response.body.get(key)
+        if strict and not items:
+            raise SlurmUnavailableError(
+                f"slurmrestd answered 200 with no {key!r} and no error", endpoint=f"GET {path}"
+            )
         return items[0] if items else None
+
+
+def _listed(endpoint: str, body: Mapping[str, Any], key: str) -> list[Wire]:
+    """The objects a list answer holds under `key`. Without the key (or with something else
+    there) the answer is not a list at all: read as empty, it would say every job and node is
+    gone, and the scheduler would delete their Pods."""
+    items = body.get(key)
+    if not isinstance(items, list) or not all(isinstance(i, Mapping) for i in items):
+        found = "no " + repr(key) if items is None else f"{type(items).__name__} {key!r}"
+        raise SlurmUnavailableError(
+            f"slurmrestd answered a list with {found}, not a list of objects",
+            endpoint=endpoint,
+            status=200,
+        )
+    return items
 
 
 def _is_not_found(error: WireError, number: int) -> bool:

@@ -431,7 +431,13 @@ class Transport:
                 endpoint=endpoint,
                 status=raw.status_code,
             ) from None
-        body = body if isinstance(body, dict) else {}
+        if not isinstance(body, dict):
+            # Every slurmrestd answer is an object; taken as {} a list would read as empty.
+            raise SlurmUnavailableError(
+                f"HTTP {raw.status_code}, JSON but not an object: {raw.text.strip()[:200]!r}",
+                endpoint=endpoint,
+                status=raw.status_code,
+            )
         errors = wire_errors(body)
         if not 200 <= raw.status_code < 300 and raw.status_code not in allow:
             raise api_error(endpoint, raw.status_code, errors)

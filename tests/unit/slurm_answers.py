@@ -1,0 +1,71 @@
+"""A real HTTP server on 127.0.0.1 that answers as slurmrestd might on a bad day: canned bodies
+per path, so the REST client's handling of them is tested over a real socket (no mocks)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+# (HTTP status, body): a body that is not bytes is sent as JSON.
+Answer = tuple[int, Any]
+
+
+class CannedSlurm:
+    """`answers[path]` is what a GET or POST of that path (without its query) gets; unknown
+    paths get 404. `requests` records (method, path with query) in order."""
+
+    def __init__(self) -> None:
+        self.answers: dict[str, Answer] = {}
+        self.requests: list[tuple[str, str]] = []
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        canned = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _answer(self) -> None:
+                canned.requests.append((self.command, self.path))
+                length = int(self.headers.get("Content-Length") or 0)
+                if length:
+                    self.rfile.read(length)
+                status, body = canned.answers.get(self.path.split("?")[0], (404, {}))
+                payload = body if isinstance(body, bytes) else json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            do_GET = do_POST = do_DELETE = _answer
+
+            def log_message(self, format: str, *args: object) -> None:
+                return
+
+        return Handler
+
+
+@contextmanager
+def canned_slurm() -> Iterator[CannedSlurm]:
+    server = CannedSlurm()
+    server._thread.start()
+    try:
+        yield server
+    finally:
+        server._server.shutdown()
+        server._server.server_close()
+
+
+class StaticToken:
+    user = "root"
+
+    def token(self) -> str:
+        return "not-checked"
