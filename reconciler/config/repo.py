@@ -19,6 +19,7 @@ from typing import Any
 
 from reconciler.config.accounting import check_accounting, note_accounting
 from reconciler.config.layering import deep_update, tag
+from reconciler.config.limits import ValueBudget
 from reconciler.config.schema import (
     Warning_,
     check_layer_file,
@@ -108,20 +109,22 @@ def load_config(
             "(see fixtures/config-repo)",
         )
     warnings: list[Warning_] = []
+    budget = ValueBudget()  # one for the whole repo: many small alias bombs add up
     reservation_locations: dict[str, dict[str, Location]] = {}
     accounting_locations: dict[str, Location] = {}
     values, node_locations, partitions_where = _merge_values(
-        files, warnings, track_origins, reservation_locations, accounting_locations
+        files, warnings, track_origins, reservation_locations, accounting_locations, budget
     )
-    layers = _load_layers(library, LIBRARY_PREFIX, warnings, track_origins)
+    layers = _load_layers(library, LIBRARY_PREFIX, warnings, track_origins, budget)
     repo_layers = _load_layers(
         {p: t for p, t in files.items() if p.startswith("compute-defs/") and _is_yaml(p)},
         "",
         warnings,
         track_origins,
+        budget,
     )
     layers.update(repo_layers)  # the repo may redefine a shipped layer
-    settings = _settings(files)
+    settings = _settings(files, budget)
     if release or namespace:  # command-line flags win over reconciler.yaml
         settings = RepoSettings(
             release=_checked_label("--release", release or settings.release, None),
@@ -152,6 +155,7 @@ def _merge_values(
     track_origins: bool,
     reservation_locations: dict[str, dict[str, Location]],
     accounting_locations: dict[str, Location],
+    budget: ValueBudget,
 ) -> tuple[dict[str, Any], dict[str, Location], Location | None]:
     names = [
         VALUES_FILE,
@@ -163,7 +167,7 @@ def _merge_values(
     node_locations: dict[str, Location] = {}
     partitions_where = None
     for name in names:
-        doc = parse_yaml(files[name], name)
+        doc = parse_yaml(files[name], name, budget)
         check_values_file(doc, warnings)
         check_reservations(doc, files[name])
         _note_reservations(doc, reservation_locations)
@@ -198,11 +202,15 @@ def _note_reservations(doc: YamlFile, locations: dict[str, dict[str, Location]])
 
 
 def _load_layers(
-    texts: Mapping[str, str], prefix: str, warnings: list[Warning_], track_origins: bool
+    texts: Mapping[str, str],
+    prefix: str,
+    warnings: list[Warning_],
+    track_origins: bool,
+    budget: ValueBudget,
 ) -> dict[str, Layer]:
     layers: dict[str, Layer] = {}
     for name in sorted(texts):
-        doc = parse_yaml(texts[name], prefix + name)
+        doc = parse_yaml(texts[name], prefix + name, budget)
         check_layer_file(doc, warnings)
         for layer_name, data in doc.data.items():
             where = doc.location((layer_name,))
@@ -236,10 +244,10 @@ def _origin(
     return origin_of
 
 
-def _settings(files: Mapping[str, str]) -> RepoSettings:
+def _settings(files: Mapping[str, str], budget: ValueBudget) -> RepoSettings:
     if SETTINGS_FILE not in files:
         return RepoSettings()
-    doc = parse_yaml(files[SETTINGS_FILE], SETTINGS_FILE)
+    doc = parse_yaml(files[SETTINGS_FILE], SETTINGS_FILE, budget)
     data = doc.data if isinstance(doc.data, dict) else {}
     return RepoSettings(
         **{

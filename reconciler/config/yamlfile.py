@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from reconciler.config.limits import ValueBudget, check_events, check_file_size
 from reconciler.errors import ConfigSyntaxError, Location
 
 try:  # libyaml is several times faster; fall back to pure Python where it is missing
@@ -57,9 +58,10 @@ def format_path(path: KeyPath) -> str:
     return text
 
 
-def parse_yaml(text: str, name: str) -> YamlFile:
-    """Parse one YAML document (an empty file is an empty mapping)."""
-    with _loader(text, name) as loader:
+def parse_yaml(text: str, name: str, budget: ValueBudget | None = None) -> YamlFile:
+    """Parse one YAML document (an empty file is an empty mapping). `budget` is shared by
+    every file of one load; without it the file has the whole budget to itself."""
+    with _loader(text, name, budget or ValueBudget()) as loader:
         node = loader.get_single_node()
         if node is None:
             return YamlFile(name, {}, {})
@@ -67,11 +69,11 @@ def parse_yaml(text: str, name: str) -> YamlFile:
     return _with_lines(name, node, data)
 
 
-def parse_yaml_documents(text: str, name: str) -> list[YamlFile]:
+def parse_yaml_documents(text: str, name: str, budget: ValueBudget | None = None) -> list[YamlFile]:
     """Every document of a `---`-separated stream (empty documents skipped), each with the
     lines of its keys in the whole file."""
     documents: list[YamlFile] = []
-    with _loader(text, name) as loader:
+    with _loader(text, name, budget or ValueBudget()) as loader:
         while loader.check_node():
             node = loader.get_node()
             if node is not None:
@@ -80,11 +82,16 @@ def parse_yaml_documents(text: str, name: str) -> list[YamlFile]:
 
 
 @contextlib.contextmanager
-def _loader(text: str, name: str) -> Iterator[Any]:
-    """A loader whose YAML errors become ConfigSyntaxErrors naming the file and line."""
-    loader = _Loader(text)
+def _loader(text: str, name: str, budget: ValueBudget) -> Iterator[Any]:
+    """A loader whose YAML errors become ConfigSyntaxErrors naming the file and line, for a
+    text that passed the limits (reconciler/config/limits.py): its events are checked by a
+    first parser before a second one builds anything."""
+    check_file_size(len(text.encode("utf-8", "surrogatepass")), name)
+    loaders = [_Loader(text)]
     try:
-        yield loader
+        check_events(loaders[0], name, budget)
+        loaders.append(_Loader(text))
+        yield loaders[1]
     except yaml.MarkedYAMLError as exc:
         raise _syntax_error(exc, name) from None
     except yaml.YAMLError as exc:
@@ -96,7 +103,8 @@ def _loader(text: str, name: str) -> Iterator[Any]:
             hint="quote dates and times that are not real ones, or fix them",
         ) from None
     finally:
-        loader.dispose()
+        for loader in loaders:
+            loader.dispose()
 
 
 def _with_lines(name: str, node: yaml.Node, data: Any) -> YamlFile:

@@ -1,0 +1,132 @@
+"""How big a config repo may be: caps no real repo comes near and every hostile one crosses.
+
+A 460-byte file of nested YAML aliases expands to hundreds of millions of values; 900 nested
+brackets overflow every recursive walk after the parser; a values.d file may be a link to
+anything on the host. These limits refuse such input before anything expensive runs, with an
+error that names the file (and line) and says what to do.
+
+For scale: a SUNK values file with 2000 node definitions is 260 KB, about 36 000 values, and
+nests 12 deep at most (a node affinity term).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from reconciler.errors import ConfigSyntaxError, Location
+
+MIB = 2**20
+MAX_FILE_BYTES = 4 * MIB
+MAX_REPO_BYTES = 32 * MIB
+MAX_DEPTH = 64
+# Values (mapping keys and values, list items, scalars) once every alias is expanded, summed
+# over all files of one load: what layering, type checks and `--explain` walk.
+MAX_VALUES = 200_000
+_TOO_MANY = (
+    "an alias (*name) repeats everything under its anchor: use fewer, or keep data that "
+    "is not configuration out of the repo"
+)
+
+
+def check_file_size(size: int, name: str) -> None:
+    if size > MAX_FILE_BYTES:
+        raise ConfigSyntaxError(
+            f"file is {size / MIB:.1f} MiB; a config file may be at most "
+            f"{MAX_FILE_BYTES // MIB} MiB",
+            where=Location(name),
+            hint="split it into several values.d or compute-defs files",
+        )
+
+
+@dataclass
+class ValueBudget:
+    """Values left for the rest of one load (every file of a repo draws on the same budget)."""
+
+    left: int = MAX_VALUES
+
+    def spend(self, count: int) -> None:
+        self.left -= count
+
+
+def check_events(loader: Any, name: str, budget: ValueBudget) -> None:
+    """Stream the parser's events (nothing is built) and refuse a document that nests too
+    deeply, refers to itself through an alias, or holds more values than the budget has
+    left once aliases are expanded. An alias costs what its anchor holds: aliases make the
+    document a DAG that is cheap to compose but walked once per use by everything after."""
+    counter = _Counter(name, budget.left)
+    while loader.check_event():
+        counter.see(loader.get_event())
+    budget.spend(counter.total)
+
+
+@dataclass
+class _Open:
+    """A mapping or sequence whose end event has not come yet."""
+
+    anchor: str | None
+    size: int = 1
+    height: int = 1
+
+
+class _Counter:
+    def __init__(self, name: str, limit: int) -> None:
+        self.name, self.limit, self.total = name, limit, 0
+        self.anchors: dict[str, tuple[int, int]] = {}  # anchor -> (values, height)
+        self.open: list[_Open] = []
+
+    def see(self, event: yaml.Event) -> None:
+        if isinstance(event, yaml.ScalarEvent):  # the most frequent first
+            self._count(event, 1, 0)
+            if event.anchor is not None:
+                self.anchors[event.anchor] = (1, 0)
+            self._add_to_parent(1, 0)
+        elif isinstance(event, yaml.CollectionStartEvent):
+            self._count(event, 1, 1)
+            self.open.append(_Open(event.anchor))
+        elif isinstance(event, yaml.CollectionEndEvent):
+            done = self.open.pop()
+            if done.anchor is not None:
+                self.anchors[done.anchor] = (done.size, done.height)
+            self._add_to_parent(done.size, done.height)
+        elif isinstance(event, yaml.AliasEvent):
+            self._alias(event)
+        elif isinstance(event, yaml.DocumentStartEvent):
+            self.anchors = {}  # anchors are per document
+
+    def _alias(self, event: yaml.AliasEvent) -> None:
+        if any(o.anchor == event.anchor for o in self.open):
+            problem = "an alias refers to itself (a recursive anchor)"
+            raise _error(event, self.name, problem, "remove the alias: a value cannot hold itself")
+        if event.anchor not in self.anchors:
+            return  # undefined: the composer reports it with its line
+        size, height = self.anchors[event.anchor]
+        self._count(event, size, height)
+        self._add_to_parent(size, height)
+
+    def _count(self, event: yaml.Event, size: int, height: int) -> None:
+        """`height` levels of nesting start here, inside the open ones."""
+        self.total += size
+        if len(self.open) + height > MAX_DEPTH:
+            problem = f"values are nested more than {MAX_DEPTH} levels deep"
+            raise _error(event, self.name, problem, "no SUNK value nests this deep; flatten it")
+        if self.total > self.limit:
+            raise _error(
+                event,
+                self.name,
+                f"the config repo holds more than {MAX_VALUES:,} values once YAML aliases "
+                "are expanded; this file crossed the limit",
+                _TOO_MANY,
+            )
+
+    def _add_to_parent(self, size: int, height: int) -> None:
+        if self.open:
+            parent = self.open[-1]
+            parent.size += size
+            parent.height = max(parent.height, height + 1)
+
+
+def _error(event: yaml.Event, name: str, problem: str, hint: str) -> ConfigSyntaxError:
+    return ConfigSyntaxError(problem, where=Location(name, event.start_mark.line + 1), hint=hint)
