@@ -114,6 +114,9 @@ VALUES: dict[str, str] = {
     "scheduler.killWait": "integer",
     "scheduler.gangFailurePolicy": "string",
     "scheduler.binPackPartitions": "string or list of strings",
+    "scheduler.podPolicy": "mapping",
+    "scheduler.podPolicy.allowedUserIds": "mapping",
+    "scheduler.podPolicy.maxPriority": "integer",
     "imagePullSecrets": "list of mappings",
 }
 
@@ -147,10 +150,12 @@ def check_values_file(doc: YamlFile, warnings: list[Warning_]) -> None:
     for name, script in (compute.get("s6") or {}).items():
         _check_s6(doc, ("compute", "s6", name), script)
     _check_scope(doc)
+    _check_pod_policy(doc)
     for name, definition in (compute.get("nodes") or {}).items():
         _check_name(doc, ("compute", "nodes", name), name)
         check_node_definition(doc, ("compute", "nodes", name), definition, warnings)
-    for path, why in unused_key_paths(doc.data, set(ALL_VALUES)):
+    known = set(ALL_VALUES) | _pod_policy_namespace_keys(doc.data)
+    for path, why in unused_key_paths(doc.data, known):
         warnings.append(Warning_(str(doc.location(path)), why))
 
 
@@ -245,6 +250,52 @@ def _check_scope(doc: YamlFile) -> None:
                 f"{'.'.join(path)} must be one of {', '.join(allowed)}, got {value!r}",
                 where=doc.location(path),
             )
+
+
+_ALLOWED_USER_IDS: KeyPath = ("scheduler", "podPolicy", "allowedUserIds")
+
+
+def _check_pod_policy(doc: YamlFile) -> None:
+    """scheduler.podPolicy (the shipped pod-user-id-allowed and pod-priority-at-most-max):
+    allowedUserIds maps a namespace to the uids its Pods may name (null drops a namespace an
+    earlier file listed); maxPriority is 1 or more."""
+    priority, found = lookup(doc.data, ["scheduler", "podPolicy", "maxPriority"])
+    if found and isinstance(priority, int) and priority < 1:
+        raise ConfigTypeError(
+            f"scheduler.podPolicy.maxPriority must be 1 or more, got {priority}",
+            where=doc.location(("scheduler", "podPolicy", "maxPriority")),
+            hint="Slurm holds a job of priority 0, so admission refuses it in any case",
+        )
+    allowed, found = lookup(doc.data, list(_ALLOWED_USER_IDS))
+    if not found or not isinstance(allowed, dict):  # not a mapping: the type table said so
+        return
+    for namespace, uids in allowed.items():
+        path: KeyPath = (*_ALLOWED_USER_IDS, namespace)
+        if not isinstance(namespace, str):
+            raise ConfigTypeError(
+                f"namespace {namespace!r} is not a string", where=doc.location(path),
+                hint="quote it: YAML reads on, off, yes, no and numbers unquoted as booleans "
+                "and numbers",
+            )  # fmt: skip
+        if uids is None:
+            continue
+        if not isinstance(uids, list):
+            _wrong(doc, path, "list of integers (user ids)", uids)
+        for index, uid in enumerate(uids):
+            if isinstance(uid, bool) or not isinstance(uid, int):
+                _wrong(doc, (*path, index), "integer (a user id)", uid)
+            if uid < 0:
+                raise ConfigTypeError(
+                    f"a user id must be 0 or more, got {uid}", where=doc.location((*path, index))
+                )
+
+
+def _pod_policy_namespace_keys(data: Any) -> set[str]:
+    """The namespaces under allowedUserIds are the user's names, not keys to warn about."""
+    allowed, found = lookup(data, list(_ALLOWED_USER_IDS))
+    if not found or not isinstance(allowed, dict):
+        return set()
+    return {".".join((*_ALLOWED_USER_IDS, str(namespace))) for namespace in allowed}
 
 
 def _wrong(doc: YamlFile, path: KeyPath, expected: str, value: Any) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from reconciler.compile.desired import DesiredState
 from reconciler.config.layering import plain
@@ -18,6 +18,10 @@ from reconciler.config.repo import Config
 from reconciler.errors import Location
 from reconciler.policy.engine import CompiledPolicy, Finding, evaluate
 from reconciler.scheduler.settings import DEFAULT_KILL_WAIT_SECONDS, default_scheduler_name
+
+# The highest sunk.coreweave.com/priority a Pod may set without values
+# scheduler.podPolicy.maxPriority (pod-priority-at-most-max): seed 002's example is 100.
+DEFAULT_MAX_PRIORITY: Final = 1000
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,23 @@ def params_of(config: Config, slurm_node_hosts: Iterable[str] = ()) -> dict[str,
         "release": release,
         "namespace": namespace,
         "slurmNodeHosts": sorted(slurm_node_hosts),
+        **pod_policy_params(scheduler.get("podPolicy") or {}),
+    }
+
+
+def pod_policy_params(pod_policy: Mapping[str, Any]) -> dict[str, Any]:
+    """values scheduler.podPolicy as pod-user-id-allowed and pod-priority-at-most-max read
+    it: allowedUserIds (namespace -> uids; a namespace set to null in a later values file is
+    not listed) and maxPriority."""
+    allowed = pod_policy.get("allowedUserIds") or {}
+    max_priority = pod_policy.get("maxPriority")
+    return {
+        "allowedUserIds": {
+            str(namespace): [int(uid) for uid in uids]
+            for namespace, uids in allowed.items()
+            if uids is not None
+        },
+        "maxPriority": DEFAULT_MAX_PRIORITY if max_priority is None else int(max_priority),
     }
 
 
@@ -53,6 +74,7 @@ def default_params() -> dict[str, Any]:
         "release": release,
         "namespace": namespace,
         "slurmNodeHosts": [],
+        **pod_policy_params({}),
     }
 
 
