@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -77,6 +77,7 @@ class DaemonMetrics:
         )
         for operation in NODE_SYNC_OPERATIONS:  # at 0 from the start, so alerts see them
             self.node_sync_errors.labels(operation)
+        self._refusals: _RefusalsCollector | None = None
 
     def record(self, outcome: Outcome, now: float) -> None:
         self.reconcile_seconds.labels(outcome.state).observe(outcome.seconds)
@@ -90,6 +91,17 @@ class DaemonMetrics:
 
     def watch_scheduler(self, counters: Callable[[], Counters | None]) -> None:
         self.registry.register(_SchedulerCollector(counters))
+
+    def watch_leader(self, leading: Callable[[], bool]) -> None:
+        """1 while this replica leads (or runs alone), read at scrape time."""
+        self.registry.register(_LeaderCollector(leading))
+
+    def watch_http(self, server: str, refusals: Callable[[], Mapping[str, int] | None]) -> None:
+        """Requests an HTTP server refused, by reason (daemon.http.REASONS)."""
+        if self._refusals is None:
+            self._refusals = _RefusalsCollector()
+            self.registry.register(self._refusals)
+        self._refusals.servers[server] = refusals
 
     def watch_packing(self, figure: Callable[[], Fragmentation | None]) -> None:
         """The bin-packed partitions' fragmentation, as the scheduler last read it."""
@@ -160,3 +172,34 @@ class _PackingCollector(Collector):
             yield GaugeMetricFamily(
                 f"reconciler_scheduler_packed_{field}", text, value=float(getattr(figure, field))
             )
+
+
+class _LeaderCollector(Collector):
+    def __init__(self, leading: Callable[[], bool]) -> None:
+        self._leading = leading
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        yield GaugeMetricFamily(
+            "reconciler_leader",
+            "1 while this replica holds the lease and acts (or runs without leader election)",
+            value=1.0 if self._leading() else 0.0,
+        )
+
+
+class _RefusalsCollector(Collector):
+    """Every server's refusals in one family (one name may appear once in an exposition)."""
+
+    def __init__(self) -> None:
+        self.servers: dict[str, Callable[[], Mapping[str, int] | None]] = {}
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        family = CounterMetricFamily(
+            "reconciler_http_refused_requests",
+            "Requests an HTTP server refused or cut, by reason: busy (too many connections), "
+            "timeout, no_length, bad_length, too_large (Content-Length), unauthorized",
+            labels=["server", "reason"],
+        )
+        for server, refusals in sorted(self.servers.items()):
+            for reason, count in sorted((refusals() or {}).items()):
+                family.add_metric([server, reason], float(count))
+        yield family

@@ -8,6 +8,10 @@ change. The node health sync has a worker of its own: a convergence waiting up t
 timeout must not hold up a drain for a cordoned Node. The Pod scheduler has threads of its own
 and keeps scheduling while a revision is being applied. SIGTERM: the convergence and node sync
 pass under way finish, then everything stops.
+
+With leader election, `leading` says whether this replica may act: every job asks it before it
+starts, and /readyz and the reconciler_leader metric report it, so a replica resumed after a
+pause neither acts nor claims to lead while its elector steps down.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 from apscheduler.executors.pool import ThreadPoolExecutor
@@ -26,6 +30,14 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from reconciler.daemon.converge import Converger, Outcome
+from reconciler.daemon.http import (
+    UNAUTHORIZED,
+    GuardedHandler,
+    GuardedServer,
+    LengthRefused,
+    Limits,
+    body_length,
+)
 from reconciler.daemon.metrics import DaemonMetrics
 from reconciler.daemon.webhook import judge
 from reconciler.errors import ReconcilerError, SourceError
@@ -42,7 +54,8 @@ FETCH_JOB, RESYNC_JOB, NODE_SYNC_JOB = "fetch", "resync", "node-sync"
 logging.getLogger(f"apscheduler.executors.{NODE_SYNC_JOB}").setLevel(logging.WARNING)
 
 
-MAX_WEBHOOK_BYTES = 1024 * 1024
+MAX_WEBHOOK_BYTES = 1024 * 1024  # GitHub caps a webhook payload at 25 MB; a push is kilobytes
+HTTP_LIMITS = Limits(max_connections=64, max_body_bytes=MAX_WEBHOOK_BYTES)
 
 
 @dataclass(frozen=True)
@@ -54,6 +67,7 @@ class RunSettings:
     webhook_secret: bytes | None = None  # POST /webhook is served only with a secret
     branch: str = "main"  # the branch whose pushes the webhook acts on
     node_sync_seconds: float = 10.0  # node health, both ways; 0: off
+    http: Limits = HTTP_LIMITS
 
     def __repr__(self) -> str:
         return f"RunSettings(interval={self.interval_seconds}, resync={self.resync_seconds})"
@@ -76,9 +90,14 @@ class Daemon:
         self._pod_scheduler = scheduler
         self._node_sync = node_sync
         self._clock = clock
+        self._leading: Callable[[], bool] = lambda: True  # alone: always
+        self._initial: Revision | None = None  # converged first: the last applied revision
+        self.waiting = ""  # why no revision could be used yet (for /readyz)
         self.metrics = DaemonMetrics()
-        self.metrics.watch_scheduler(lambda: scheduler.counters if scheduler else None)
-        self.metrics.watch_packing(lambda: scheduler.fragmentation if scheduler else None)
+        # Read at scrape time: attach() may bring the scheduler after the metrics exist.
+        self.metrics.watch_scheduler(lambda: getattr(self._pod_scheduler, "counters", None))
+        self.metrics.watch_packing(lambda: getattr(self._pod_scheduler, "fragmentation", None))
+        self.metrics.watch_leader(lambda: self._leading())
         self._jobs = BackgroundScheduler(
             executors={"default": ThreadPoolExecutor(1), NODE_SYNC_JOB: ThreadPoolExecutor(1)},
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
@@ -86,11 +105,30 @@ class Daemon:
         self._tried: str | None = None  # the last revision id converged
         self._ready = threading.Event()
         self._stopping = threading.Event()
-        self._http = ThreadingHTTPServer(
-            (settings.listen_host, settings.listen_port), self._handler_class()
+        self._http = GuardedServer(
+            (settings.listen_host, settings.listen_port), self._handler_class(), settings.http
         )
-        self._http.daemon_threads = True
+        self.metrics.watch_http("daemon", self._http.refusals.snapshot)
+        self.metrics.watch_http("hooks", self._hooks_refusals)
         self._serving = False
+
+    def attach(
+        self,
+        *,
+        scheduler: PodScheduler | None = None,
+        node_sync: NodeSync | None = None,
+        initial: Revision | None = None,
+    ) -> None:
+        """What the first usable revision configures, known once it is found (health is
+        served while the daemon looks for it); `initial`: converge this one first, the last
+        revision applied, because the head could not be used."""
+        self._pod_scheduler = scheduler
+        self._node_sync = node_sync
+        self._initial = initial
+
+    def lead_with(self, leading: Callable[[], bool]) -> None:
+        """Act only while `leading()` (a LeaderElector's)."""
+        self._leading = leading
 
     @property
     def port(self) -> int:
@@ -146,17 +184,24 @@ class Daemon:
 
     def run_now(self) -> None:
         """Fetch and converge at once (a webhook, a changed directory)."""
-        if not self._stopping.is_set():
+        if not self._stopping.is_set() and self._jobs.running:
             self._jobs.modify_job(FETCH_JOB, next_run_time=datetime.now(UTC))
 
     # ---- the jobs -------------------------------------------------------------------------
 
     def _fetch_and_converge(self) -> None:
+        if not self._leading():
+            return
+        if self._initial is not None:  # the head was unusable at start: first what is applied
+            initial, self._initial = self._initial, None
+            self._converge(initial, resync=False)
         revision = self._fetch()
         if revision is not None and revision.id != self._tried:
             self._converge(revision, resync=False)
 
     def _resync(self) -> None:
+        if not self._leading():
+            return
         revision = self._fetch()
         if revision is not None:
             self._converge(revision, resync=revision.id == self._tried)
@@ -179,7 +224,9 @@ class Daemon:
 
     def _converge(self, revision: Revision, *, resync: bool) -> Outcome:
         outcome = self._converger.converge(revision, resync=resync)
-        if self._pod_scheduler is not None:
+        # A failed revision leaves the converger's policies as they were, which before any
+        # success are none: the scheduler keeps the ones it started with.
+        if self._pod_scheduler is not None and outcome.state != "failed":
             self._pod_scheduler.set_policies(self._converger.pod_policies)
         self._tried = revision.id
         self.metrics.record(outcome, self._clock())
@@ -188,6 +235,8 @@ class Daemon:
 
     def _sync_nodes(self) -> None:
         assert self._node_sync is not None
+        if not self._leading():
+            return
         try:
             self._node_sync.run_once()
         except Exception:  # a bug: keep the trace; the next interval tries again
@@ -198,33 +247,31 @@ class Daemon:
             if source.wait_for_change(self._stopping, timeout_ms=1000):
                 self.run_now()
 
-    # ---- HTTP: health, readiness, metrics -----------------------------------------------
+    # ---- HTTP: health, readiness, metrics, webhook --------------------------------------
+
+    def _hooks_refusals(self) -> dict[str, int] | None:
+        hooks = self._pod_scheduler.hooks if self._pod_scheduler is not None else None
+        return hooks.refusals.snapshot() if hooks is not None else None
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         daemon = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(GuardedHandler):
             def do_GET(self) -> None:
-                status, body, kind = daemon.answer(self.path)
-                self.send_response(status)
-                self.send_header("Content-Type", kind)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                self.answer(*daemon.answer(self.path))
 
             def do_POST(self) -> None:
-                length = min(int(self.headers.get("Content-Length") or 0), MAX_WEBHOOK_BYTES)
+                length = body_length(
+                    self.headers, daemon._settings.http.max_body_bytes, required=True
+                )
+                if isinstance(length, LengthRefused):
+                    self.refuse(length.status, length.reason, length.text)
+                    return
                 body = self.rfile.read(length)
                 status, text = daemon.webhook(self.path, dict(self.headers.items()), body)
-                payload = text.encode() + b"\n"
-                self.send_response(status)
-                self.send_header("Content-Type", "text/plain")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def log_message(self, format: str, *args: object) -> None:
-                return
+                if status == 401:
+                    self.server.refusals.add(UNAUTHORIZED)
+                self.answer(status, text.encode() + b"\n", "text/plain")
 
         return Handler
 
@@ -232,8 +279,11 @@ class Daemon:
         secret = self._settings.webhook_secret
         if path != "/webhook" or secret is None:
             return 404, "not found"
+        if not self._leading():
+            return 503, "this replica is not the leader"
         verdict = judge(headers, body, secret, self._settings.branch)
-        log.info("daemon: webhook: %s", verdict.message)
+        if verdict.status != 401:  # refusals are counted (/metrics), not logged
+            log.info("daemon: webhook: %s", verdict.message)
         if verdict.fetch:
             self.run_now()
         return verdict.status, verdict.message
@@ -242,9 +292,16 @@ class Daemon:
         if path == "/healthz":
             return 200, b"ok\n", "text/plain"
         if path == "/readyz":
-            if self._ready.is_set():
-                return 200, b"ok\n", "text/plain"
-            return 503, b"the first revision has not been converged yet\n", "text/plain"
+            return self._readiness()
         if path == "/metrics":
             return 200, generate_latest(self.metrics.registry), CONTENT_TYPE_LATEST
         return 404, b"not found\n", "text/plain"
+
+    def _readiness(self) -> tuple[int, bytes, str]:
+        if self.waiting:
+            return 503, f"no usable revision yet: {self.waiting}\n".encode(), "text/plain"
+        if not self._leading():
+            return 503, b"not the leader: this replica waits for the lease\n", "text/plain"
+        if self._ready.is_set():
+            return 200, b"ok\n", "text/plain"
+        return 503, b"the first revision has not been converged yet\n", "text/plain"

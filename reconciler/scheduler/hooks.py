@@ -6,6 +6,11 @@
 Each request carries `Authorization: Bearer <token>`, an HMAC of the Pod UID under a key only
 the scheduler knows, so a job can speak only for its own Pod. `signalled` answers `gone` once the
 Pod no longer exists (the job may then exit) and `wait` before.
+
+The server is the daemon's guarded one (reconciler.daemon.http): a cap on connections, read
+time limits, Content-Length checked; refused calls are counted (`refusals`), never logged one
+by one. A call carries no body: the placeholder script's `curl -X POST` sends no
+Content-Length, so none is required, but a bad or large one is refused.
 """
 
 from __future__ import annotations
@@ -14,11 +19,20 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Literal
 from urllib.parse import parse_qs, urlsplit
 
 from reconciler import wellknown as wk
+from reconciler.daemon.http import (
+    UNAUTHORIZED,
+    GuardedHandler,
+    GuardedServer,
+    LengthRefused,
+    Limits,
+    Refusals,
+    body_length,
+)
 from reconciler.scheduler.placeholder import HookCredentials
 
 log = logging.getLogger(__name__)
@@ -37,17 +51,32 @@ class HookCall:
 # Answers the scheduler gives: "ok" (started), "gone" / "wait" (signalled).
 Handler = Callable[[HookCall], str]
 
+# Every running placeholder job may call at once (a node drained, a batch preempted): the
+# backlog holds a burst, and the jobs retry a 503. A call is a request line and one header.
+HOOKS_LIMITS = Limits(max_connections=256, idle_seconds=10.0, request_seconds=20.0,
+                      max_body_bytes=4096)  # fmt: skip
+
 
 class HooksServer:
     """A threaded HTTP server; each call is short (no long polls), so a thread each is fine."""
 
     def __init__(
-        self, host: str, port: int, credentials: HookCredentials, handler: Handler
+        self,
+        host: str,
+        port: int,
+        credentials: HookCredentials,
+        handler: Handler,
+        *,
+        limits: Limits = HOOKS_LIMITS,
     ) -> None:
         self._credentials = credentials
         self._handler = handler
-        self._server = _Server((host, port), self._request_class())
+        self._server = GuardedServer((host, port), self._request_class(), limits)
         self._thread: threading.Thread | None = None
+
+    @property
+    def refusals(self) -> Refusals:
+        return self._server.refusals
 
     @property
     def port(self) -> int:
@@ -68,20 +97,17 @@ class HooksServer:
     def _request_class(self) -> type[BaseHTTPRequestHandler]:
         server = self
 
-        class Request(BaseHTTPRequestHandler):
+        class Request(GuardedHandler):
             protocol_version = "HTTP/1.0"
 
             def do_POST(self) -> None:
+                limit = self.server.limits.max_body_bytes
+                length = body_length(self.headers, limit, required=False)
+                if isinstance(length, LengthRefused):
+                    self.refuse(length.status, length.reason, length.text)
+                    return
                 status, body = server.answer(self.path, self.headers.get("Authorization", ""))
-                payload = body.encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "text/plain")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def log_message(self, format: str, *args: object) -> None:
-                return  # the scheduler logs what matters; request lines would carry job ids only
+                self.answer(status, body.encode(), "text/plain")
 
         return Request
 
@@ -93,23 +119,13 @@ class HooksServer:
         scheme, _, token = authorization.strip().partition(" ")
         token = token.strip() if scheme.lower() == "bearer" else ""
         if not token or not self._credentials.verify(call.pod_uid, token):
-            log.warning("hooks: refused a call for pod uid %s: bad credentials", call.pod_uid)
+            self.refusals.add(UNAUTHORIZED)  # counted for /metrics; a log line each would flood
             return 403, "forbidden\n"
         try:
             return 200, self._handler(call) + "\n"
         except Exception:
             log.exception("hooks: %s for pod uid %s failed", call.kind, call.pod_uid)
             return 503, "retry\n"
-
-
-class _Server(ThreadingHTTPServer):
-    # Every running placeholder job may call at once (a node drained, a batch preempted).
-    request_queue_size = 1024
-    daemon_threads = True
-
-    def handle_error(self, request: object, client_address: object) -> None:
-        # A job whose curl gave up (timeout) leaves a broken pipe: not worth a traceback.
-        log.debug("hooks: a connection from %s failed", client_address, exc_info=True)
 
 
 def parse_call(path: str) -> HookCall | None:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import logging
+import socket
+import subprocess
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -12,6 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from reconciler.daemon.http import Limits
 from reconciler.scheduler.hooks import HookCall, HooksServer, parse_call
 from reconciler.scheduler.placeholder import HookCredentials
 
@@ -184,3 +189,81 @@ def test_over_http_as_the_placeholder_script_calls_it(
     assert post(server.port, STARTED, None) == (403, "forbidden\n")
     assert post(server.port, "/nothing", bearer()) == (404, "unknown hook\n")
     assert handler.calls == [HookCall("started", UID, 12, "n1")]
+
+
+# ---- a guarded server (issue 17, item 11) ---------------------------------------------------
+
+TIGHT = Limits(max_connections=3, idle_seconds=1.0, request_seconds=2.0, max_body_bytes=4096)
+
+
+@pytest.fixture
+def guarded(handler: Recorder) -> Iterator[HooksServer]:
+    hooks = HooksServer("127.0.0.1", 0, CREDENTIALS, handler, limits=TIGHT)
+    hooks.start()
+    yield hooks
+    hooks.stop()
+
+
+def raw(port: int, request: str, *, timeout: float = 5.0) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as conn:
+        conn.sendall(request.replace("\n", "\r\n").encode())
+        answer = b""
+        while chunk := conn.recv(65536):
+            answer += chunk
+        return answer
+
+
+def test_refused_calls_are_counted_not_logged(
+    server: HooksServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    for authorization in ("", "Bearer nonsense", bearer("another-pod-uid")):
+        assert server.answer(STARTED, authorization)[0] == 403
+    assert caplog.records == []  # a scanner guessing tokens must not flood the log
+    assert server.refusals.snapshot()["unauthorized"] == 3
+
+
+def test_the_placeholder_scripts_curl_call_needs_no_content_length(
+    guarded: HooksServer, handler: Recorder
+) -> None:
+    """`curl -X POST` without data sends no Content-Length: running jobs call like this."""
+    done = subprocess.run(
+        ["curl", "-fsS", "-m", "10", "-X", "POST", "-H", f"Authorization: {bearer()}",
+         f"http://127.0.0.1:{guarded.port}{STARTED}"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert (done.returncode, done.stdout) == (0, "ok\n"), done.stderr
+    assert handler.calls == [HookCall("started", UID, 12, "n1")]
+
+
+@pytest.mark.parametrize(
+    ("length", "status"), [("-1", 400), ("twelve", 400), ("99999999", 413), ("4097", 413)]
+)
+def test_a_bad_or_large_content_length_is_refused_at_once(
+    guarded: HooksServer, handler: Recorder, length: str, status: int
+) -> None:
+    started = time.monotonic()
+    answer = raw(guarded.port, f"POST {STARTED} HTTP/1.0\nAuthorization: {bearer()}\n"
+                 f"Content-Length: {length}\n\n", timeout=3)  # fmt: skip
+    assert answer.startswith(f"HTTP/1.0 {status} ".encode()), answer
+    assert time.monotonic() - started < 1 and handler.calls == []
+
+
+def test_an_idle_connection_is_closed_and_the_cap_answers_busy(guarded: HooksServer) -> None:
+    idle = [socket.create_connection(("127.0.0.1", guarded.port)) for _ in range(3)]
+    try:
+        time.sleep(0.1)
+        answer = raw(guarded.port, f"POST {STARTED} HTTP/1.0\nAuthorization: {bearer()}\n\n")
+        assert answer.startswith(b"HTTP/1.0 503 ") and b"too many connections" in answer
+        started = time.monotonic()
+        idle[0].settimeout(5)
+        assert idle[0].recv(100) == b""  # the server hung up on the idle client
+        assert time.monotonic() - started < 2
+    finally:
+        for conn in idle:
+            conn.close()
+    time.sleep(0.2)
+    answer = raw(guarded.port, f"POST {STARTED} HTTP/1.0\nAuthorization: {bearer()}\n\n")
+    assert answer.startswith(b"HTTP/1.0 200 ")
+    counts = guarded.refusals.snapshot()
+    assert counts["busy"] == 1 and counts["timeout"] >= 1
