@@ -12,14 +12,17 @@ import hostlist
 from reconciler.compile.profile import Profile
 from reconciler.compile.slurm_nodes import SlurmNodeSpec
 from reconciler.compile.slurmdbd import accounting_plan
+from reconciler.config.slurm_words import control_character
 from reconciler.errors import CompileError, Location
 
 HEADER = "# Rendered by reconciler from the config repo; edit the repo, not this file."
 DEFAULT_PARTITIONS = "PartitionName=all Nodes=ALL Default=YES MaxTime=INFINITE State=UP"
 # Lines that declare objects rather than set one key; extraConfig keeps them as written.
 _OBJECT_KEYS = {"nodename", "partitionname", "nodeset", "downnodes", "frontendname", "switchname"}
-_SETTING = re.compile(r"^([A-Za-z][A-Za-z0-9]*)=(\S.*)$")
-_TOKEN = re.compile(r"^([A-Za-z][A-Za-z0-9]*)=(.*)$")
+# Matched whole (fullmatch). A partition token's value holds no whitespace or control
+# character (they would end the token or the line in Slurm's reading).
+_SETTING = re.compile(r"([A-Za-z][A-Za-z0-9]*)=(\S.*)")
+_TOKEN = re.compile(r"([A-Za-z][A-Za-z0-9]*)=([^\s\x00-\x1f\x7f-\x9f]*)")
 
 
 @dataclass(frozen=True)
@@ -48,7 +51,7 @@ def parse_partitions(text: str | None, where: Location | None = None) -> list[Pa
 def _parse_partition_line(line: str, number: int, where: Location | None) -> Partition:
     pairs = []
     for token in line.split():
-        match = _TOKEN.match(token)
+        match = _TOKEN.fullmatch(token)
         if not match:
             raise CompileError(
                 f"compute.partitions line {number}: {token!r} is not KEY=VALUE",
@@ -116,6 +119,7 @@ def render_slurm_conf(
 ) -> str:
     settings = _settings(release, values, profile, has_gpus=any(s.gres for s in specs))
     extra_objects = _apply_extra_config(settings, values.get("slurmConfig", {}).get("extraConfig"))
+    _refuse_line_breaks(settings, extra_objects)
     lines = [HEADER, *(f"{k}={v}" for k, v in settings.items())]
     if extra_objects:
         lines += ["", "# slurmConfig.extraConfig", *extra_objects]
@@ -176,6 +180,25 @@ def _settings(
     return settings
 
 
+def _refuse_line_breaks(settings: dict[str, str], extra_lines: list[str]) -> None:
+    """The last guard, whatever a value's source (values are checked with their file and line
+    when loaded; the profile and command-line flags are not): a control character in a
+    value would start another line, or another key, of slurm.conf."""
+    for key, value in settings.items():
+        bad = control_character(value)
+        if bad is not None:
+            raise CompileError(
+                f"slurm.conf setting {key} holds the control character {bad!r}",
+                hint="a value must stay on its own line; remove it",
+            )
+    for line in extra_lines:
+        if control_character(line, allowed="\t") is not None:
+            raise CompileError(
+                "slurmConfig.extraConfig holds a control character",
+                hint="slurm.conf text may hold tabs and line breaks, no other control characters",
+            )
+
+
 def _script_source(slurmd: dict[str, Any], kind: str) -> bool:
     return bool(
         slurmd.get(kind)
@@ -191,7 +214,7 @@ def _apply_extra_config(settings: dict[str, str], extra: str | None) -> list[str
     lower = {k.lower(): k for k in settings}
     for raw in (extra or "").splitlines():
         line = raw.strip()
-        match = _SETTING.match(line)
+        match = _SETTING.fullmatch(line)
         if match and match.group(1).lower() not in _OBJECT_KEYS and " " not in match.group(2):
             key = lower.get(match.group(1).lower(), match.group(1))
             settings[key] = match.group(2)

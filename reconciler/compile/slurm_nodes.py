@@ -12,9 +12,11 @@ from reconciler.compile.nodesets import NodeSet
 from reconciler.compile.quantity import QuantityError, parse_quantity
 from reconciler.errors import CompileError
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_FEATURE = re.compile(r"^[A-Za-z0-9_.\-]+$")
-_GRES_TYPE = re.compile(r"^[A-Za-z0-9_.\-]+$")
+# Matched whole (fullmatch): `$` also matches before a final newline, which would end a line
+# of slurm.conf.
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_FEATURE = re.compile(r"[A-Za-z0-9_.\-]+")
+_GRES_TYPE = re.compile(r"[A-Za-z0-9_.\-]+")
 # A StatefulSet's pods carry a controller-revision-hash label of "<name>-<hash>" (<= 63
 # chars), so the StatefulSet name itself must stay within 52.
 MAX_STATEFULSET_NAME = 52
@@ -81,7 +83,7 @@ def slurm_node_spec(release: str, nodeset: NodeSet, definition: dict[str, Any]) 
 
 
 def _checked_names(release: str, nodeset: NodeSet) -> str:
-    if not _DNS_LABEL.match(nodeset.name):
+    if not _DNS_LABEL.fullmatch(nodeset.name):
         raise CompileError(
             f"node definition name {nodeset.name!r} cannot name Slurm nodes or Pods",
             where=nodeset.where,
@@ -168,9 +170,10 @@ def _gres(nodeset: NodeSet, value: Any) -> Gres | None:
     gres_type, count = (None, parts[0]) if len(parts) == 1 else (parts[0], parts[-1])
     if (
         len(parts) > 2
+        or not count.isascii()
         or not count.isdigit()
         or int(count) < 1
-        or (gres_type is not None and not _GRES_TYPE.match(gres_type))
+        or (gres_type is not None and not _GRES_TYPE.fullmatch(gres_type))
     ):
         raise CompileError(
             f"node definition {nodeset.name!r}: gresGpu {value!r} is not TYPE:COUNT",
@@ -185,7 +188,7 @@ def _features(nodeset: NodeSet, features: list[Any]) -> tuple[str, ...]:
     out = [nodeset.name]
     for feature in features:
         text = str(feature)
-        if not _FEATURE.match(text):
+        if not _FEATURE.fullmatch(text):
             raise CompileError(
                 f"node definition {nodeset.name!r}: feature {text!r} is not a valid Slurm "
                 "feature name",

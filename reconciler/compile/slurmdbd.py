@@ -23,6 +23,8 @@ from reconciler.compile.workloads import (
     service_for,
     statefulset_for,
 )
+from reconciler.config.slurm_words import control_character
+from reconciler.errors import CompileError
 
 SLURMDBD_PORT = 6819
 MYSQL_PORT = 3306
@@ -106,6 +108,12 @@ def render_slurmdbd_conf(release: str, plan: AccountingPlan, site: dict[str, str
         "StorageLoc": plan.db_name,
         **site,
     }
+    for key, value in settings.items():  # values are checked when loaded; this is the last guard
+        if control_character(value) is not None:
+            raise CompileError(
+                f"slurmdbd.conf setting {key} holds a control character",
+                hint="a value must stay on its own line; remove it",
+            )
     return "".join(f"{key}={value}\n" for key, value in settings.items())
 
 

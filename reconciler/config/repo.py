@@ -26,6 +26,7 @@ from reconciler.config.schema import (
     check_reservations,
     check_values_file,
 )
+from reconciler.config.slurm_words import check_layer_words, check_slurm_values
 from reconciler.config.yamlfile import KeyPath, YamlFile, parse_yaml
 from reconciler.errors import ConfigTypeError, Location, ReconcilerError
 from reconciler.policy.document import Override, Policy, parse_policy_file
@@ -34,7 +35,7 @@ VALUES_FILE = "values.yaml"
 SETTINGS_FILE = "reconciler.yaml"
 LIBRARY_PREFIX = "library/"
 POLICIES_DIR = "policies/"
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 
 @dataclass(frozen=True)
@@ -169,6 +170,7 @@ def _merge_values(
     for name in names:
         doc = parse_yaml(files[name], name, budget)
         check_values_file(doc, warnings)
+        check_slurm_values(doc)
         check_reservations(doc, files[name])
         _note_reservations(doc, reservation_locations)
         check_accounting(doc)
@@ -212,6 +214,7 @@ def _load_layers(
     for name in sorted(texts):
         doc = parse_yaml(texts[name], prefix + name, budget)
         check_layer_file(doc, warnings)
+        check_layer_words(doc)
         for layer_name, data in doc.data.items():
             where = doc.location((layer_name,))
             if layer_name in layers:
@@ -260,7 +263,7 @@ def _settings(files: Mapping[str, str], budget: ValueBudget) -> RepoSettings:
 
 
 def _checked_label(key: str, value: object, where: Location | None) -> str:
-    if not isinstance(value, str) or not _DNS_LABEL.match(value) or len(value) > 63:
+    if not isinstance(value, str) or not _DNS_LABEL.fullmatch(value) or len(value) > 63:
         raise ConfigTypeError(
             f"{key} must be a DNS label (lowercase letters, digits, '-'), got {value!r}",
             where=where,
