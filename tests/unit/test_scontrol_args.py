@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+from reconciler.adapters.sacctmgr import ACCOUNT_OPTIONS, QOS_OPTIONS, USER_OPTIONS
+from reconciler.adapters.sacctmgr import check_name as sacctmgr_check_name
 from reconciler.adapters.scontrol import (
+    PARTITION_OPTIONS,
+    RESERVATION_OPTIONS,
     NodeState,
     check_hostlist,
     check_name,
@@ -193,3 +199,39 @@ def test_node_weight_is_a_positive_integer_slurm_can_hold() -> None:
     for bad in (0, -1, 2**32 - 1, True, "7"):
         with pytest.raises(SlurmArgumentError, match="node weight"):
             node_weight_args("gpu-0", bad)  # type: ignore[arg-type]
+
+
+# Issue 17, item 7: whatever a value's kind, a control character (or a line separator) in it
+# is refused before scontrol or sacctmgr starts; every grammar is matched whole.
+_CHECKERS = [
+    *(("scontrol partition", k, c) for k, c in PARTITION_OPTIONS.items()),
+    *(("scontrol reservation", k, c) for k, c in RESERVATION_OPTIONS.items()),
+    *(("sacctmgr qos", k, c) for k, c in QOS_OPTIONS.items()),
+    *(("sacctmgr account", k, c) for k, c in ACCOUNT_OPTIONS.items()),
+    *(("sacctmgr user", k, c) for k, c in USER_OPTIONS.items()),
+    ("scontrol", "name", check_name),
+    ("scontrol", "hostlist", check_hostlist),
+    ("scontrol", "text", check_text),
+    ("sacctmgr", "name", sacctmgr_check_name),
+]
+_GOOD = ["now", "2030-01-01T10:00:00", "10", "1-00:00:00", "UNLIMITED", "node[1-2]", "a,b",
+         "YES", "UP", "MAINT", "OFF", "cpu=8", "requeue", "x", "reconciler: drain"]  # fmt: skip
+_CONTROL = ["\n", "\r", "\t", "\x00", "\x0b", "\x1b", "\x7f", "\x85", "\u2028"]
+
+
+def _accepts(checker: Any, value: str) -> bool:
+    try:
+        checker("value", value)
+    except SlurmArgumentError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("checker", _CHECKERS, ids=lambda c: f"{c[0]} {c[1]}")
+def test_no_argument_checker_lets_a_control_character_through(checker: tuple) -> None:
+    """Each value the checker accepts, with a control character at its start, its end or
+    inside, is refused (checkers that take only integers accept none of these strings)."""
+    for good in (g for g in _GOOD if _accepts(checker[2], g)):
+        for control in _CONTROL:
+            for value in (control + good, good + control, good[:1] + control + good[1:]):
+                assert not _accepts(checker[2], value), (good, value)
