@@ -11,21 +11,16 @@ from typing import Any
 import hostlist
 
 from reconciler.apply.target import ApplyError, Say, Target
-from reconciler.compile.slurm_conf import declared_nodes
+from reconciler.plan.declared import nodes_joining
 from reconciler.plan.model import (
-    SLURM,
-    SLURM_CONFIG,
     SLURM_RESERVATION,
     STEP_RECREATE,
     STEP_REGISTER,
     Action,
     Change,
-    ObjectRef,
     Plan,
 )
 from reconciler.wellknown import reservation_prefix
-
-_SLURM_CONF_REF = ObjectRef(SLURM, SLURM_CONFIG, "", "slurm.conf")
 
 
 @dataclass(frozen=True)
@@ -58,11 +53,8 @@ def reservation_phases(plan: Plan) -> tuple[list[ReservationStep], list[Reservat
     creations and updates onto joining nodes last, once those nodes are registered. An update
     that does both first drops the leaving nodes (keeping those that stay), then takes on the
     joining ones."""
-    joining = {c.ref.name for c in plan.changes if STEP_REGISTER in c.steps}
-    conf = next((c for c in plan.changes if c.ref == _SLURM_CONF_REF), None)
-    if conf is not None and conf.before is not None and conf.after is not None:
-        # Nodes slurmctld does not know yet (spares declared by this plan) count as joining.
-        joining |= set(declared_nodes(conf.after)) - set(declared_nodes(conf.before))
+    # Nodes slurmctld does not know yet (spares declared by this plan) count as joining.
+    joining = {c.ref.name for c in plan.changes if STEP_REGISTER in c.steps} | nodes_joining(plan)
     early: list[ReservationStep] = []
     late: list[ReservationStep] = []
     for change in (c for c in plan.changes if c.ref.kind == SLURM_RESERVATION):

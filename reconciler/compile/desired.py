@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import hostlist
+
 from reconciler.compile import manifests
 from reconciler.compile.accounting import Accounting, compile_accounting
 from reconciler.compile.control_plane import control_plane_objects
@@ -128,12 +130,14 @@ def _kube_objects(
     slurm_conf: str,
     gres_conf: str,
 ) -> list[dict[str, Any]]:
+    declared = [n for s in specs for n in (*s.node_names(), *s.spare_names())]
     objects = [
         manifests.config_map(
             manifests.slurm_conf_map_name(release),
             namespace,
             release,
             {"slurm.conf": slurm_conf, "gres.conf": gres_conf},
+            {manifests.ANNOTATION_SLURM_NODES: hostlist.collect_hostlist(declared)},
         ),
         *_script_maps(release, namespace, values),
         manifests.compute_service(release, namespace),

@@ -27,21 +27,36 @@ def owned_labels(release: str, component: str) -> dict[str, str]:
     }
 
 
-def config_map(name: str, namespace: str, release: str, data: dict[str, str]) -> dict[str, Any]:
+def config_map(
+    name: str,
+    namespace: str,
+    release: str,
+    data: dict[str, str],
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    metadata: dict[str, Any] = {
+        "name": name,
+        "namespace": namespace,
+        "labels": owned_labels(release, "config"),
+    }
+    if annotations:
+        metadata["annotations"] = annotations
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "labels": owned_labels(release, "config"),
-        },
+        "metadata": metadata,
         "data": dict(sorted(data.items())),
     }
 
 
 def slurm_conf_map_name(release: str) -> str:
     return f"{release}-slurm-conf"
+
+
+# On the slurm.conf ConfigMap: the Slurm nodes its slurm.conf declares (running and FUTURE),
+# as a hostlist. Plan and apply read which nodes are ours here, never from the text, where an
+# extraConfig line could pass for ours. (A name for reconciler/wellknown.py.)
+ANNOTATION_SLURM_NODES = f"{wk.DOMAIN}/slurm-nodes"
 
 
 def s6_map_name(release: str) -> str:

@@ -285,24 +285,6 @@ def render_gres_conf(specs: list[SlurmNodeSpec], profile: Profile) -> str:
     return "\n".join(lines) + "\n"
 
 
-NODES_SECTION = "# Nodes:"
-
-
-def declared_nodes(conf: str) -> list[str]:
-    """The Slurm nodes our own rendering of slurm.conf declares (running and FUTURE), in
-    order; NodeName lines a user wrote in extraConfig are not ours and not listed."""
-    names: list[str] = []
-    inside = False
-    for line in conf.splitlines():
-        if line.startswith(NODES_SECTION):
-            inside = True
-        elif inside and not line.strip():
-            break
-        elif inside and line.startswith("NodeName="):
-            names += hostlist.expand_hostlist(line.split()[0].removeprefix("NodeName="))
-    return names
-
-
 def partitions_in(conf: str) -> list[Partition]:
     """The partitions of a rendered slurm.conf (as `parse_partitions` reads the repo's)."""
     lines = [line for line in conf.splitlines() if line.startswith("PartitionName=")]

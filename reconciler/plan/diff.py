@@ -8,10 +8,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from reconciler.compile.desired import KIND_ORDER, DesiredState, SlurmNode
-from reconciler.compile.slurm_conf import Partition, declared_nodes, partitions_in
+from reconciler.compile.slurm_conf import Partition, partitions_in
 from reconciler.errors import ReconcilerError
 from reconciler.plan.accounting import accounting_changes
 from reconciler.plan.bootstrap import bootstrap_plan, control_plane_down
+from reconciler.plan.declared import desired_nodes, live_nodes
 from reconciler.plan.fields import field_changes
 from reconciler.plan.live import LiveNode, LiveState, comparable, contains
 from reconciler.plan.model import (
@@ -39,6 +40,7 @@ from reconciler.wellknown import DRAIN_REASON_PREFIX
 
 class SlurmSilentError(ReconcilerError):
     """Slurm's state is needed and slurmrestd does not answer."""
+
 
 # Listed so a plan can compare them, never deleted: the controller's state claim holds every
 # job slurmctld knows (a claim going away with a typo in git would lose them all).
@@ -119,9 +121,7 @@ def plan_changes(
     secrets, secrets_unchanged = _secret_changes(state, live)
     kube, kube_unchanged = secrets + kube, kube_unchanged + secrets_unchanged
     slurm, slurm_unchanged, warnings = _slurm_changes(state, live)
-    restart = live.slurm_conf is not None and set(declared_nodes(live.slurm_conf)) != set(
-        declared_nodes(state.slurm_conf)
-    )
+    restart = live.slurm_conf is not None and live_nodes(state, live) != desired_nodes(state)
     plan = Plan(
         release=state.release,
         namespace=state.namespace,
@@ -269,7 +269,7 @@ def _node_changes(state: DesiredState, live: LiveState) -> tuple[list[Change], i
             )  # fmt: skip
         else:
             unchanged += 1
-    ours = set(declared_nodes(live.slurm_conf or "")) | {n.name for n in state.spare_nodes}
+    ours = live_nodes(state, live) | {n.name for n in state.spare_nodes}
     for name in sorted(set(live.slurm_nodes) - set(wanted)):
         if name in ours:
             have = live.slurm_nodes[name]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 
+from reconciler.compile.desired import compile_desired_state
 from reconciler.plan.diff import desired_objects, field_changes, needs_dry_run, plan_changes
 from reconciler.plan.live import LiveNode, LiveState
 from reconciler.plan.model import (
@@ -15,6 +16,7 @@ from reconciler.plan.model import (
     ObjectRef,
 )
 from reconciler.plan.text import render_text
+from tests.unit.conftest import config_from
 from tests.unit.test_compile import fixture_state
 
 STS = ObjectRef("kubernetes", "StatefulSet", "slurm", "slurm-gpu-small")
@@ -106,8 +108,12 @@ def test_slurm_nodes_register_resume_retire_and_leave_others_alone() -> None:
 
 
 def test_declared_nodes_changing_needs_a_controller_restart() -> None:
+    """Against a cluster applied before our nodes were recorded on the slurm.conf ConfigMap
+    (test_declared_nodes.py has the record), the live slurm.conf's NodeName lines count."""
     state = fixture_state()
     live = _live(slurm_conf=state.slurm_conf.replace("slurm-gpu-small-[2-3]", "slurm-gpu-small-2"))
+    conf_map = ObjectRef("kubernetes", "ConfigMap", "slurm", "slurm-slurm-conf")
+    del live.kube_objects[conf_map]["metadata"]["annotations"]
     plan = plan_changes(state, live)
     assert plan.controller_restart
     assert [c.ref.name for c in plan.changes] == ["slurm.conf"]
@@ -130,3 +136,27 @@ def test_fingerprint_follows_node_state_and_resource_versions() -> None:
 def test_field_changes_of_unnamed_lists_compare_whole() -> None:
     assert [f.path for f in field_changes({"a": [1, 2]}, {"a": [2, 1]})] == ["a"]
     assert field_changes({"a": {"b": 1}}, {"a": {"b": 1}}) == []
+
+
+def test_a_fake_nodes_comment_in_extra_config_cannot_skip_a_drain() -> None:
+    """Issue 17: the live slurm.conf's own `# Nodes:` comment was how we knew our nodes; one
+    written in extraConfig hid them, and removing a definition deleted its Pods undrained."""
+    values = """
+        slurmConfig:
+          extraConfig: |
+            # Nodes: (not really)
+            PreemptMode=REQUEUE
+        compute:
+          nodes:
+            cpu: {definitions: [cpu-epyc, las1], replicas: 1}
+            gpu: {definitions: [rtx4000, las1], replicas: 2}
+        """
+    before = compile_desired_state(config_from(values))
+    after = compile_desired_state(config_from(values.replace("gpu: {", "gpu: {enabled: false, ")))
+    plan = plan_changes(after, desired_objects(before))
+    gone = {c.ref.name: c.steps for c in plan.changes if c.ref.kind == "Node"}
+    assert gone == {
+        "slurm-gpu-0": (STEP_DRAIN, STEP_RETIRE),
+        "slurm-gpu-1": (STEP_DRAIN, STEP_RETIRE),
+    }
+    assert plan.controller_restart
