@@ -5,7 +5,13 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-from reconciler.config.limits import MAX_FILE_BYTES, MAX_REPO_BYTES, MIB, check_file_size
+from reconciler.config.limits import (
+    MAX_FILE_BYTES,
+    MAX_FILES,
+    MAX_REPO_BYTES,
+    MIB,
+    check_file_size,
+)
 from reconciler.config.repo import is_repo_file
 from reconciler.errors import Location, ReconcilerError
 
@@ -34,7 +40,7 @@ def read_repo(root: str | Path) -> dict[str, str]:
         if real.is_file():
             files[rel] = _read_text(real, rel)
             total += len(files[rel])
-            _check_repo_size(total, rel)
+            _check_repo_size(total, len(files), rel)
     return files
 
 
@@ -86,7 +92,13 @@ def _read_text(path: Path, rel: str) -> str:
         ) from None
 
 
-def _check_repo_size(total: int, rel: str) -> None:
+def _check_repo_size(total: int, count: int, rel: str) -> None:
+    if count > MAX_FILES:
+        raise ReconcilerError(
+            f"the config repo has more than {MAX_FILES} config files (counted up to this one)",
+            where=Location(rel),
+            hint="merge values.d and compute-defs files; each is parsed and checked on its own",
+        )
     if total > MAX_REPO_BYTES:
         raise ReconcilerError(
             f"the config files of the repo exceed {MAX_REPO_BYTES // MIB} MiB in all "

@@ -21,6 +21,7 @@ from reconciler.errors import ConfigSyntaxError, Location
 MIB = 2**20
 MAX_FILE_BYTES = 4 * MIB
 MAX_REPO_BYTES = 32 * MIB
+MAX_FILES = 1000  # config files the loader reads (values.d, compute-defs, policies, ...)
 MAX_DEPTH = 64
 # Values (mapping keys and values, list items, scalars) once every alias is expanded, summed
 # over all files of one load: what layering, type checks and `--explain` walk.

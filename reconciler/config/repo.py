@@ -27,7 +27,7 @@ from reconciler.config.schema import (
     check_values_file,
 )
 from reconciler.config.slurm_words import check_layer_words, check_slurm_values
-from reconciler.config.yamlfile import KeyPath, YamlFile, parse_yaml
+from reconciler.config.yamlfile import KeyPath, YamlFile, check_yaml_limits, parse_yaml
 from reconciler.errors import ConfigTypeError, Location, ReconcilerError
 from reconciler.policy.document import Override, Policy, parse_policy_file
 
@@ -131,12 +131,7 @@ def load_config(
             release=_checked_label("--release", release or settings.release, None),
             namespace=_checked_label("--namespace", namespace or settings.namespace, None),
         )
-    policies = tuple(
-        doc
-        for path, text in sorted(files.items())
-        if path.startswith(POLICIES_DIR)
-        for doc in parse_policy_file(text, path, "repo")
-    )
+    policies = _load_policies(files, budget)
     return Config(
         values,
         layers,
@@ -228,6 +223,15 @@ def _load_layers(
                 data = tag(data, _origin(doc, lambda _p, n=layer_name: n, (layer_name,)))
             layers[layer_name] = Layer(str(layer_name), data, where)
     return layers
+
+
+def _load_policies(files: Mapping[str, str], budget: ValueBudget) -> tuple[Policy | Override, ...]:
+    texts = {path: text for path, text in sorted(files.items()) if path.startswith(POLICIES_DIR)}
+    for path, text in texts.items():  # the policy parser has no share of the repo's budget
+        check_yaml_limits(text, path, budget)
+    return tuple(
+        doc for path, text in texts.items() for doc in parse_policy_file(text, path, "repo")
+    )
 
 
 def _values_label(path: KeyPath) -> str:

@@ -81,6 +81,12 @@ def parse_yaml_documents(text: str, name: str, budget: ValueBudget | None = None
     return [doc for doc in documents if doc.data is not None]
 
 
+def check_yaml_limits(text: str, name: str, budget: ValueBudget) -> None:
+    """Charge a file that is parsed elsewhere (a policy) to the repo's budget, first."""
+    with _loader(text, name, budget):
+        pass
+
+
 @contextlib.contextmanager
 def _loader(text: str, name: str, budget: ValueBudget) -> Iterator[Any]:
     """A loader whose YAML errors become ConfigSyntaxErrors naming the file and line, for a

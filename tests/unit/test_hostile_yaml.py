@@ -206,3 +206,41 @@ def test_a_symlink_inside_the_repo_is_read(tmp_path: Path) -> None:
     (repo / "values.d").mkdir()
     (repo / "values.d" / "extra.yaml").symlink_to(repo / "shared" / "extra.yaml")
     assert read_repo(repo)["values.d/extra.yaml"] == "killWait: 5\n"
+
+
+# ---- many files ---------------------------------------------------------------------------
+
+# 6**6 = 46 656 values: a modest file, but many of them add up.
+SMALL_BOMB = 'a: &a ["x", "x", "x", "x", "x", "x"]\n' + "".join(
+    f"{name}: &{name} [{', '.join([f'*{prev}'] * 6)}]\n"
+    for prev, name in zip("abcde", "bcdef", strict=True)
+)
+
+
+def test_small_alias_bombs_in_many_files_add_up() -> None:
+    files = {f"values.d/{i:02}.yaml": SMALL_BOMB for i in range(10)}
+    with pytest.raises(
+        ConfigSyntaxError, match=r"^values.d/0[1-9].yaml:\d+: the config repo holds"
+    ):
+        config_from("compute: {nodes: {}}\n", files)
+
+
+def test_policy_files_draw_on_the_same_budget() -> None:
+    files = {f"policies/{i:02}.yaml": SMALL_BOMB for i in range(10)}
+    with pytest.raises(
+        ConfigSyntaxError, match=r"^policies/0[1-9].yaml:\d+: the config repo holds"
+    ):
+        config_from("compute: {nodes: {}}\n", files)
+
+
+def test_a_repo_of_too_many_files_is_refused(tmp_path: Path) -> None:
+    repo = _repo(tmp_path, "compute: {nodes: {}}\n")
+    (repo / "values.d").mkdir()
+    for i in range(1200):
+        (repo / "values.d" / f"{i:04}.yaml").write_text("{}\n")
+    start = time.perf_counter()
+    with pytest.raises(
+        ReconcilerError, match=r"^values.d/\d{4}.yaml: the config repo has more than"
+    ):
+        read_repo(repo)
+    assert time.perf_counter() - start < 1.0
