@@ -20,6 +20,7 @@ every comparison looks through the wrapper, so the same code serves both uses.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -101,18 +102,62 @@ def _union(dest: list[Any], src: list[Any]) -> list[Any]:
 def _merge_by_key(
     dest: list[dict[str, Any]], src: list[dict[str, Any]], ident: str, *, replace_lists: bool
 ) -> list[dict[str, Any]]:
+    """Indexed by identity and by content as it goes, so a list of thousands of entries
+    (a hostile repo's env, say) merges in linear time, not in a scan per item."""
     out = [_copy(item) for item in dest]
+    index = _Index(out, ident)
     for item in src:
         ident_value = _leaf(item.get(ident))
-        index = _find(out, ident, ident_value) if ident_value is not None else None
-        if index is None:
-            if ident_value is not None or _hashable(plain(item)) not in _markers(out):
-                out.append(_copy(item))
+        at = index.find(ident_value) if ident_value is not None else None
+        if at is None:
+            if ident_value is not None or not index.holds(_hashable(plain(item))):
+                index.append(_copy(item))
         elif replace_lists:
-            out[index] = _replace_lists(out[index], item)
+            index.replace(at, _replace_lists(out[at], item))
         else:
-            out[index] = deep_update(out[index], item)
+            index.replace(at, deep_update(out[at], item))
     return out
+
+
+class _Index:
+    """`items` (changed only through it) with the first position of each identity, and a
+    count of each item's content: what a scan of the list for each item would find."""
+
+    def __init__(self, items: list[Any], ident: str) -> None:
+        self.items, self.ident = items, ident
+        self.first: dict[Any, int] = {}
+        self.contents: dict[Any, int] = {}
+        for position, item in enumerate(items):
+            self._note(position, item)
+
+    def find(self, value: Any) -> int | None:
+        try:
+            return self.first.get(value)
+        except TypeError:  # an unhashable identity (a list as a name): scan, as before
+            return _find(self.items, self.ident, value)
+
+    def holds(self, content: Any) -> bool:
+        return self.contents.get(content, 0) > 0
+
+    def append(self, item: Any) -> None:
+        self.items.append(item)
+        self._note(len(self.items) - 1, item)
+
+    def replace(self, position: int, item: Any) -> None:
+        """The identity stays (the item matched by it); the content may change."""
+        self._count(self.items[position], -1)
+        self.items[position] = item
+        self._count(item, 1)
+
+    def _count(self, item: Any, step: int) -> None:
+        content = _hashable(plain(item))
+        self.contents[content] = self.contents.get(content, 0) + step
+
+    def _note(self, position: int, item: Any) -> None:
+        self._count(item, 1)
+        value = _leaf(item.get(self.ident)) if isinstance(item, dict) else None
+        with contextlib.suppress(TypeError):  # an unhashable identity is found by a scan
+            self.first.setdefault(value, position)
 
 
 def _replace_lists(dest: dict[str, Any], src: dict[str, Any]) -> dict[str, Any]:
@@ -141,10 +186,6 @@ def _find(items: list[dict[str, Any]], ident: str, value: Any) -> int | None:
         if isinstance(item, dict) and _leaf(item.get(ident)) == value:
             return index
     return None
-
-
-def _markers(items: list[Any]) -> set[Any]:
-    return {_hashable(plain(item)) for item in items}
 
 
 def _all_scalars(items: list[Any]) -> bool:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from reconciler import cli
+from reconciler.compile.desired import compile_desired_state
 from reconciler.config.files import read_repo
 from reconciler.config.yamlfile import parse_yaml, parse_yaml_documents
 from reconciler.errors import ConfigSyntaxError, ReconcilerError
@@ -244,3 +245,17 @@ def test_a_repo_of_too_many_files_is_refused(tmp_path: Path) -> None:
     ):
         read_repo(repo)
     assert time.perf_counter() - start < 1.0
+
+
+# ---- long lists ---------------------------------------------------------------------------
+
+
+def test_a_long_env_list_is_layered_in_linear_time() -> None:
+    """Named list items were matched by a scan of the list for each one: 8000 env entries
+    (270 KB, no alias) took 9 s. Within the caps, a repo is compiled in about a second."""
+    env = "".join(f"        - {{name: V{i}, value: x}}\n" for i in range(20_000))
+    values = "compute:\n  nodes:\n    a:\n      definitions: [cpu-epyc, las1]\n      env:\n"
+    start = time.perf_counter()
+    config = config_from(values + env)
+    compile_desired_state(config)
+    assert time.perf_counter() - start < 5.0
