@@ -29,6 +29,7 @@ OUTSIDE_SECRET = "secret-content-of-outside-file: hunter2\n"
 
 
 def _render(repo: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, float]:
+    cli.build_parser()  # imports every command module once: not part of the refusal
     start = time.perf_counter()
     code = cli.main(["render", str(repo)])
     elapsed = time.perf_counter() - start
