@@ -13,27 +13,22 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.adapters.kube import Kube
-from reconciler.commands_apply import (
-    kubeconfig_of,
-    resolve_target,
-    startup_pod_policies,
-    target_args,
-)
+from reconciler.commands_apply import kubeconfig_of, resolve_target, target_args
 from reconciler.commands_schedule import connect_scheduler
-from reconciler.config.files import read_library, read_repo
-from reconciler.config.repo import load_config
 from reconciler.daemon.converge import Converger
 from reconciler.daemon.lease import LeaderElector
 from reconciler.daemon.run import Daemon, RunSettings
+from reconciler.daemon.startup import Prepared, Startup, preparer
 from reconciler.daemon.status import read_status, status_name
 from reconciler.errors import ReconcilerError
 from reconciler.logs import log_format_arg
-from reconciler.scheduler.settings import DEFAULT_HOOKS_PORT, settings_from_values
+from reconciler.scheduler.loop import PodScheduler
+from reconciler.scheduler.settings import DEFAULT_HOOKS_PORT
 from reconciler.settings import describe_environment
 from reconciler.sources import Source
 from reconciler.sources.directory import DirectorySource
 from reconciler.sources.flux import FluxArtifactSource
-from reconciler.sources.git import GitSource
+from reconciler.sources.git import GIT_TIMEOUT_SECONDS, GitSource
 from reconciler.sync.node_health import NodeSyncSettings
 from reconciler.sync.node_sync import NodeSync
 
@@ -58,6 +53,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     source.add_argument("--git-url", help="a git remote to clone and fetch")
     source.add_argument("--git-branch", default="main", help="its branch (default: main)")
     source.add_argument("--git-subdir", default="", help="the config repo's folder in it")
+    source.add_argument(
+        "--git-timeout", type=float, default=GIT_TIMEOUT_SECONDS, metavar="SECONDS",
+        help=f"give up a git fetch after N s ({GIT_TIMEOUT_SECONDS:g}; the next fetch retries)",
+    )  # fmt: skip
     source.add_argument("--source-dir", type=Path, help="a directory kept fresh by a sidecar")
     source.add_argument(
         "--flux-git-repository", metavar="NS/NAME", help="a Flux GitRepository's artifact"
@@ -128,45 +127,29 @@ def run_daemon(args: argparse.Namespace) -> int:
     kube = _kube(args)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="sunk-reconciler-run-"))
     source = _source(args, kube, workdir)
-    first = source.fetch()  # fails loudly at start: a wrong URL is better seen now
-    config = load_config(
-        read_repo(first.path), read_library(), release=args.release, namespace=args.namespace
-    )
-    release, namespace = config.settings.release, config.settings.namespace
-    scheduler = None
-    if not args.no_scheduler and (config.values.get("scheduler") or {}).get("enabled", True):
-        host, _, port = args.hooks_api_bind_address.rpartition(":")
-        settings = settings_from_values(
-            config.values, release=release, namespace=namespace, hooks_host=host or "0.0.0.0",
-            hooks_port=int(port), hooks_url=args.hooks_url,
-        )  # fmt: skip
-        scheduler = connect_scheduler(args, settings)
-        scheduler.set_policies(startup_pod_policies(config))
+    converger = Converger(args, kube, release=args.release, namespace=args.namespace)
+    daemon = Daemon(source, converger, _run_settings(args))
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    daemon.serve()  # health while the first usable revision is looked for
+    startup = Startup(source, preparer(args), converger, kube, release=args.release,
+                      namespace=args.namespace)  # fmt: skip
+    start = startup.first(stop, args.interval, lambda why: setattr(daemon, "waiting", why))
+    if start is None:  # stopped while waiting
+        daemon.stop()
+        return 0
+    settings = start.prepared.config.settings
+    release, namespace = settings.release, settings.namespace
+    scheduler = _scheduler(args, start.prepared)
     node_sync = _node_sync(args, namespace, release)
-    host, _, port = args.listen.rpartition(":")
-    daemon = Daemon(
-        source,
-        Converger(args, kube, release=args.release, namespace=args.namespace),
-        RunSettings(
-            args.interval,
-            args.resync,
-            host or "127.0.0.1",
-            int(port),
-            webhook_secret=_webhook_secret(args),
-            branch=args.git_branch,
-            node_sync_seconds=args.node_sync_interval,
-        ),
-        scheduler=scheduler,
-        node_sync=node_sync,
-    )
+    daemon.attach(scheduler=scheduler, node_sync=node_sync,
+                  initial=start.revision if start.fallback else None)  # fmt: skip
     if scheduler is not None:  # bind latency and Slurm requests on /metrics
         scheduler.observe(bind=daemon.metrics.observe_bind, slurm=daemon.metrics.observe_slurm)
     if node_sync is not None:
         node_sync.observe(daemon.metrics.observe_node_sync)
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    elector = _elect(args, kube, namespace, release, daemon) if args.leader_elect else None
+    elector = _elect(args, namespace, release, daemon) if args.leader_elect else None
     if elector is None:
         daemon.start()
     log.info(
@@ -175,18 +158,39 @@ def run_daemon(args: argparse.Namespace) -> int:
         "" if scheduler is None else f"; scheduling Pods as {scheduler.settings.name}",
     )  # fmt: skip
     stop.wait()
-    daemon.stop()
+    daemon.stop()  # our writers stop before the lease is given up
     if elector is not None:
         elector.stop(release=True)
     return 0
 
 
+def _run_settings(args: argparse.Namespace) -> RunSettings:
+    host, _, port = args.listen.rpartition(":")
+    return RunSettings(
+        args.interval,
+        args.resync,
+        host or "127.0.0.1",
+        int(port),
+        webhook_secret=_webhook_secret(args),
+        branch=args.git_branch,
+        node_sync_seconds=args.node_sync_interval,
+    )
+
+
+def _scheduler(args: argparse.Namespace, prepared: Prepared) -> PodScheduler | None:
+    if prepared.scheduler is None:
+        return None
+    scheduler = connect_scheduler(args, prepared.scheduler)
+    scheduler.set_policies(prepared.pod_policies)
+    return scheduler
+
+
 def _elect(
-    args: argparse.Namespace, kube: Kube, namespace: str, release: str, daemon: Daemon
+    args: argparse.Namespace, namespace: str, release: str, daemon: Daemon
 ) -> LeaderElector:
     identity = args.identity or f"{socket.gethostname()}-{os.getpid()}"
     elector = LeaderElector(
-        kube, namespace, f"{release}-reconciler", identity,
+        _kube(args), namespace, f"{release}-reconciler", identity,
         duration=args.lease_duration, renew=args.lease_duration / 3,
     )  # fmt: skip
 
@@ -196,7 +200,6 @@ def _elect(
         logging.shutdown()
         os._exit(1)
 
-    daemon.serve()
     threading.Thread(
         target=elector.run, args=(daemon.start, lost), name="leader-election", daemon=True
     ).start()
@@ -280,6 +283,7 @@ def _source(args: argparse.Namespace, kube: Kube, workdir: Path) -> Source:
         return GitSource(
             args.git_url, args.git_branch, workdir / "git", subdir=args.git_subdir,
             verify_signatures=args.verify_signatures, trusted_keys=args.trusted_keys,
+            timeout=args.git_timeout,
         )  # fmt: skip
     if args.verify_signatures or args.trusted_keys:
         raise ReconcilerError(

@@ -23,7 +23,7 @@ from reconciler.commands_apply import passes, revision_policies
 from reconciler.config.files import read_library, read_repo
 from reconciler.config.repo import Config, load_config
 from reconciler.daemon.status import Status, read_status, write_status
-from reconciler.errors import ReconcilerError, SourceError
+from reconciler.errors import ReconcilerError
 from reconciler.policy.engine import CompiledPolicy
 from reconciler.policy.subjects import params_of
 from reconciler.scheduler.pod_policies import PodPolicies
@@ -98,9 +98,16 @@ class Converger:
             self._policies = (revision.id, revision_policies(config))
         return self._policies[1]
 
-    def refused(self, revision: Revision, error: SourceError) -> Outcome | None:
-        """A fetched revision the source refused (unsigned, bad digest) is recorded as
-        failed, once; the applied one stays. None when it was already recorded."""
+    def resume(self, status: Status, release: str, namespace: str) -> None:
+        """Before the first convergence: what the status ConfigMap of `namespace/release`
+        says, so failures are recorded there (and not twice) before a revision is loaded."""
+        self.status = status
+        self._known = (self._known[0] or release, self._known[1] or namespace)
+
+    def refused(self, revision: Revision, error: ReconcilerError) -> Outcome | None:
+        """A fetched revision the source refused (unsigned, bad digest), or one the daemon
+        could not start from, is recorded as failed, once; the applied one stays. None when
+        it was already recorded."""
         if (self.status.revision, self.status.error) == (revision.id, str(error)):
             return None
         failed = Outcome(revision, "failed", error=str(error))

@@ -2,7 +2,8 @@
 the revision it last tried, how that went, and the revision the cluster holds.
 
 The ConfigMap carries our managed-by label but not the release label, so plans never see it
-as a release object to prune.
+as a release object to prune. Anyone who may read it is not meant to read credentials: any URL
+in it (the origin, an error quoting a remote) is written redacted.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
+from reconciler.sources.redact import redacted_text
 
 STATUS_SUFFIX = "-reconciler-status"
 
@@ -30,7 +32,7 @@ class Status:
     drift_corrected: str = "0"  # resyncs that found and reverted changes made by hand
 
     def as_data(self) -> dict[str, str]:
-        return {_camel(k): str(v) for k, v in asdict(self).items()}
+        return {_camel(k): redacted_text(str(v)) for k, v in asdict(self).items()}
 
     @classmethod
     def from_data(cls, data: Mapping[str, str]) -> Status:

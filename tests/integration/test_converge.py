@@ -279,6 +279,76 @@ def test_reconciler_run_refuses_an_unsigned_push_and_keeps_the_signed_one(
                        env={**os.environ, "GNUPGHOME": str(home)}, check=False)  # fmt: skip
 
 
+def _signer(tmp_path: Path) -> tuple[Signer, Path]:
+    """A new signing key in a GNUPGHOME of its own, and a --trusted-keys file holding it."""
+    home = tmp_path / "gnupg"
+    home.mkdir(mode=0o700)
+    gpg(home, "--passphrase", "", "--quick-gen-key", "Ops <ops@example.com>", "ed25519", "sign",
+        "never")  # fmt: skip
+    colons = gpg(home, "--list-keys", "--with-colons")
+    key = next(line.split(":")[9] for line in colons.splitlines() if line.startswith("fpr:"))
+    keyring = tmp_path / "trusted.asc"
+    keyring.write_text(gpg(home, "--export", "--armor", key))
+    return Signer(home, key), keyring
+
+
+@pytest.mark.parametrize("bad_head", ["broken", "unsigned"])
+def test_reconciler_run_starts_from_the_applied_revision_when_the_head_is_bad(
+    env: Env, tmp_path: Path, bad_head: str
+) -> None:
+    """Issue 17, item 8: a broken file or a refused unsigned commit at the head when the
+    daemon starts. It runs from the revision the status ConfigMap says is applied, records
+    why the head waits, keeps running (no crash loop), and applies a good push on top."""
+    signer, keyring = _signer(tmp_path)
+    runtime = env.converger._args.runtime_dir
+    values = env.author / "values.yaml"
+    original = values.read_text()
+    before = nccl_debug(env)
+    good_value, later_value = [v for v in ("INFO", "WARN", "TRACE") if v != before][:2]
+    verify = ["--verify-signatures", "--trusted-keys", str(keyring)]
+    try:
+        good = push(env, f"value: {before}", f"value: {good_value}", "good", signer=signer)
+        assert env.converger.converge(env.source.fetch()).state == "applied"
+        if bad_head == "broken":
+            bad = push(env, "compute:\n", "compute: [\n", "oops", signer=signer)
+            expected = "values.yaml:"
+        else:
+            bad = push(env, f"value: {good_value}", f"value: {later_value}", "unsigned")
+            expected = f"refusing commit {bad[:12]} of branch 'main'"
+        daemon, port, log = _start_daemon(env, tmp_path, "--interval", "1", *verify)
+        try:
+            wait_for(lambda: _get(port, "/readyz")[0] == 200, 30, "readyz: " + log.read_text())
+            assert f"running from the last applied revision {good[:12]}" in log.read_text()
+            shown = wait_for(
+                lambda: _status_of(runtime, bad),
+                10,
+                "`reconciler status` to show the bad head: " + log.read_text(),
+            )
+            assert (shown["state"], shown["appliedRevision"]) == ("failed", good), shown
+            assert expected in shown["error"], shown
+            time.sleep(2)  # a few more fetches of the bad head
+            assert daemon.poll() is None and _get(port, "/healthz")[0] == 200, log.read_text()
+            assert nccl_debug(env) == good_value, "the bad head changed the cluster"
+
+            if bad_head == "broken":
+                push(env, "compute: [\n", "compute:\n", "fix", signer=signer)
+            current = later_value if bad_head == "unsigned" else good_value
+            fixed = push(env, f"value: {current}", f"value: {before}", "fixed", signer=signer)
+            wait_for(lambda: nccl_debug(env) == before, 15, "the fix to be applied")
+            wait_for(lambda: _shown_status(runtime).get("appliedRevision") == fixed, 10,
+                     "`reconciler status` to show the fix")  # fmt: skip
+        finally:
+            stop_cleanly(daemon, log)
+    finally:
+        if values.read_text() != original:  # a failure midway: back to the text other tests edit
+            values.write_text(original)
+            git(env.author, "commit", "-q", "-am", "restore values.yaml")
+            git(env.author, "push", "-q", "origin", "main")
+        env.converger.converge(env.source.fetch())
+        subprocess.run(["gpgconf", "--kill", "gpg-agent"],
+                       env={**os.environ, "GNUPGHOME": str(signer.home)}, check=False)  # fmt: skip
+
+
 def _status_of(runtime: Path, revision: str) -> dict[str, str] | None:
     shown = _shown_status(runtime)
     return shown if shown.get("revision") == revision else None

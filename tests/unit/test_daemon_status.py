@@ -14,3 +14,19 @@ def test_status_round_trips_through_configmap_data() -> None:
 
 def test_status_configmap_is_named_for_the_release() -> None:
     assert status_name("slurm") == "slurm-reconciler-status"
+
+
+def test_no_credential_in_a_url_reaches_the_configmap() -> None:
+    """Issue 17, item 12: the origin and an error quoting the remote, as git writes them."""
+    token = "ghp_0123456789abcdefTOKEN"
+    status = Status(
+        origin=f"git https://{token}@git.example.org/hpc/config.git@main",
+        error=f"cannot fetch branch 'main' of https://x-access-token:{token}@github.com/o/r.git:"
+        f"\n  fatal: unable to access 'https://{token}@github.com/o/r.git/': 403",
+    )
+    data = status.as_data()
+    assert token not in str(data)
+    assert data["origin"] == "git https://***@git.example.org/hpc/config.git@main"
+    assert data["error"].endswith(
+        "\n  fatal: unable to access 'https://***@github.com/o/r.git/': 403"
+    )

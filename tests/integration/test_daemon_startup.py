@@ -1,0 +1,84 @@
+"""`reconciler run` whose source has nothing usable when it starts (issue 17, item 8), against
+the real kube-apiserver: no revision was ever applied and the directory it reads holds a broken
+file. The daemon must not exit (its Pod would crash-loop): it serves /healthz, says on /readyz
+why it is not ready, records the failure in the status ConfigMap, and starts once the file is
+fixed. (Starting from the applied revision when the head is bad: test_converge.py.)"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from reconciler.adapters.kube import Kube
+from reconciler.daemon.status import read_status
+from reconciler.local.endpoints import KubeEndpoints
+from reconciler.local.ports import free_port
+from tests.integration.helpers import stop_cleanly, unique, wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURE_REPO = ROOT / "fixtures" / "config-repo"
+
+
+@pytest.fixture
+def namespace(kube: KubeEndpoints) -> Iterator[tuple[Kube, str]]:
+    k = Kube.from_kubeconfig(kube.kubeconfig)
+    name = unique("it-startup")
+    k.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    yield k, name
+    k.delete("v1", "Namespace", name)
+    k.close()
+
+
+def _get(port: int, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+    except OSError:
+        return 0, ""
+
+
+def test_a_broken_first_revision_is_waited_out_not_crashed_on(
+    kube: KubeEndpoints, namespace: tuple[Kube, str], tmp_path: Path
+) -> None:
+    k, ns = namespace
+    repo = tmp_path / "repo"
+    shutil.copytree(FIXTURE_REPO, repo)
+    (repo / "reconciler.yaml").write_text(f"release: st\nnamespace: {ns}\n")
+    values = repo / "values.yaml"
+    good = values.read_text()
+    values.write_text(good.replace("compute:\n", "compute: [\n", 1))
+    port = free_port()
+    log = tmp_path / "run.log"
+    with log.open("wb") as out:
+        daemon = subprocess.Popen(
+            [sys.executable, "-m", "reconciler", "run", "--source-dir", str(repo),
+             "--kubeconfig", str(kube.kubeconfig), "--no-scheduler", "--node-sync-interval",
+             "0", "--listen", f"127.0.0.1:{port}", "--workdir", str(tmp_path / "w"),
+             "--interval", "1"],
+            stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        status, text = wait_for(lambda: (s := _get(port, "/readyz"))[0] and s, 30,
+                                "the daemon to answer: " + log.read_text())  # fmt: skip
+        assert status == 503 and "no usable revision yet" in text and "values.yaml:" in text
+        shown = wait_for(lambda: read_status(k, ns, "st"), 10, "the status ConfigMap")
+        assert shown.state == "failed" and "values.yaml:" in shown.error, shown
+        assert shown.applied_revision == ""
+        assert _get(port, "/healthz")[0] == 200 and daemon.poll() is None, log.read_text()
+        assert log.read_text().count("no revision to start from yet") == 1  # not every retry
+
+        values.write_text(good)
+        # It starts: the converge itself fails here (no Slurm to plan against), and is recorded.
+        wait_for(lambda: _get(port, "/readyz")[0] == 200, 30, "readiness: " + log.read_text())
+        assert daemon.poll() is None
+    finally:
+        stop_cleanly(daemon, log)
