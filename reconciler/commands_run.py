@@ -16,7 +16,7 @@ from reconciler.adapters.kube import Kube
 from reconciler.commands_apply import kubeconfig_of, resolve_target, target_args
 from reconciler.commands_schedule import connect_scheduler
 from reconciler.daemon.converge import Converger
-from reconciler.daemon.lease import LeaderElector
+from reconciler.daemon.lease import LeaderElector, LeaseTimings
 from reconciler.daemon.run import Daemon, RunSettings
 from reconciler.daemon.startup import Prepared, Startup, preparer
 from reconciler.daemon.status import read_status, status_name
@@ -84,7 +84,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--leader-elect", action="store_true",
         help="several replicas, one active: hold the Lease <release>-reconciler to act",
     )  # fmt: skip
-    run.add_argument("--lease-duration", type=float, default=15.0, metavar="SECONDS")
+    run.add_argument(
+        "--lease-duration", type=float, default=15.0, metavar="SECONDS",
+        help="a follower takes over a lease unchanged this long (15); the leader renews every "
+        "2/15 of it and stops leading 2/3 of it after its last renewal, as client-go does",
+    )  # fmt: skip
     run.add_argument("--identity", help="this replica's name in the Lease (host name and PID)")
     run.add_argument(
         "--hooks-api-bind-address", default=f"0.0.0.0:{DEFAULT_HOOKS_PORT}", metavar="HOST:PORT"
@@ -189,20 +193,21 @@ def _elect(
     args: argparse.Namespace, namespace: str, release: str, daemon: Daemon
 ) -> LeaderElector:
     identity = args.identity or f"{socket.gethostname()}-{os.getpid()}"
-    elector = LeaderElector(
-        _kube(args), namespace, f"{release}-reconciler", identity,
-        duration=args.lease_duration, renew=args.lease_duration / 3,
-    )  # fmt: skip
+    timings = LeaseTimings.for_duration(args.lease_duration)
+    # A client of its own: its requests never queue behind the scheduler's in a shared pool,
+    # and one that hangs gives up well within the renew deadline.
+    kube = _kube(args)
+    kube.timeout = timings.renew_deadline / 2
+    elector = LeaderElector(kube, namespace, f"{release}-reconciler", identity, timings=timings)
 
     def lost() -> None:
         # Another replica may be acting already: not one more write from this one.
-        log.error("reconciler run: %s lost the lease; exiting", identity)
+        log.error("reconciler run: %s is no longer the leader; exiting", identity)
         logging.shutdown()
         os._exit(1)
 
-    threading.Thread(
-        target=elector.run, args=(daemon.start, lost), name="leader-election", daemon=True
-    ).start()
+    daemon.lead_with(elector.leading)
+    elector.start(daemon.start, lost)
     log.info(
         "reconciler run: %s waits for the lease %s/%s-reconciler", identity, namespace, release
     )
