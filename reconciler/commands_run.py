@@ -189,9 +189,7 @@ def _scheduler(args: argparse.Namespace, prepared: Prepared) -> PodScheduler | N
     return scheduler
 
 
-def _elect(
-    args: argparse.Namespace, namespace: str, release: str, daemon: Daemon
-) -> LeaderElector:
+def _elect(args: argparse.Namespace, namespace: str, release: str, daemon: Daemon) -> LeaderElector:
     identity = args.identity or f"{socket.gethostname()}-{os.getpid()}"
     timings = LeaseTimings.for_duration(args.lease_duration)
     # A client of its own: its requests never queue behind the scheduler's in a shared pool,

@@ -124,6 +124,8 @@ class GuardedHandler(BaseHTTPRequestHandler):
         self.close_connection = True
 
     def answer(self, status: int, body: bytes, kind: str) -> None:
+        # The last read may have shortened the timeout to what was left of the deadline.
+        self.connection.settimeout(self.server.limits.idle_seconds)
         self.send_response(status)
         self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(body)))
