@@ -7,8 +7,9 @@ Not a test: run it by hand from the repo root and read the figures.
 
 On a local stack of its own (`reconciler local up`, name bench-chaos, from
 bench/fixtures/chaos-repo: 4 Slurm nodes of 128 CPUs, accounting on), two replicas of
-`reconciler run` with leader election run as on a cluster: kubeconfig, `--slurm-url` (through
-bench/fault_proxy.py, in front of the stack's slurmrestd), JWT key and slurm.conf. A stream of
+`reconciler run --runtime-dir ... --leader-elect` talk to slurmrestd through
+bench/fault_proxy.py (`--slurm-url`); a replica that exits is started again after 1 s, as
+kubelet restarts a Pod's container (a leader that loses its lease exits on purpose). A stream of
 --pods Pods is created at --rate Pods/s (every --gang-every-th creation a gang of 2), each
 deleted a few seconds after it is bound; plain `sbatch` jobs run beside them. Meanwhile, one
 fault at a time, in a shuffled order:
@@ -109,17 +110,25 @@ class Replica:
 
 
 def replica_argv(stack: LocalStack, identity: str, proxy_url: str, work: Path) -> list[str]:
-    """`reconciler run` as on a cluster: kubeconfig, slurmrestd URL, JWT key, slurm.conf."""
+    """`reconciler run` on the stack, its slurmrestd reached through the fault proxy."""
     return [
         sys.executable, "-m", "reconciler", "run", "--source-dir", str(REPO),
-        "--kubeconfig", str(stack.kube_paths.kubeconfig), "--slurm-url", proxy_url,
-        "--slurm-jwt-key", str(stack.slurm_paths.jwt_key), "--slurm-user", "root",
-        "--slurm-conf", str(stack.slurm_paths.slurm_conf),
+        "--runtime-dir", str(stack.runtime_dir), "--slurm-url", proxy_url,
         "--leader-elect", "--identity", identity, "--lease-duration", "6",
         "--listen", f"127.0.0.1:{free_port()}", "--hooks-api-bind-address", "127.0.0.1:0",
         "--interval", "5", "--resync", "60", "--workdir", str(work / identity),
         "--log-format", "json",
     ]  # fmt: skip
+
+
+def keep_running(replicas: dict[str, Replica], stop: threading.Event) -> None:
+    """kubelet's restartPolicy Always for the replicas: one that exited starts again in 1 s."""
+    while not stop.wait(0.5):
+        for replica in replicas.values():
+            if replica.process is not None and replica.process.poll() is not None:
+                time.sleep(1.0)
+                if not stop.is_set():
+                    replica.start()
 
 
 def leader(kube: Kube) -> str | None:
@@ -292,9 +301,7 @@ class Chaos:
         if victim is None:
             fault.note = "no leader"
             return
-        victim.signal(signal.SIGKILL)
-        victim.process and victim.process.wait()
-        victim.start()
+        victim.signal(signal.SIGKILL)  # keep_running starts it again, as kubelet would
         fault.note = victim.identity
 
     def _ctld(self, fault: Fault) -> None:
@@ -478,6 +485,7 @@ def main(argv: list[str] | None = None) -> int:
             replicas[identity] = Replica(identity, replica_argv(stack, identity, proxy.url, work),
                                          work / f"{identity}.log")  # fmt: skip
             replicas[identity].start()
+        threading.Thread(target=keep_running, args=(replicas, stop), daemon=True).start()
         ledger = Ledger()
         threading.Thread(target=watch_pods, args=(kube, ledger, stop), daemon=True).start()
         chaos = Chaos(stack, kube, replicas, proxy, ledger, options)

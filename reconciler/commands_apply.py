@@ -84,7 +84,11 @@ def target_args(parser: argparse.ArgumentParser) -> None:
         "--kubeconfig", type=Path,
         help="default: $KUBECONFIG, ~/.kube/config, else the Pod's service account",
     )  # fmt: skip
-    group.add_argument("--slurm-url", help="slurmrestd base URL, e.g. http://slurm-rest:6820")
+    group.add_argument(
+        "--slurm-url",
+        help="slurmrestd base URL, e.g. http://slurm-rest:6820 (with --local: instead of the "
+        "stack's own)",
+    )
     group.add_argument("--slurm-user", default="root", help="Slurm user of the JWT (root)")
     group.add_argument("--slurm-jwt-key", type=Path, help="HS256 key to mint tokens with")
     group.add_argument(
@@ -109,8 +113,9 @@ def resolve_target(
 
         stack = open_stack(args.runtime_dir or default_runtime_dir(args.name))
         target = local_target(
-            stack, namespace, release, kubeconfig=getattr(args, "kubeconfig", None)
-        )
+            stack, namespace, release, kubeconfig=getattr(args, "kubeconfig", None),
+            slurm_url=getattr(args, "slurm_url", None),
+        )  # fmt: skip
         return target, local_profile_of(stack, nodes)
     if not args.slurm_url:
         raise ReconcilerError(

@@ -104,7 +104,7 @@ def connect_scheduler(args: argparse.Namespace, settings: SchedulerSettings) -> 
         from reconciler.local.target import open_stack, scheduler_endpoints
 
         stack = open_stack(args.runtime_dir or default_runtime_dir(args.name))
-        kubeconfig, url, key, user = scheduler_endpoints(stack)
+        kubeconfig, url, key, user = scheduler_endpoints(stack, getattr(args, "slurm_url", None))
         kube = Kube.from_kubeconfig(
             args.kubeconfig or kubeconfig, field_manager=wk.SCHEDULER_FIELD_MANAGER
         )

@@ -57,16 +57,22 @@ def site_profile(site: SlurmSite) -> Profile:
 
 
 def local_target(
-    stack: LocalStack, namespace: str, release: str = "", *, kubeconfig: Path | None = None
+    stack: LocalStack,
+    namespace: str,
+    release: str = "",
+    *,
+    kubeconfig: Path | None = None,
+    slurm_url: str | None = None,
 ) -> Target:
-    """The local stack; `kubeconfig` talks to its API server as someone other than admin.
+    """The local stack; `kubeconfig` talks to its API server as someone other than admin,
+    `slurm_url` to its slurmrestd through something in between (a test's fault proxy).
     slurmctld runs as the controller Pod of `release`: apply restarts it as on any cluster,
     by rolling that Deployment."""
     slurm = stack.slurm
     assert slurm is not None
     tokens = MintedTokens(slurm.paths.jwt_key, current_user())
     kube = Kube.from_kubeconfig(kubeconfig or stack.kube_paths.kubeconfig)
-    rest = connect_lazily(slurm.rest_url(), tokens)
+    rest = connect_lazily(slurm_url or slurm.rest_url(), tokens)
     accounting = slurm.accounting or slurm.supervisor.running("slurmdbd") is not None
     return Target(
         kube=kube,
@@ -108,8 +114,12 @@ def _read(path: Path) -> str | None:
         return None
 
 
-def scheduler_endpoints(stack: LocalStack) -> tuple[Path, str, Path, str]:
-    """(kubeconfig, slurmrestd URL, JWT key, operator user) for a scheduler on this stack."""
+def scheduler_endpoints(
+    stack: LocalStack, slurm_url: str | None = None
+) -> tuple[Path, str, Path, str]:
+    """(kubeconfig, slurmrestd URL, JWT key, operator user) for a scheduler on this stack;
+    `slurm_url` replaces the stack's slurmrestd URL (see local_target)."""
     slurm = stack.slurm
     assert slurm is not None
-    return stack.kube_paths.kubeconfig, slurm.rest_url(), slurm.paths.jwt_key, current_user()
+    url = slurm_url or slurm.rest_url()
+    return stack.kube_paths.kubeconfig, url, slurm.paths.jwt_key, current_user()
