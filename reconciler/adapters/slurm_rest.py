@@ -150,6 +150,8 @@ class SlurmJob:
     exit_code: int | None
     batch_host: str
     flags: frozenset[str]
+    # Only Slurm operators and admins can set it: what it says, no user can have written.
+    admin_comment: str = ""
 
     @property
     def is_held(self) -> bool:
@@ -200,6 +202,7 @@ class JobSpec:
     shared: Shared | None = None  # None: the partition's default
     user_id: int | None = None
     group_id: int | None = None  # None: the user's primary group
+    admin_comment: str | None = None  # needs an operator's token (v0.0.40+ here)
 
 
 @dataclass(frozen=True)

@@ -136,6 +136,7 @@ def job_from_wire(d: Wire) -> SlurmJob:
         exit_code=d["exit_code"] if isinstance(d.get("exit_code"), int) else None,
         batch_host=text(d.get("batch_host")),
         flags=upper_set(d.get("flags")),
+        admin_comment=text(d.get("admin_comment")),
     )
 
 
@@ -146,7 +147,7 @@ _WIRE_KEYS = {
     "excluded_nodes": "exclude_nodes",
 }
 # Fields submission_to_wire places itself, or refuses.
-_NOT_HERE = ("script", "environment", "hold", "shared", "user_id", "group_id")
+_NOT_HERE = ("script", "environment", "hold", "shared", "user_id", "group_id", "admin_comment")
 _SUBMIT_FIELDS = tuple(f.name for f in fields(JobSpec) if f.name not in _NOT_HERE)
 _UPDATE_FIELDS = tuple(f.name for f in fields(JobUpdate))
 # JobSpec.shared -> v0.0.38's keys.
@@ -179,6 +180,12 @@ def submission_to_wire(spec: JobSpec) -> dict[str, Any]:
             "user_id",
             spec.user_id,
             f"slurmrestd {VERSION} cannot submit as another user: submit with a token of that user",
+        )
+    if spec.admin_comment is not None:
+        # A job here runs as its token's user, who may not set it; the scheduler marks jobs
+        # only where an operator submits every job.
+        raise SlurmArgumentError(
+            "admin_comment", spec.admin_comment, f"not sent to slurmrestd {VERSION}"
         )
     job = _wire_fields(spec, _SUBMIT_FIELDS)
     if spec.shared is not None:

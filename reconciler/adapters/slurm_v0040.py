@@ -133,7 +133,7 @@ _PLAIN = (
     "name", "partition", "account", "comment", "qos", "reservation", "constraints", "prefer",
     "priority", "time_limit_minutes", "required_nodes", "excluded_nodes", "cpus_per_task",
     "memory_per_node", "tasks", "nice", "current_working_directory", "standard_output",
-    "user_id", "group_id",
+    "user_id", "group_id", "admin_comment",
 )  # fmt: skip
 
 

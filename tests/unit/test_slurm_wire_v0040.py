@@ -280,3 +280,13 @@ def test_cancelling_a_finished_job_is_fine() -> None:
                                   "completed"}, "step_id": "7"}], "errors": []}  # fmt: skip
     api = SlurmRestClient(Answers((200, body)), codec_for("v0.0.42"))  # type: ignore[arg-type]
     api.cancel(7)
+
+
+def test_the_admin_comment_goes_out_at_submit_and_comes_back() -> None:
+    """Issue 17: the scheduler names its job in the admin comment, which only Slurm operators
+    can set, so no user can pass a job of their own off as a placeholder."""
+    spec = JobSpec(script="x", environment={"A": "b"}, admin_comment="pod:ns/p@u:s")
+    assert submission_to_wire(spec)["job"]["admin_comment"] == "pod:ns/p@u:s"
+    wire = {**captured("v0.0.42")["job_running"], "admin_comment": "pod:ns/p@u:s"}
+    assert job_from_wire(wire).admin_comment == "pod:ns/p@u:s"
+    assert job_from_wire(captured("v0.0.42")["job_running"]).admin_comment == ""
