@@ -8,6 +8,12 @@ MODIFIED, objects that vanished in the gap come as DELETED (with a stub: apiVers
 metadata name/namespace/uid/resourceVersion). A caller that starts from its own
 resource_version and gets a 410 sees every live object as ADDED: treat ADDED as an upsert.
 Only keys and resourceVersions are remembered, never whole objects.
+
+A caller that lists first and reconnects with new watches (after an error, an API server
+outage) hands each one the same WatchMemory (`carry`): the watch resumes from the last version
+it saw and, relisting after a 410, reports as DELETED what vanished while nobody watched,
+including what the caller's own list reported. Without it an outage longer than etcd's
+compaction leaves deleted objects in the caller's cache for good.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import json
 import math
 import time
 from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import urllib3
@@ -82,6 +89,19 @@ def lines_of(stream: Any, chunk_size: int = 64 * 1024) -> Iterator[bytes]:
         yield pending
 
 
+@dataclass
+class WatchMemory:
+    """What a list and its watches reported, kept by the caller across reconnects: the
+    resourceVersion to resume from, and a stub of every object reported live."""
+
+    resource_version: str
+    known: dict[str, Obj] = field(default_factory=dict)
+
+    @classmethod
+    def of_listing(cls, items: tuple[Obj, ...], resource_version: str) -> WatchMemory:
+        return cls(resource_version, {object_key(item): stub_of(item) for item in items})
+
+
 class KubeWatch:
     """Iterable of (event_type, object); see the module docstring. `relists` counts 410s."""
 
@@ -101,9 +121,17 @@ class KubeWatch:
         self._clock = clock
         self._deadline = None if timeout_seconds is None else clock() + timeout_seconds
         self._known: dict[str, Obj] = {}
+        self._memory: WatchMemory | None = None
         self._stopped = False
         self.resource_version = resource_version
         self.relists = 0
+
+    def carry(self, memory: WatchMemory) -> None:
+        """Resume from `memory` and keep it up to date (see the module docstring); call
+        before iterating."""
+        self._memory = memory
+        self._known = memory.known
+        self.resource_version = memory.resource_version
 
     def __iter__(self) -> Generator[Event, None, None]:
         return self._events()
@@ -127,8 +155,14 @@ class KubeWatch:
 
     def _relist(self) -> Iterator[Event]:
         listing = self._source.list_path(self._path, self._selectors)
-        self.resource_version = listing.resource_version
-        yield from relist_events(self._known, listing.items)
+        events = relist_events(self._known, listing.items)
+        self._moved_to(listing.resource_version)
+        yield from events
+
+    def _moved_to(self, version: str) -> None:
+        self.resource_version = version
+        if self._memory is not None:
+            self._memory.resource_version = version
 
     def _one_connection(self) -> Iterator[Event]:
         seconds = self._connection_seconds()
@@ -181,7 +215,7 @@ class KubeWatch:
             )
         version = (obj.get("metadata") or {}).get("resourceVersion")
         if version:
-            self.resource_version = version
+            self._moved_to(version)
         if kind == "BOOKMARK":
             return None
         if kind == "DELETED":
