@@ -112,6 +112,10 @@ PLACEHOLDER_JOB_PREFIX: Final = "pod:"
 # "@" is the gang's key (DNS names have no "_", so it cannot collide with a Pod UID).
 GANG_JOB_PREFIX: Final = "pod-group:"
 GANG_KEY_PREFIX: Final = "gang_"
+# After the key, a placeholder's name carries the name of the scheduler that made it
+# (`pod:<namespace>/<pod>@<uid>:<scheduler>`): schedulers sharing a Slurm tell their jobs apart.
+# Names, UIDs and keys never hold ":" (DNS names, UUIDs), so the first ":" after "@" splits.
+JOB_NAME_SCHEDULER_SEPARATOR: Final = ":"
 
 # Gangs (issue 9): the scheduler-plugins coscheduling label and its PodGroup CRD, or our plain
 # annotations for groups without the CRD.

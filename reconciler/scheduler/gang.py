@@ -26,6 +26,7 @@ from reconciler.scheduler.decide import (
     is_refused,
     recorded_job_id,
 )
+from reconciler.scheduler.placeholder import placeholder_name
 
 Obj = Mapping[str, Any]
 FailurePolicy = Literal["restart", "keep-going"]
@@ -54,9 +55,8 @@ class Gang:
     def key(self) -> str:
         return gang_key(self.namespace, self.name)
 
-    @property
-    def job_name(self) -> str:
-        return f"{wk.GANG_JOB_PREFIX}{self.namespace}/{self.name}@{self.key}"
+    def job_name(self, scheduler: str) -> str:
+        return placeholder_name(wk.GANG_JOB_PREFIX, self.namespace, self.name, self.key, scheduler)
 
 
 # ---- steps --------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ so the single-Pod path in loop.py reads on its own.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from typing import TYPE_CHECKING, Any
 
 from reconciler import wellknown as wk
@@ -67,15 +67,34 @@ class GangShell:
             members = [p for u in self._gang_members.get(key, ()) if (p := self._pods.get(u))]
             job = self._jobs.get(key)
         if not members:
-            if job is not None and job.state in ACTIVE_STATES:
+            if job is not None and job.state in ACTIVE_STATES and self._gang_is_gone(key, job):
                 self._cancel_gang(key, CancelGangJob(job.job_id, "its Pods were deleted"), ())
             return
+        if not self._settled(key, job, _recorded(members, self._abandoned)):
+            return  # its job went missing: confirmed with Slurm first
         gang = self._gang_of(key, members)
         defined = gang is not None
         gang = gang or self._gang_as_job_says(members, job)
         for step in next_gang_steps(gang, members, job):
             if defined or isinstance(step, CLEANUP_STEPS):
                 self._execute_gang(gang, members, step)
+
+    def _gang_is_gone(self: PodScheduler, key: str, job: Any) -> bool:
+        """Before cancelling a gang's job whose Pods we do not see: ask the API server. Pods
+        outside our watch, or a watch that lags, must not lose their job."""
+        _, namespace, group = key.split("_", 2)  # gang_<namespace>_<group>: DNS names hold no _
+        pods = self._kube.list("v1", "Pod", namespace).items
+        alive = [
+            p for p in pods
+            if group_of(p) == group and not finished(p)
+            and (p.get("spec") or {}).get("schedulerName") == self.settings.name
+        ]  # fmt: skip
+        if alive:
+            log.info(
+                "scheduler: gang job %d belongs to Pods of %s/%s, which exist but are not "
+                "watched here", job.job_id, namespace, group,
+            )  # fmt: skip
+        return not alive
 
     def _gang_as_job_says(self: PodScheduler, members: list[Obj], job: Any) -> Gang:
         """While the group's definition is wrong, its job's size: enough to clean up after
@@ -223,7 +242,8 @@ class GangShell:
                 self._refuse(pod, str(request))
             return
         excluded = sorted({n for pod in pods for n in self._excluded_nodes(pod)})
-        holder = JobHolder(gang.key, gang.job_name, f"{gang.namespace}/{gang.name} (gang)")
+        name = gang.job_name(self.settings.name)
+        holder = JobHolder(gang.key, name, f"{gang.namespace}/{gang.name} (gang)")
         spec = gang_job_for(
             holder, request, self.credentials, nodes=len(pods), excluded_nodes=excluded
         )
@@ -335,6 +355,15 @@ class GangShell:
                     pod, wk.EVENT_RELEASED, "Release",
                     f"cancelled gang job {step.job_id}: {step.message}",
                 )  # fmt: skip
+
+
+def _recorded(members: list[Obj], abandoned: Container[int]) -> int | None:
+    """The newest job a gang's live members record, but for one we cancelled to resubmit."""
+    ids = [
+        i for p in members
+        if not finished(p) and (i := recorded_job_id(p)) is not None and i not in abandoned
+    ]  # fmt: skip
+    return max(ids, default=None)
 
 
 def _no_free_node(gang: Gang, job_id: int, slurm_node: str, node: str) -> str:

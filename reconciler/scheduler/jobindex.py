@@ -8,11 +8,16 @@ just-bound Pod's job looks requeued (the benchmark caught it).
 
 from __future__ import annotations
 
-from collections.abc import Container, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Collection, Container, Iterable, Mapping
+from dataclasses import dataclass, field
 
 from reconciler.adapters.slurm_rest import SlurmJob
-from reconciler.scheduler.placeholder import pod_uid_of
+from reconciler.scheduler.decide import ACTIVE_STATES
+from reconciler.scheduler.ownership import Ownership, Records, placeholders
+
+# A job in these states may still hold its Pod's resources: gone from a list, it is confirmed
+# gone with Slurm before its Pod is touched. An ended one was merely purged (MinJobAge).
+HOLDING_STATES = ACTIVE_STATES | {"COMPLETING"}
 
 
 @dataclass(frozen=True)
@@ -20,21 +25,8 @@ class Merged:
     jobs: dict[str, SlurmJob]  # Pod uid -> its placeholder job
     learned: dict[str, float]  # what is still newer than this list
     changed: list[str]  # Pod uids to look at again
-
-
-def placeholders_by_uid(
-    jobs: Iterable[SlurmJob], abandoned: Container[int] = ()
-) -> dict[str, SlurmJob]:
-    """Our jobs by Pod UID; of several for one Pod (a resubmit), the newest. `abandoned` jobs
-    (cancelled to submit again, or for a refused Pod) no longer stand for their Pod."""
-    found: dict[str, SlurmJob] = {}
-    for job in jobs:
-        if job.job_id in abandoned:
-            continue
-        uid = pod_uid_of(job.name)
-        if uid is not None and (uid not in found or job.job_id > found[uid].job_id):
-            found[uid] = job
-    return found
+    vanished: dict[str, int] = field(default_factory=dict)  # kept until Slurm confirms
+    extras: list[SlurmJob] = field(default_factory=list)  # duplicates of ours to cancel
 
 
 def merge_listing(
@@ -43,26 +35,42 @@ def merge_listing(
     listed: Iterable[SlurmJob],
     *,
     sent: float,
+    owner: Ownership,
+    records: Records,
     abandoned: Container[int] = (),
+    submitting: Collection[str] = (),
 ) -> Merged:
     """`known` updated by a full job list whose request left at `sent` (same clock as
-    `learned`). A job missing from the list was purged by Slurm (MinJobAge), unless we
-    learned of it after the list was asked for."""
-    seen = placeholders_by_uid(listed, abandoned)
+    `learned`). `records(key)` are the job ids the key's Pods record (see ownership.py; the
+    known job's id counts too). Keys learned of after the list was asked for, or with a submit
+    in flight, are left as they are. A job still holding resources that is missing from the
+    list stays known and is reported `vanished`: one bad list must not delete Pods."""
     fresh = {uid for uid, at in learned.items() if at > sent}
+    skip = fresh | set(submitting)
+
+    def recorded(key: str) -> set[int]:
+        ids = set(records(key))
+        if key in known:
+            ids.add(known[key].job_id)
+        return ids
+
+    found = placeholders(listed, owner, recorded, abandoned=abandoned, skip=skip)
     jobs = dict(known)
     changed: list[str] = []
-    for uid, job in seen.items():
+    for uid, job in found.jobs.items():
         before = jobs.get(uid)
-        if uid in fresh or (before is not None and before.job_id > job.job_id):
-            continue
         if before is None or _differs(before, job):
             changed.append(uid)
         jobs[uid] = job
-    for uid in [u for u in jobs if u not in seen and u not in fresh]:
-        del jobs[uid]
-        changed.append(uid)
-    return Merged(jobs, {u: at for u, at in learned.items() if u in fresh}, changed)
+    vanished: dict[str, int] = {}
+    for uid in [u for u in jobs if u not in found.jobs and u not in skip]:
+        if jobs[uid].state in HOLDING_STATES:
+            vanished[uid] = jobs[uid].job_id
+        else:  # it ended (we saw it) and Slurm purged it
+            del jobs[uid]
+            changed.append(uid)
+    kept = {u: at for u, at in learned.items() if u in fresh}
+    return Merged(jobs, kept, changed, vanished, found.extras)
 
 
 def _differs(a: SlurmJob, b: SlurmJob) -> bool:

@@ -21,18 +21,14 @@ from typing import Any
 
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
+from reconciler.adapters.kube_watch import WatchMemory
 from reconciler.adapters.slurm_rest import JobSpec, JobUpdate, SlurmJob, SlurmObserver
-from reconciler.errors import (
-    ReconcilerError,
-    SlurmApiError,
-    SlurmAuthError,
-    SlurmUnavailableError,
-)
+from reconciler.errors import ReconcilerError, SlurmApiError, SlurmUnavailableError
 from reconciler.scheduler.admission import PodRequest, Problem, Rejection, admit, fingerprint
 from reconciler.scheduler.affinity import has_node_constraints, node_matches
+from reconciler.scheduler.budget import PassBudget
 from reconciler.scheduler.clients import SlurmClients
 from reconciler.scheduler.decide import (
-    ACTIVE_STATES,
     Admit,
     Bind,
     CancelJob,
@@ -46,6 +42,7 @@ from reconciler.scheduler.decide import (
 from reconciler.scheduler.gang import gang_key_of, is_gang_key
 from reconciler.scheduler.gang_shell import GangShell
 from reconciler.scheduler.hooks import HookCall, HooksServer
+from reconciler.scheduler.job_trust import CONFIRMS_PER_PASS, JobTrust
 from reconciler.scheduler.jobindex import merge_listing, pending_job
 from reconciler.scheduler.packing import (
     Fragmentation,
@@ -56,7 +53,6 @@ from reconciler.scheduler.packing import (
 from reconciler.scheduler.placeholder import (
     HookCredentials,
     describe_job,
-    job_name_for,
     placeholder_job_for,
     pod_uid_of,
     priority_update_needed,
@@ -74,6 +70,7 @@ from reconciler.scheduler.topology import (
     unlabelled_keys,
 )
 from reconciler.scheduler.topology import excluded_nodes as topology_excluded
+from reconciler.scheduler.verdicts import is_verdict
 from reconciler.scheduler.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
@@ -103,7 +100,7 @@ class Counters:
     hooks: int = 0
 
 
-class PodScheduler(GangShell):
+class PodScheduler(GangShell, JobTrust):
     def __init__(
         self,
         kube: Kube,
@@ -149,6 +146,16 @@ class PodScheduler(GangShell):
         self._bind_lock = threading.Lock()
         self._repack = threading.Event()
         self.fragmentation: Fragmentation | None = None  # of the bin-packed partitions
+        # What is checked with Slurm before it is believed (job_trust.py, issue 17).
+        self._pods_listed = False  # our Pods' records are known: duplicates may be cancelled
+        self._vanished: dict[str, int] = {}  # key -> its job, missing from the last list
+        self._gone: dict[str, int] = {}  # key -> its job, which Slurm confirmed is gone
+        self._disowned: dict[str, int] = {}  # key -> the job it records, which is not ours
+        self._submitting: set[str] = set()  # keys with a submit in flight
+        self._early: dict[str, SlurmJob] = {}  # key -> its job, started before the submit returned
+        self._uncertain: dict[str, float] = {}  # key -> when a submit failed without a verdict
+        self._listed_at = 0.0  # when the last job list read was asked for (monotonic)
+        self._confirm_budget = PassBudget(CONFIRMS_PER_PASS, settings.poll_seconds)
 
     # ---- lifecycle --------------------------------------------------------------------
 
@@ -174,6 +181,9 @@ class PodScheduler(GangShell):
         slurmd = f"{wk.LABEL_NAME}=slurmd,{wk.LABEL_MANAGED_BY}={wk.MANAGED_BY_VALUE}"
         self._mirror("Pod", self.settings.namespace, self._on_slurmd_pod, label_selector=slurmd)
         self._mirror("Node", None, self._on_node)
+        self._pods_listed = True
+        self._jobs_since = None
+        self._poll_jobs()  # again, with the Pods' records: which job is each Pod's
         self.hooks.start()
         self._spawn("poll", self._poll_forever)
         for index in range(self.settings.workers):
@@ -259,24 +269,25 @@ class PodScheduler(GangShell):
         """List now (so start() returns with a full picture), then follow a watch."""
         selectors = {"label_selector": label_selector, "field_selector": field_selector}
         listing = self._kube.list("v1", kind, namespace, **selectors)
+        memory = WatchMemory.of_listing(listing.items, listing.resource_version)
         for obj in listing.items:
             handle("ADDED", _slimmed(obj))
         name = f"{kind.lower()}s-{namespace or 'all'}"
-        self._spawn(
-            name, self._follow, kind, namespace, selectors, listing.resource_version, handle
-        )
+        self._spawn(name, self._follow, kind, namespace, selectors, memory, handle)
 
     def _follow(
         self,
         kind: str,
         namespace: str | None,
         selectors: dict[str, str | None],
-        resource_version: str,
+        memory: WatchMemory,
         handle: Callable[[str, Obj], None],
     ) -> None:
-        watch = self._kube.watch(
-            "v1", kind, namespace, resource_version=resource_version, **selectors
-        )
+        """Each new watch (after an error, an API server outage) resumes from `memory`: a
+        relist after a 410 then reports the objects deleted meanwhile, so a Pod deleted during
+        a long outage still releases its job."""
+        watch = self._kube.watch("v1", kind, namespace, **selectors)
+        watch.carry(memory)
         self._watches.append(watch)
         for event, obj in watch:
             if self._stopping.is_set():
@@ -290,6 +301,7 @@ class PodScheduler(GangShell):
             before = self._pods.get(uid)
             if event == "DELETED":
                 self._pods.pop(uid, None)
+                self._forget_key_locked(uid)
             else:
                 self._pods[uid] = pod
             self._index_gang_locked(uid, before, None if event == "DELETED" else pod)
@@ -389,17 +401,24 @@ class PodScheduler(GangShell):
             snapshot = self._slurm.operator.jobs(since=self._jobs_since)
             if snapshot is None:
                 self.counters.polls_unchanged += 1
+                with self._lock:
+                    self._listed_at = sent  # no job was made since the last list either
                 return
+        owner = self._ownership()
         with self._lock:
             merged = merge_listing(
-                self._jobs, self._learned, snapshot.items, sent=sent, abandoned=self._abandoned
-            )
-            self._jobs, self._learned = merged.jobs, merged.learned
+                self._jobs, self._learned, snapshot.items, sent=sent, owner=owner,
+                records=self._records_locked, abandoned=self._abandoned,
+                submitting=self._submitting,
+            )  # fmt: skip
+            self._take_listing_locked(merged, sent)
         self._jobs_since = snapshot.as_of
-        for uid in merged.changed:
+        for uid in [*merged.changed, *merged.vanished]:
             self._queue.add(uid)
         if merged.changed:
             self._repack.set()  # jobs started or ended: the fullest nodes changed
+        if self._pods_listed:  # which job is a duplicate needs the Pods' records
+            self._cancel_extras(merged.extras)
 
     def _record_locked(self, uid: str, job: SlurmJob) -> None:
         self._jobs[uid] = job
@@ -421,16 +440,12 @@ class PodScheduler(GangShell):
         with self._lock:
             if call.job_id in self._abandoned:  # its Pod has moved on: let the job end
                 return "ok" if call.kind == "started" else "gone"
-            pod = None if gang else self._pods.get(key)
-            job = self._jobs.get(key)
-            if (job is None or job.job_id < call.job_id) and (gang or pod is not None):
-                # The job started before our submit call returned: note it now, so the Pod is
-                # bound as soon as the submit is recorded, not at the next poll.
-                name = job_name_for(pod) if pod is not None else ""
-                job = pending_job(call.job_id, name, self._clock())
-            if job is not None and job.job_id == call.job_id:
-                # A gang's hook names one node of many: its nodes are read from Slurm next.
-                self._record_locked(key, _after_hook(job, call, "" if gang else call.slurm_node))
+            known = self._jobs.get(key)
+            about = gang or key in self._pods or (known is not None and known.job_id == call.job_id)
+        if about:
+            # Only as Slurm has the job: the caller holds the key's token, which its job's
+            # user can read, and could name any job and node (job_trust.py).
+            self._take_hook(call, known)
         self._queue.add(key, urgent=True)  # a bind waits behind no new Pod
         self._repack.set()
         if call.kind == "started":
@@ -505,6 +520,8 @@ class PodScheduler(GangShell):
             # We cancelled that job to submit again (our annotation's removal may not have
             # reached the watch yet): the Pod has no job, it did not lose one.
             pod = _without_job_id(pod)
+        if pod is not None and not self._settled(uid, job, recorded_job_id(pod)):
+            return  # its job went missing: confirmed with Slurm first
         steps = next_steps(
             pod, job, now=self._clock(), kill_wait_seconds=self.settings.kill_wait_seconds
         )
@@ -559,8 +576,9 @@ class PodScheduler(GangShell):
     def _submit(self, pod: Obj, request: PodRequest) -> None:
         assert self.credentials is not None
         spec = placeholder_job_for(
-            pod, request, self.credentials, excluded_nodes=self._excluded_nodes(pod)
-        )
+            pod, request, self.credentials, scheduler=self.settings.name,
+            excluded_nodes=self._excluded_nodes(pod),
+        )  # fmt: skip
         job_id = self._submit_job(pod["metadata"]["uid"], spec, request, [pod], "placeholder")
         if job_id is None:
             return
@@ -575,23 +593,36 @@ class PodScheduler(GangShell):
     ) -> int | None:
         """Submit as the Pods' user and record the job under `key` (a Pod UID or a gang's
         key); None after refusing `pods` (Slurm's verdict on the job, or a group Slurm cannot
-        give)."""
+        give), or while an earlier submit's outcome is unknown."""
+        if not self._may_submit(key):
+            return None
+        with self._lock:
+            self._submitting.add(key)
         try:
             submitted = self._slurm.submit(
-                spec, user_id=request.user_id, group_id=request.group_id, priority=request.priority
-            )
-        except (SlurmUnavailableError, SlurmAuthError):
-            raise  # ours to retry, not the Pods' fault
+                self._marked(spec), user_id=request.user_id, group_id=request.group_id,
+                priority=request.priority,
+            )  # fmt: skip
         except SlurmApiError as exc:
-            if exc.error_number in (None, -1, 5005):  # no verdict on the job itself
-                raise
+            names_nodes = bool(request.required_nodes or request.excluded_nodes)
+            if isinstance(exc, SlurmUnavailableError) or not is_verdict(
+                exc.error_number, pod_names_nodes=names_nodes
+            ):
+                self._submit_failed(key)  # Slurm may have taken it all the same
+                raise  # ours to retry (a controller restarting), not the Pods' fault
             for pod in pods:
                 self._refuse(pod, f"Slurm refused the {what} job: {exc.message}")
             return None
+        finally:
+            with self._lock:
+                self._submitting.discard(key)
+                early = self._early.pop(key, None)
         job = replace(
             pending_job(submitted.job_id, spec.name or "", self._clock()),
             node_count=int(spec.nodes or 1),
         )
+        if early is not None and early.job_id == job.job_id:
+            job = early  # it started before the submit returned: bound without a poll
         with self._lock:
             known = self._jobs.get(key)
             if known is None or known.job_id != job.job_id:  # a hook may have told us more
@@ -914,12 +945,3 @@ def _slimmed(obj: Obj) -> Obj:
     if isinstance(meta, dict):
         meta.pop("managedFields", None)
     return obj
-
-
-def _after_hook(job: SlurmJob, call: HookCall, nodes: str) -> SlurmJob:
-    """What a `started` or `signalled` call tells of the job it comes from."""
-    if call.kind == "started" and job.state == "PENDING":
-        return replace(job, state="RUNNING", nodes=nodes)
-    if call.kind == "signalled" and job.state in ACTIVE_STATES:
-        return replace(job, state="COMPLETING")
-    return job

@@ -74,19 +74,42 @@ class HookCredentials:
         return hmac.compare_digest(self.token_for(pod_uid).encode(), token.encode())
 
 
-def job_name_for(pod: Mapping[str, Any]) -> str:
-    """`pod:<namespace>/<name>@<uid>`: readable in squeue, and unique per Pod UID."""
+@dataclass(frozen=True)
+class JobName:
+    """What a placeholder's name says: whom it holds resources for (a Pod UID or a gang's
+    key) and which scheduler made it (None in names from before they said so)."""
+
+    key: str
+    scheduler: str | None
+
+
+def job_name_for(pod: Mapping[str, Any], scheduler: str) -> str:
+    """`pod:<namespace>/<name>@<uid>:<scheduler>`: readable in squeue, unique per Pod UID."""
     meta = pod["metadata"]
-    return f"{wk.PLACEHOLDER_JOB_PREFIX}{meta['namespace']}/{meta['name']}@{meta['uid']}"
+    return placeholder_name(
+        wk.PLACEHOLDER_JOB_PREFIX, meta["namespace"], meta["name"], meta["uid"], scheduler
+    )
+
+
+def placeholder_name(prefix: str, namespace: str, name: str, key: str, scheduler: str) -> str:
+    return f"{prefix}{namespace}/{name}@{key}{wk.JOB_NAME_SCHEDULER_SEPARATOR}{scheduler}"
+
+
+def parse_job_name(text: str) -> JobName | None:
+    """A placeholder's name read back; None for any other job's."""
+    if not text.startswith((wk.PLACEHOLDER_JOB_PREFIX, wk.GANG_JOB_PREFIX)) or "@" not in text:
+        return None
+    key, separator, scheduler = text.rsplit("@", 1)[1].partition(wk.JOB_NAME_SCHEDULER_SEPARATOR)
+    if not key:
+        return None
+    return JobName(key, scheduler if separator else None)
 
 
 def pod_uid_of(job_name: str) -> str | None:
-    """The key a placeholder job's name carries (a Pod UID, or a gang's key); None for any
-    other job."""
-    ours = job_name.startswith((wk.PLACEHOLDER_JOB_PREFIX, wk.GANG_JOB_PREFIX))
-    if not ours or "@" not in job_name:
-        return None
-    return job_name.rsplit("@", 1)[1] or None
+    """The key a placeholder job's name carries (a Pod UID, or a gang's key), whichever
+    scheduler made it; None for any other job."""
+    parsed = parse_job_name(job_name)
+    return parsed.key if parsed is not None else None
 
 
 def submit_user(request: PodRequest) -> str:
@@ -100,12 +123,15 @@ def placeholder_job_for(
     request: PodRequest,
     hooks: HookCredentials,
     *,
+    scheduler: str,
     excluded_nodes: Sequence[str] = (),
 ) -> JobSpec:
-    """The JobSpec for a Pod. `excluded_nodes` adds Slurm nodes whose Kubernetes Node does not
-    satisfy the Pod's node affinity; a candidate pool is never turned into required nodes."""
+    """The JobSpec for a Pod, named for `scheduler`. `excluded_nodes` adds Slurm nodes whose
+    Kubernetes Node does not satisfy the Pod's node affinity; a candidate pool is never turned
+    into required nodes."""
     meta = pod["metadata"]
-    holder = JobHolder(meta["uid"], job_name_for(pod), f"{meta['namespace']}/{meta['name']}")
+    name = job_name_for(pod, scheduler)
+    holder = JobHolder(meta["uid"], name, f"{meta['namespace']}/{meta['name']}")
     return _job_spec(holder, request, hooks, excluded_nodes=excluded_nodes, nodes=1)
 
 

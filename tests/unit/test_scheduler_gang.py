@@ -77,7 +77,12 @@ def gang(min_member: int = 3, policy: str = "restart") -> Gang:
 def gang_job(state: str = "PENDING", nodes: str = "", node_count: int = 3) -> SlurmJob:
     g = gang()
     return dataclasses.replace(
-        slurm_job(), job_id=JOB, name=g.job_name, state=state, nodes=nodes, node_count=node_count
+        slurm_job(),
+        job_id=JOB,
+        name=g.job_name("s"),
+        state=state,
+        nodes=nodes,
+        node_count=node_count,
     )
 
 
@@ -100,8 +105,8 @@ def test_a_gang_is_keyed_and_its_job_named_by_namespace_and_group() -> None:
     assert g.key == gang_key(NS, GROUP)
     assert is_gang_key(g.key)
     assert not is_gang_key("0b6a7a53-0000-4000-8000-00000000000a")  # a Pod UID
-    assert g.job_name.startswith(wk.GANG_JOB_PREFIX)
-    assert f"{NS}/{GROUP}" in g.job_name and g.job_name.endswith(f"@{g.key}")
+    assert g.job_name("s").startswith(wk.GANG_JOB_PREFIX)
+    assert f"{NS}/{GROUP}" in g.job_name("s") and g.job_name("s").endswith(f"@{g.key}:s")
 
 
 def test_the_group_comes_from_the_coscheduling_label_before_the_annotation() -> None:

@@ -19,7 +19,9 @@ from reconciler.scheduler.affinity import has_node_constraints, node_matches
 from reconciler.scheduler.placeholder import (
     ROOT_USER,
     HookCredentials,
+    JobName,
     job_name_for,
+    parse_job_name,
     placeholder_job_for,
     pod_uid_of,
     priority_update_needed,
@@ -29,6 +31,7 @@ from reconciler.scheduler.placeholder import (
 PODS = Path(__file__).resolve().parents[2] / "fixtures" / "pods"
 HOOKS = HookCredentials("http://hooks.example:8000", b"a-secret-key-of-the-scheduler")
 UID = "6f1c2d3e-0000-4000-8000-000000000001"
+SCHEDULER = "tenant-slurm-staging-slurm-scheduler"
 H100 = {wk.NODE_LABEL_GPU_MODEL: "H100_NVLINK_80GB", "kubernetes.io/hostname": "gpu-1"}
 
 
@@ -51,7 +54,9 @@ def request(**fields: Any) -> PodRequest:
 
 
 def job_for(req: PodRequest, pod: dict[str, Any] | None = None, **kw: Any) -> JobSpec:
-    return placeholder_job_for(pod or seed_pod("full-node-h100"), req, HOOKS, **kw)
+    return placeholder_job_for(
+        pod or seed_pod("full-node-h100"), req, HOOKS, scheduler=SCHEDULER, **kw
+    )
 
 
 # ---- the seed Pods --------------------------------------------------------------------------
@@ -59,8 +64,8 @@ def job_for(req: PodRequest, pod: dict[str, Any] | None = None, **kw: Any) -> Jo
 
 def test_full_node_seed_pod_becomes_an_exclusive_8_gpu_job() -> None:
     pod = seed_pod("full-node-h100")
-    spec = placeholder_job_for(pod, request_of(pod), HOOKS)
-    assert spec.name == f"pod:slurm/slurm-test@{UID}"
+    spec = placeholder_job_for(pod, request_of(pod), HOOKS, scheduler=SCHEDULER)
+    assert spec.name == f"pod:slurm/slurm-test@{UID}:{SCHEDULER}"
     assert spec.shared == "none"
     assert (spec.cpus_per_task, spec.memory_per_node, spec.gres) == (110, 960 * 1024, "gpu:8")
     assert (spec.nodes, spec.tasks) == (1, 1)
@@ -74,7 +79,7 @@ def test_full_node_seed_pod_becomes_an_exclusive_8_gpu_job() -> None:
 def test_single_gpu_seed_pod_is_submitted_as_user_1001_sharing_with_that_user() -> None:
     pod = seed_pod("single-gpu-user")
     req = request_of(pod)
-    spec = placeholder_job_for(pod, req, HOOKS)
+    spec = placeholder_job_for(pod, req, HOOKS, scheduler=SCHEDULER)
     assert submit_user(req) == "1001"
     assert spec.shared == "user"
     assert spec.gres == "gpu:1"
@@ -82,7 +87,7 @@ def test_single_gpu_seed_pod_is_submitted_as_user_1001_sharing_with_that_user() 
 
 def test_annotated_seed_pod_carries_its_annotations_into_the_job() -> None:
     pod = seed_pod("inference-annotated")
-    spec = placeholder_job_for(pod, request_of(pod), HOOKS)
+    spec = placeholder_job_for(pod, request_of(pod), HOOKS, scheduler=SCHEDULER)
     assert spec.partition == "gpu"
     assert (spec.constraints, spec.prefer) == ("inference", "gpu")
     assert spec.time_limit_minutes == 90
@@ -223,12 +228,30 @@ def test_script_calls_both_hooks_with_the_token() -> None:
 
 
 def test_job_name_carries_the_pod_uid_back() -> None:
-    assert pod_uid_of(job_name_for(seed_pod("single-gpu-user"))) == UID
+    assert pod_uid_of(job_name_for(seed_pod("single-gpu-user"), SCHEDULER)) == UID
 
 
-@pytest.mark.parametrize("name", ["train-llm", "pod-like", "pod:ns/name", "pod:ns/name@", ""])
+@pytest.mark.parametrize(
+    "name", ["train-llm", "pod-like", "pod:ns/name", "pod:ns/name@", "pod:ns/name@:s", ""]
+)
 def test_ordinary_job_names_carry_no_pod_uid(name: str) -> None:
     assert pod_uid_of(name) is None
+    assert parse_job_name(name) is None
+
+
+@pytest.mark.parametrize(
+    ("name", "parsed"),
+    [
+        (f"pod:ns/p@{UID}:{SCHEDULER}", JobName(UID, SCHEDULER)),
+        (f"pod:ns/p@{UID}:other-scheduler", JobName(UID, "other-scheduler")),
+        (f"pod:ns/p@{UID}", JobName(UID, None)),  # made before names said whose they are
+        ("pod-group:ns/g@gang_ns_g:s", JobName("gang_ns_g", "s")),
+    ],
+)
+def test_a_job_name_says_whose_placeholder_it_is(name: str, parsed: JobName) -> None:
+    """Issue 17: two schedulers on one Slurm tell their jobs apart by name."""
+    assert parse_job_name(name) == parsed
+    assert pod_uid_of(name) == parsed.key
 
 
 @given(
@@ -238,7 +261,7 @@ def test_ordinary_job_names_carry_no_pod_uid(name: str) -> None:
 )
 def test_job_name_round_trips_any_pod(namespace: str, name: str, uid: Any) -> None:
     pod = {"metadata": {"namespace": namespace, "name": name, "uid": str(uid)}}
-    assert pod_uid_of(job_name_for(pod)) == str(uid)
+    assert parse_job_name(job_name_for(pod, SCHEDULER)) == JobName(str(uid), SCHEDULER)
 
 
 # ---- node affinity (which Slurm nodes get excluded) -----------------------------------------
