@@ -53,6 +53,7 @@ from reconciler.scheduler.packing import (
 from reconciler.scheduler.placeholder import (
     HookCredentials,
     describe_job,
+    parse_job_name,
     placeholder_job_for,
     pod_uid_of,
     priority_update_needed,
@@ -856,7 +857,9 @@ class PodScheduler(GangShell, JobTrust):
         return True
 
     def _pod_for_job(self, job: SlurmJob) -> Obj | None:
-        reference = job.name.removeprefix(wk.PLACEHOLDER_JOB_PREFIX).rsplit("@", 1)[0]
+        # Its user may rename it, not re-comment it: the comment, where it names a placeholder.
+        named = job.admin_comment if parse_job_name(job.admin_comment) else job.name
+        reference = named.removeprefix(wk.PLACEHOLDER_JOB_PREFIX).rsplit("@", 1)[0]
         namespace, _, name = reference.partition("/")
         if not namespace or not name:
             return None

@@ -282,6 +282,18 @@ def test_seed_full_node_pod_gets_the_whole_h100_node(env: Env, pods: list[str]) 
     assert H100_NODE in scheduled["message"] and pod["spec"]["nodeName"] in scheduled["message"]
 
 
+def test_a_placeholder_says_which_scheduler_made_it(env: Env, pods: list[str]) -> None:
+    """Issue 17: schedulers sharing a Slurm tell their jobs apart by name; where the operator
+    submits every job, the admin comment (which only Slurm operators can set) says it too."""
+    name = unique("named")
+    pod = _wait_bound(env, _create(env, pods, _pod_spec(name))["metadata"]["name"])
+    job = env.api.job(_job_id(pod))
+    assert job is not None
+    expected = f"pod:{NAMESPACE}/{name}@{pod['metadata']['uid']}:{SCHEDULER}"
+    assert job.name == expected
+    assert job.admin_comment == ("" if ON_SLURM_2205 else expected)
+
+
 def test_seed_single_gpu_pod_runs_as_its_user_sharing_by_user(env: Env, pods: list[str]) -> None:
     manifest = _manifest("single-gpu-user.yaml")
     manifest["metadata"]["name"] = unique("single-gpu")
