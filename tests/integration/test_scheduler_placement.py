@@ -18,6 +18,8 @@ from reconciler.scheduler.packing import Fragmentation, fragmentation
 from tests.integration.helpers import create_pod_group, install_pod_group_crd, unique, wait_for
 from tests.integration.test_scheduler import (
     NAMESPACE,
+    ON_SLURM_2205,
+    SCHEDULER,
     Env,
     _create,
     _events,
@@ -121,6 +123,21 @@ def _job_of(env: Env, name: str) -> int | None:
 def _gang_job_id(env: Env, names: list[str]) -> int | None:
     ids = {_job_of(env, n) for n in names}
     return ids.pop() if len(ids) == 1 and None not in ids else None
+
+
+def test_a_gang_job_says_which_scheduler_made_it(env: Env, pods: list[str]) -> None:
+    """Issue 17: another scheduler on the same Slurm never takes this gang's job for its own
+    (it used to cancel it: no member of its own)."""
+    names = _gang(env, pods, 2, 2)
+    for name in names:
+        _wait_bound(env, name, 30)
+    job_id = _job_of(env, names[0])
+    job = env.api.job(job_id) if job_id is not None else None
+    assert job is not None
+    group = names[0].rsplit("-", 1)[0]
+    expected = f"pod-group:{NAMESPACE}/{group}@gang_{NAMESPACE}_{group}:{SCHEDULER}"
+    assert job.name == expected
+    assert job.admin_comment == ("" if ON_SLURM_2205 else expected)
 
 
 def test_restart_policy_ends_the_whole_gang_when_a_member_is_deleted(
