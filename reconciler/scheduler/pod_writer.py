@@ -114,20 +114,46 @@ class PodWriter:
 
 def load_hooks_key(kube: Kube, namespace: str, name: str) -> bytes:
     """The HMAC key hook tokens derive from, in a Secret every replica shares, so tokens
-    outlive a restart or a failover. Made on first use."""
+    outlive a restart or a failover. Made on first use. Never a key of this process's own:
+    the other replicas would refuse every call its jobs make."""
     secret = kube.get("v1", "Secret", name, namespace)
     if secret is None:
-        secret = {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {
-                "name": name,
-                "namespace": namespace,
-                "labels": {wk.LABEL_MANAGED_BY: wk.MANAGED_BY_VALUE},
-            },
-            "type": "Opaque",
-            "data": {wk.HOOKS_SECRET_KEY: base64.b64encode(secrets.token_bytes(32)).decode()},
-        }
-        kube.create(secret)  # None: another replica made it first, and theirs counts
-        secret = kube.get("v1", "Secret", name, namespace) or secret
-    return base64.b64decode(secret["data"][wk.HOOKS_SECRET_KEY])
+        secret = _make_hooks_secret(kube, namespace, name)
+    key = (secret.get("data") or {}).get(wk.HOOKS_SECRET_KEY)
+    if not key:
+        raise ReconcilerError(
+            f"Secret {namespace}/{name} has no key {wk.HOOKS_SECRET_KEY!r}",
+            hint="delete it: the scheduler makes it again with a fresh key (running "
+            "placeholder jobs then fall back on the poll)",
+        )
+    return base64.b64decode(key)
+
+
+def _make_hooks_secret(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {wk.LABEL_MANAGED_BY: wk.MANAGED_BY_VALUE},
+        },
+        "type": "Opaque",
+        "data": {wk.HOOKS_SECRET_KEY: base64.b64encode(secrets.token_bytes(32)).decode()},
+    }
+    try:
+        made = kube.create(secret)
+    except KubeApiError as error:
+        raise ReconcilerError(
+            f"cannot make the hooks API's key Secret {namespace}/{name}: {error.message}",
+            hint="the scheduler's RBAC needs create on secrets in its namespace (deploy/)",
+        ) from None
+    if made is not None:
+        return made
+    theirs = kube.get("v1", "Secret", name, namespace)  # another replica made it first
+    if theirs is None:
+        raise ReconcilerError(
+            f"Secret {namespace}/{name} exists (create said so) but cannot be read",
+            hint="the scheduler's RBAC needs get on this Secret by name (deploy/)",
+        )
+    return theirs
