@@ -35,6 +35,10 @@ ANNOTATION_RESTARTED_AT: Final = "kubectl.kubernetes.io/restartedAt"
 # resync its volumes now rather than within its periodic sync; the Pod's reconfigure sidecar
 # then tells slurmctld to reread them.
 ANNOTATION_CONFIG_APPLIED: Final = f"{DOMAIN}/config-applied-at"
+# On the slurm.conf ConfigMap: the Slurm nodes its slurm.conf declares (running and FUTURE),
+# as a hostlist. Plan and apply read which nodes are ours here, never from the text, where an
+# extraConfig line could pass for ours.
+ANNOTATION_SLURM_NODES: Final = f"{DOMAIN}/slurm-nodes"
 
 # Slurm: every drain we make carries this reason prefix; we only ever resume those.
 DRAIN_REASON_PREFIX: Final = "reconciler:"

@@ -7,6 +7,7 @@ from typing import Any
 
 import hostlist
 
+from reconciler import wellknown as wk
 from reconciler.compile import manifests
 from reconciler.compile.accounting import Accounting, compile_accounting
 from reconciler.compile.control_plane import control_plane_objects
@@ -137,7 +138,7 @@ def _kube_objects(
             namespace,
             release,
             {"slurm.conf": slurm_conf, "gres.conf": gres_conf},
-            {manifests.ANNOTATION_SLURM_NODES: hostlist.collect_hostlist(declared)},
+            {wk.ANNOTATION_SLURM_NODES: hostlist.collect_hostlist(declared)},
         ),
         *_script_maps(release, namespace, values),
         manifests.compute_service(release, namespace),

@@ -53,12 +53,6 @@ def slurm_conf_map_name(release: str) -> str:
     return f"{release}-slurm-conf"
 
 
-# On the slurm.conf ConfigMap: the Slurm nodes its slurm.conf declares (running and FUTURE),
-# as a hostlist. Plan and apply read which nodes are ours here, never from the text, where an
-# extraConfig line could pass for ours. (A name for reconciler/wellknown.py.)
-ANNOTATION_SLURM_NODES = f"{wk.DOMAIN}/slurm-nodes"
-
-
 def s6_map_name(release: str) -> str:
     return f"{release}-s6"
 

@@ -19,9 +19,10 @@ from typing import Any
 import hostlist
 
 from reconciler.compile.desired import DesiredState
-from reconciler.compile.manifests import ANNOTATION_SLURM_NODES, slurm_conf_map_name
+from reconciler.compile.manifests import slurm_conf_map_name
 from reconciler.plan.live import LiveState
 from reconciler.plan.model import KUBERNETES, SLURM, SLURM_CONFIG, Change, ObjectRef, Plan
+from reconciler.wellknown import ANNOTATION_SLURM_NODES
 
 NODES_SECTION = "# Nodes:"
 
