@@ -356,6 +356,7 @@ class Chaos:
 def compact_etcd(port: int) -> None:
     """Compact etcd to its current revision (through its JSON gateway): every watch that
     resumes from before it gets 410 Gone and must relist."""
+
     def call(path: str, body: dict[str, Any]) -> dict[str, Any]:
         request = urllib.request.Request(f"http://127.0.0.1:{port}{path}",
                                          data=json.dumps(body).encode())  # fmt: skip

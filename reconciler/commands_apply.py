@@ -309,9 +309,7 @@ def run_apply(args: argparse.Namespace) -> int:
     if args.plan_file:
         plan = plan_from_dict(json.loads(args.plan_file.read_text()))
         config = load(args)
-        target, _ = resolve_target(
-            args, config.settings.namespace, release=config.settings.release
-        )
+        target, _ = resolve_target(args, config.settings.namespace, release=config.settings.release)
         _apply_one(plan, target, options, args)
         return 0
     for plan, target in passes(load(args), args):

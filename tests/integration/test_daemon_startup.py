@@ -67,8 +67,10 @@ def test_a_broken_first_revision_is_waited_out_not_crashed_on(
             stdout=out, stderr=subprocess.STDOUT,
         )  # fmt: skip
     try:
-        status, text = wait_for(lambda: (s := _get(port, "/readyz"))[0] and s, 30,
-                                "the daemon to answer: " + log.read_text())  # fmt: skip
+        # /readyz answers before the first revision is tried: wait for the verdict on it.
+        status, text = wait_for(
+            lambda: (s := _get(port, "/readyz"))[0] and "not been converged" not in s[1] and s,
+            30, "the daemon to try its first revision: " + log.read_text())  # fmt: skip
         assert status == 503 and "no usable revision yet" in text and "values.yaml:" in text
         shown = wait_for(lambda: read_status(k, ns, "st"), 10, "the status ConfigMap")
         assert shown.state == "failed" and "values.yaml:" in shown.error, shown

@@ -189,7 +189,8 @@ def test_the_login_pod_takes_ssh_with_the_key_of_the_secret_values_name(
 
 
 def test_a_rollout_restart_of_the_controller_keeps_a_running_job(
-    local_up: tuple[Path, subprocess.Popen[str], float], tmp_path: Path,
+    local_up: tuple[Path, subprocess.Popen[str], float],
+    tmp_path: Path,
     stack_timings: dict[str, float],
 ) -> None:
     runtime, _, _ = local_up

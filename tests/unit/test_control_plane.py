@@ -64,7 +64,9 @@ def test_seed_001_commands_find_the_controller_as_written() -> None:
     labels = controller["spec"]["template"]["metadata"]["labels"]
     assert matches("app.kubernetes.io/name=slurmctld", labels)
     assert {c["name"] for c in pod_of(controller)["containers"]} == {
-        "slurmctld", "reconfigure", "munge"
+        "slurmctld",
+        "reconfigure",
+        "munge",
     }
     # Recreate: two slurmctld never share the state directory during a rollout.
     assert controller["spec"]["strategy"] == {"type": "Recreate"}

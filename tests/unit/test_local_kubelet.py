@@ -58,8 +58,9 @@ def test_a_missing_secret_key_stops_the_container_unless_optional() -> None:
     pod = pod_with_env([{"name": "P", "valueFrom": {"secretKeyRef": ref}}])
     with pytest.raises(VolumeError, match="Secret 'db' has no key 'password'"):
         container_env(pod, "mysql", lambda *_: None)
-    optional = pod_with_env([{"name": "P", "valueFrom": {"secretKeyRef": {**ref,
-                                                                          "optional": True}}}])
+    optional = pod_with_env(
+        [{"name": "P", "valueFrom": {"secretKeyRef": {**ref, "optional": True}}}]
+    )
     assert container_env(optional, "mysql", lambda *_: None) == {"P": ""}
 
 
