@@ -9,7 +9,9 @@ On a local stack of its own (`reconciler local up`, name bench-chaos, from
 bench/fixtures/chaos-repo: 4 Slurm nodes of 128 CPUs, accounting on), two replicas of
 `reconciler run --runtime-dir ... --leader-elect` talk to slurmrestd through
 bench/fault_proxy.py (`--slurm-url`); a replica that exits is started again after 1 s, as
-kubelet restarts a Pod's container (a leader that loses its lease exits on purpose). A stream of
+kubelet restarts a Pod's container (a leader that loses its lease exits on purpose), on the same
+ports. Placeholder jobs reach the hooks API through a stand-in for its Service: a proxy to the
+replica whose /readyz answers 200 (only the leader's does), polled every 0.2 s. A stream of
 --pods Pods is created at --rate Pods/s (every --gang-every-th creation a gang of 2), each
 deleted a few seconds after it is bound; plain `sbatch` jobs run beside them. Meanwhile, one
 fault at a time, in a shuffled order:
@@ -73,7 +75,8 @@ RECOVERY_TARGET = 10.0
 
 
 def say(text: str) -> None:
-    print(f"chaos: {text}", file=sys.stderr, flush=True)
+    print(f"chaos {datetime.now(UTC):%H:%M:%S.%f}"[:-3] + f": {text}", file=sys.stderr,
+          flush=True)  # fmt: skip
 
 
 # ---- the daemon's replicas -------------------------------------------------------------
@@ -84,6 +87,8 @@ class Replica:
     identity: str
     argv: list[str]
     log: Path
+    listen_port: int
+    hooks_port: int
     process: subprocess.Popen[bytes] | None = None
     starts: int = 0
 
@@ -109,16 +114,42 @@ class Replica:
             self.process.wait()
 
 
-def replica_argv(stack: LocalStack, identity: str, proxy_url: str, work: Path) -> list[str]:
-    """`reconciler run` on the stack, its slurmrestd reached through the fault proxy."""
-    return [
+def make_replica(stack: LocalStack, identity: str, proxy_url: str, hooks_url: str,
+                 work: Path) -> Replica:  # fmt: skip
+    """`reconciler run` on the stack, its slurmrestd reached through the fault proxy. Its ports
+    stay the same across restarts, as a Pod's do; placeholder jobs reach the hooks API at
+    hooks_url, the stand-in for the Service in front of the ready replica."""
+    listen, hooks = free_port(), free_port()
+    argv = [
         sys.executable, "-m", "reconciler", "run", "--source-dir", str(REPO),
         "--runtime-dir", str(stack.runtime_dir), "--slurm-url", proxy_url,
         "--leader-elect", "--identity", identity, "--lease-duration", "6",
-        "--listen", f"127.0.0.1:{free_port()}", "--hooks-api-bind-address", "127.0.0.1:0",
+        "--listen", f"127.0.0.1:{listen}", "--hooks-api-bind-address", f"127.0.0.1:{hooks}",
+        "--hooks-url", hooks_url,
         "--interval", "5", "--resync", "60", "--workdir", str(work / identity),
         "--log-format", "json",
     ]  # fmt: skip
+    return Replica(identity, argv, work / f"{identity}.log", listen, hooks)
+
+
+def ready(replica: Replica) -> bool:
+    url = f"http://127.0.0.1:{replica.listen_port}/readyz"
+    try:
+        with urllib.request.urlopen(url, timeout=1) as answer:
+            return bool(answer.status == 200)
+    except OSError:
+        return False
+
+
+def route_to_ready(replicas: dict[str, Replica], service: FaultProxy,
+                   stop: threading.Event) -> None:  # fmt: skip
+    """The hooks Service's endpoints: the replica whose /readyz says 200 (only a leader does)."""
+    current: Replica | None = None
+    while not stop.wait(0.2):
+        if current is not None and ready(current):
+            continue
+        current = next((r for r in replicas.values() if ready(r)), None)
+        service.retarget(f"http://127.0.0.1:{current.hooks_port}" if current else None)
 
 
 def keep_running(replicas: dict[str, Replica], stop: threading.Event) -> None:
@@ -473,6 +504,7 @@ def main(argv: list[str] | None = None) -> int:
                         timeout=240, stop_timeout=90)  # fmt: skip
     replicas: dict[str, Replica] = {}
     proxy: FaultProxy | None = None
+    service: FaultProxy | None = None
     stop = threading.Event()
     try:
         stack = LocalStack.open(runtime)
@@ -482,11 +514,14 @@ def main(argv: list[str] | None = None) -> int:
         assert slurm is not None
         proxy = FaultProxy(slurm.rest_url())
         proxy.start()
+        service = FaultProxy(None)
+        service.start()
         for identity in ("chaos-a", "chaos-b"):
-            replicas[identity] = Replica(identity, replica_argv(stack, identity, proxy.url, work),
-                                         work / f"{identity}.log")  # fmt: skip
+            replicas[identity] = make_replica(stack, identity, proxy.url, service.url, work)
             replicas[identity].start()
         threading.Thread(target=keep_running, args=(replicas, stop), daemon=True).start()
+        threading.Thread(target=route_to_ready, args=(replicas, service, stop),
+                         daemon=True).start()  # fmt: skip
         ledger = Ledger()
         threading.Thread(target=watch_pods, args=(kube, ledger, stop), daemon=True).start()
         chaos = Chaos(stack, kube, replicas, proxy, ledger, options)
@@ -525,8 +560,9 @@ def main(argv: list[str] | None = None) -> int:
         stop.set()
         for replica in replicas.values():
             replica.stop()
-        if proxy is not None:
-            proxy.stop()
+        for server in (proxy, service):
+            if server is not None:
+                server.stop()
         say("stopping the local stack")
         stop_local_up(runtime, up, timeout=90)
         say(f"logs of the replicas and the stack: {work}")

@@ -1,5 +1,6 @@
 """An HTTP proxy in front of slurmrestd that can be told to misbehave: the chaos benchmark's
-way of making "slurmrestd" answer 500s and malformed 200s without touching Slurm.
+way of making "slurmrestd" answer 500s and malformed 200s without touching Slurm. With
+retarget() it also plays a Kubernetes Service in front of whichever replica is ready.
 
 Modes: "ok" forwards every request; "broken" answers each request, in turn, with a 500 that
 carries a Slurm error, a 200 whose JSON lacks every key, a 200 whose body is a JSON list, and
@@ -26,9 +27,9 @@ BROKEN_ANSWERS: list[tuple[int, bytes]] = [
 
 
 class FaultProxy:
-    def __init__(self, upstream: str) -> None:
-        parts = urlsplit(upstream)
-        self._host, self._port = parts.hostname or "127.0.0.1", parts.port or 80
+    def __init__(self, upstream: str | None) -> None:
+        self._upstream: tuple[str, int] | None = None
+        self.retarget(upstream)
         self.mode = "ok"
         self.broken_answers = 0
         self._answers = itertools.cycle(BROKEN_ANSWERS)
@@ -49,6 +50,15 @@ class FaultProxy:
         self._server.shutdown()
         self._server.server_close()
 
+    def retarget(self, upstream: str | None) -> None:
+        """Forward to another server from the next request on (None: answer 503, as a Service
+        with no ready endpoint refuses)."""
+        if upstream is None:
+            self._upstream = None
+            return
+        parts = urlsplit(upstream)
+        self._upstream = (parts.hostname or "127.0.0.1", parts.port or 80)
+
     def _broken(self) -> tuple[int, bytes]:
         with self._lock:
             self.broken_answers += 1
@@ -57,7 +67,10 @@ class FaultProxy:
     def _forward(self, method: str, path: str, headers: dict[str, str], body: bytes) -> tuple[
         int, list[tuple[str, str]], bytes
     ]:  # fmt: skip
-        connection = http.client.HTTPConnection(self._host, self._port, timeout=60)
+        if self._upstream is None:
+            return 503, [], b"no ready endpoint\n"
+        host, port = self._upstream
+        connection = http.client.HTTPConnection(host, port, timeout=60)
         try:
             connection.request(method, path, body=body or None, headers=headers)
             response = connection.getresponse()
@@ -86,12 +99,16 @@ class FaultProxy:
                                                                   body)  # fmt: skip
                     except OSError:
                         status, headers, payload = 502, [], b"slurmrestd unreachable\n"
-                self.send_response(status)
-                for key, value in headers:
-                    self.send_header(key, value)
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
+                try:
+                    self.send_response(status)
+                    for key, value in headers:
+                        self.send_header(key, value)
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
+                except (BrokenPipeError, ConnectionResetError):
+                    # The caller timed out or was killed (a fault of this run): nothing to say.
+                    self.close_connection = True
 
             do_GET = do_POST = do_DELETE = _serve
 

@@ -17,7 +17,7 @@ What is timed, per Pod, as PodScheduler._admit runs it, without its I/O (the Pod
 is given, as the scheduler's cache would give it; no Event is sent):
 
     (a) admit(pod, kill_wait_seconds=30)        the built-in admission code
-    (b) the policy step, 5 shipped policies     reads_namespace, PodPolicies.judge(pod, ns),
+    (b) the policy step, the shipped policies     reads_namespace, PodPolicies.judge(pod, ns),
                                                 the verdict's audits, refusal() and warnings
     (c) the policy step, shipped + 20 repo ones the same with REPO_POLICIES below
 
@@ -101,9 +101,9 @@ SERVER_TIME = "2024-05-01T12:00:00Z"
 PROFILE_THRESHOLD = 0.001  # s of CPU per Pod for (c) above which the profile runs
 TITLES = {
     "a": "(a) admit() only",
-    "b": "(b) 5 shipped, new Pod",
+    "b": "(b) shipped, new Pod",
     "c": "(c) shipped + 20 repo, new Pod",
-    "b2": "(b) 5 shipped, a replica",
+    "b2": "(b) shipped, a replica",
     "c2": "(c) shipped + 20 repo, a replica",
 }
 
