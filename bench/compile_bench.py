@@ -237,7 +237,12 @@ def run_pipeline(
 def check(workload: Workload, result: Result) -> dict[str, int]:
     """Refuse to report figures for output that is not what the workload asked for."""
     state = result.state
-    statefulsets = [o for o in state.kube_objects if o["kind"] == "StatefulSet"]
+    statefulsets = [  # the node sets' (not the login StatefulSet every config renders)
+        o
+        for o in state.kube_objects
+        if o["kind"] == "StatefulSet"
+        and o["metadata"].get("labels", {}).get("app.kubernetes.io/component") == "compute"
+    ]
     replicas = sum(o["spec"]["replicas"] for o in statefulsets)
     node_lines = [ln for ln in result.slurm_conf.splitlines() if ln.startswith("NodeName=")]
     counts = {

@@ -38,7 +38,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 if __package__ in (None, ""):  # `python bench/plan_bench.py`: make `bench` importable
@@ -208,7 +208,9 @@ def live_state(state: DesiredState) -> LiveState:
         ref: server_object(obj, i)
         for i, (ref, obj) in enumerate(desired_kube_objects(state).items())
     }
-    return LiveState(kube, live_nodes(state), state.slurm_conf, state.gres_conf)
+    # The generated Secrets exist (their data is never read into live state).
+    secrets = frozenset(s.name for s in state.secrets)
+    return LiveState(kube, live_nodes(state), state.slurm_conf, state.gres_conf, secrets=secrets)
 
 
 def with_old_env(obj: dict[str, Any]) -> dict[str, Any]:
@@ -260,7 +262,13 @@ SCENARIOS = (
 
 
 def _statefulsets(state: DesiredState) -> list[ObjectRef]:
-    return [r for r in desired_kube_objects(state) if r.kind == "StatefulSet"]
+    """The node sets' StatefulSets (not the login StatefulSet every config renders)."""
+    return [
+        r
+        for r, o in desired_kube_objects(state).items()
+        if r.kind == "StatefulSet"
+        and o["metadata"].get("labels", {}).get("app.kubernetes.io/component") == "compute"
+    ]
 
 
 def _summary(state: DesiredState, add=0, change=0, destroy=0, drain=0, reconfigure=0) -> Summary:
@@ -288,7 +296,7 @@ def build_scenarios(workload: Workload, library: Mapping[str, str]) -> list[Scen
     changed = statefulsets[::CHANGED_EVERY]
     kube = dict(live.kube_objects)
     kube.update({ref: with_old_env(kube[ref]) for ref in changed})
-    layer_live = LiveState(kube, live.slurm_nodes, live.slurm_conf, live.gres_conf)
+    layer_live = replace(live, kube_objects=kube)
     layer = Scenario(
         "layer", SCENARIOS[1][1], full, layer_live,
         {ref: server_object(want[ref], i, generation=2) for i, ref in enumerate(changed)},
