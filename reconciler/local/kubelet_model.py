@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from reconciler import wellknown as wk
-from reconciler.scheduler.affinity import node_matches, required_terms
+from reconciler.kuberules.node_affinity import node_matches, required_terms
 
 Obj = dict[str, Any]
 

@@ -13,8 +13,8 @@ from reconciler import wellknown as wk
 from reconciler.errors import (
     ReconcilerError,
 )
+from reconciler.kuberules.node_affinity import node_matches
 from reconciler.scheduler.admission import PodRequest
-from reconciler.scheduler.affinity import node_matches
 from reconciler.scheduler.decide import (
     ACTIVE_STATES,
     Bind,

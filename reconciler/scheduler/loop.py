@@ -24,8 +24,8 @@ from reconciler.adapters.kube import Kube
 from reconciler.adapters.kube_watch import WatchMemory
 from reconciler.adapters.slurm_rest import JobSpec, JobUpdate, SlurmJob, SlurmObserver
 from reconciler.errors import ReconcilerError, SlurmApiError, SlurmUnavailableError
+from reconciler.kuberules.node_affinity import has_node_constraints, node_matches
 from reconciler.scheduler.admission import PodRequest, Problem, Rejection, admit, fingerprint
-from reconciler.scheduler.affinity import has_node_constraints, node_matches
 from reconciler.scheduler.budget import PassBudget
 from reconciler.scheduler.clients import SlurmClients
 from reconciler.scheduler.decide import (

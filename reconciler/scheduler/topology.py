@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from reconciler.kuberules.node_affinity import expression_matches, node_matches
 from reconciler.scheduler.admission import Problem
-from reconciler.scheduler.affinity import expression_matches, node_matches
 
 HOSTNAME: Final = "kubernetes.io/hostname"
 REQUIRED: Final = "requiredDuringSchedulingIgnoredDuringExecution"
