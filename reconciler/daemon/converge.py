@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from reconciler.adapters.kube import Kube
 from reconciler.apply.executor import apply_plan
 from reconciler.apply.target import ApplyOptions
-from reconciler.commands_apply import passes, revision_policies
+from reconciler.cli.apply import passes, revision_policies
 from reconciler.config.files import read_library, read_repo
 from reconciler.config.repo import Config, load_config
 from reconciler.daemon.status import Status, read_status, write_status

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reconciler.adapters.kube import Kube
-from reconciler.commands_apply import startup_pod_policies
+from reconciler.cli.apply import startup_pod_policies
 from reconciler.config.files import read_library, read_repo
 from reconciler.config.repo import SETTINGS_FILE, VALUES_FILE, Config, RepoSettings, load_config
 from reconciler.daemon.converge import Converger

@@ -30,7 +30,7 @@ from reconciler.adapters.scontrol import Scontrol
 from reconciler.adapters.slurm_client import connect
 from reconciler.adapters.slurm_jwt import MintedTokens
 from reconciler.adapters.slurm_rest import JobSpec, SlurmJob, SlurmRestApi
-from reconciler.commands_apply import startup_pod_policies
+from reconciler.cli.apply import startup_pod_policies
 from reconciler.config.files import read_library, read_repo
 from reconciler.config.repo import load_config
 from reconciler.local.ports import free_port

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from reconciler.cli import _subcommand, build_parser
-from reconciler.commands_run import _source
+from reconciler.cli.run import _source
 from reconciler.errors import ReconcilerError, SourceError
 from reconciler.settings import layered_defaults
 from reconciler.sources.git import GitSource

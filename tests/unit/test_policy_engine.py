@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reconciler.cli import main
-from reconciler.commands_apply import with_policies
+from reconciler.cli.apply import with_policies
 from reconciler.compile.desired import compile_desired_state
 from reconciler.config.files import read_library, read_repo, read_shipped_policies
 from reconciler.config.repo import load_config

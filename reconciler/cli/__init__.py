@@ -1,4 +1,5 @@
-"""Command-line entry points. Thin: parse flags, call the pure core or an adapter, print."""
+"""Command-line entry points: the parser, built from each command group's `register`, and
+the dispatch. Thin: parse flags, call the pure core or an adapter, print."""
 
 from __future__ import annotations
 
@@ -19,39 +20,22 @@ def build_parser() -> argparse.ArgumentParser:
         description="Slurm on Kubernetes, driven by git (SUNK-compatible).",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    from reconciler import (
-        commands_apply,
-        commands_compile,
-        commands_policy,
-        commands_run,
-        commands_schedule,
-    )
+    # Here, not at the top: the group modules import each other through this package, which
+    # must have finished loading first (and `import reconciler.cli` stays cheap).
+    from reconciler.cli import apply, compile, local, policy, run, schedule
 
-    commands_compile.register(sub)
-    commands_apply.register(sub)
-    commands_schedule.register(sub)
-    commands_run.register(sub)
-    commands_policy.register(sub)
-    _register_optional(sub, "reconciler.local.commands")
+    compile.register(sub)
+    apply.register(sub)
+    schedule.register(sub)
+    run.register(sub)
+    policy.register(sub)
+    local.register(sub)
     return parser
 
 
 def _subcommand(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     return sub.choices[name]
-
-
-def _register_optional(sub: argparse._SubParsersAction, module: str) -> None:
-    """Let a package area add its own subcommands through `register(subparsers)`."""
-    import importlib
-
-    try:
-        mod = importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        if exc.name != module:
-            raise
-        return
-    mod.register(sub)
 
 
 # Long-running commands take settings from the environment and a config file too.

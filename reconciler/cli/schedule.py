@@ -13,14 +13,14 @@ from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
 from reconciler.adapters.scontrol import Scontrol
 from reconciler.adapters.slurm_jwt import MintedTokens
-from reconciler.commands_apply import (
+from reconciler.cli.apply import (
     kubeconfig_of,
     shipped_policies,
     startup_pod_policies,
     target_args,
     tokens_from_args,
 )
-from reconciler.commands_compile import load
+from reconciler.cli.compile import load
 from reconciler.errors import ReconcilerError
 from reconciler.logs import log_format_arg
 from reconciler.policy.subjects import default_params

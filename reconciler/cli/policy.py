@@ -66,7 +66,7 @@ def _suite(root: Path) -> tuple[list[Policy | Override], dict[str, Any], list[Pa
     if (root / VALUES_FILE).exists():
         config = load_config(read_repo(root), read_library())
         return list(config.policies), params_of(config), tests
-    shipped = Path(__file__).parent / "shipped_policies"
+    shipped = Path(__file__).parent.parent / "shipped_policies"
     if root.resolve() == shipped.resolve():
         return [], default_params(), tests  # the shipped policies themselves
     docs = [

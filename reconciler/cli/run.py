@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.adapters.kube import Kube
-from reconciler.commands_apply import kubeconfig_of, resolve_target, target_args
-from reconciler.commands_schedule import connect_scheduler
+from reconciler.cli.apply import kubeconfig_of, resolve_target, target_args
+from reconciler.cli.schedule import connect_scheduler
 from reconciler.daemon.converge import Converger
 from reconciler.daemon.lease import LeaderElector, LeaseTimings
 from reconciler.daemon.run import Daemon, RunSettings

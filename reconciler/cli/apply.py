@@ -22,7 +22,7 @@ from reconciler.apply.controller import DeploymentRestarter
 from reconciler.apply.executor import apply_plan
 from reconciler.apply.live_reader import read_live, server_views
 from reconciler.apply.target import ApplyError, ApplyOptions, Target
-from reconciler.commands_compile import load, print_warnings, repo_args
+from reconciler.cli.compile import load, print_warnings, repo_args
 from reconciler.compile.desired import DesiredState, compile_desired_state
 from reconciler.compile.profile import Profile
 from reconciler.config.files import read_shipped_policies
