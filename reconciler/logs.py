@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from collections.abc import Iterable
 from typing import Final
 
 from pythonjsonlogger.json import JsonFormatter
@@ -40,3 +41,10 @@ def log_format_arg(parser: argparse.ArgumentParser) -> None:
         "--log-format", choices=LOG_FORMATS, default="text",
         help="text for a terminal, json (one object a line) for a log collector (text)",
     )  # fmt: skip
+
+
+def print_warnings(warnings: Iterable[object]) -> None:
+    """Compile warnings, one a line on stderr: plain text for whoever runs the command, so
+    stdout stays the command's output (YAML, a plan)."""
+    for warning in warnings:
+        print(warning, file=sys.stderr)

@@ -22,12 +22,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     # Here, not at the top: the group modules import each other through this package, which
     # must have finished loading first (and `import reconciler.cli` stays cheap).
-    from reconciler.cli import apply, compile, local, policy, run, schedule
+    from reconciler.cli import apply, compile, local, policy, run, schedule, status
 
     compile.register(sub)
     apply.register(sub)
     schedule.register(sub)
     run.register(sub)
+    status.register(sub)
     policy.register(sub)
     local.register(sub)
     return parser

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterable
 from typing import Any
 
 from reconciler.compile.desired import DesiredState, compile_desired_state
@@ -15,6 +14,7 @@ from reconciler.compile.yamlout import dump, dump_stream
 from reconciler.config.files import read_library, read_repo
 from reconciler.config.layering import plain
 from reconciler.config.repo import Config, load_config
+from reconciler.logs import print_warnings
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -48,11 +48,6 @@ def load(args: argparse.Namespace, *, track_origins: bool = False) -> Config:
         release=args.release,
         namespace=args.namespace,
     )
-
-
-def print_warnings(warnings: Iterable[object]) -> None:
-    for warning in warnings:
-        print(warning, file=sys.stderr)
 
 
 def run_compile(args: argparse.Namespace) -> int:

@@ -19,8 +19,8 @@ from typing import Any
 
 from reconciler.adapters.kube import Kube
 from reconciler.apply.executor import apply_plan
+from reconciler.apply.passes import passes
 from reconciler.apply.target import ApplyOptions
-from reconciler.cli.apply import passes
 from reconciler.compile.desired import DesiredState, compile_desired_state
 from reconciler.config.files import read_library, read_repo
 from reconciler.config.repo import Config, load_config

@@ -1,4 +1,4 @@
-"""`reconciler run` (the GitOps daemon) and `reconciler status` (what it last did)."""
+"""`reconciler run`: the GitOps daemon."""
 
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.adapters.kube import Kube
-from reconciler.cli.apply import kubeconfig_of, resolve_target, target_args
+from reconciler.apply.connect import kubeconfig_of, resolve_target
+from reconciler.cli.apply import target_args
 from reconciler.cli.schedule import connect_scheduler
 from reconciler.daemon.converge import Converger
 from reconciler.daemon.lease import LeaderElector, LeaseTimings
 from reconciler.daemon.run import Daemon, RunSettings
 from reconciler.daemon.startup import Prepared, Startup, preparer
-from reconciler.daemon.status import read_status, status_name
 from reconciler.errors import ReconcilerError
 from reconciler.logs import log_format_arg
 from reconciler.scheduler.loop import PodScheduler
@@ -119,12 +119,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     target_args(run)
     run.epilog = describe_environment(run)
     run.set_defaults(func=run_daemon)
-
-    status = sub.add_parser("status", help="what the daemon last did (its status ConfigMap)")
-    status.add_argument("--release", default="slurm")
-    status.add_argument("--namespace", default="slurm")
-    target_args(status)
-    status.set_defaults(func=run_status)
 
 
 def run_daemon(args: argparse.Namespace) -> int:
@@ -245,18 +239,6 @@ def _words(values: list[str], option: str) -> list[str]:
     if any(not w for w in words):
         raise ReconcilerError(f"{option}: an empty value", hint=f"{option} NAME, once per name")
     return words
-
-
-def run_status(args: argparse.Namespace) -> int:
-    status = read_status(_kube(args), args.namespace, args.release)
-    if status is None:
-        raise ReconcilerError(
-            f"no status ConfigMap {args.namespace}/{status_name(args.release)}",
-            hint="`reconciler run` writes it after its first revision",
-        )
-    for key, value in status.as_data().items():
-        print(f"{key + ':':<18} {value}")
-    return 0
 
 
 def _webhook_secret(args: argparse.Namespace) -> bytes | None:

@@ -13,16 +13,12 @@ from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
 from reconciler.adapters.scontrol import Scontrol
 from reconciler.adapters.slurm_jwt import MintedTokens
-from reconciler.cli.apply import (
-    kubeconfig_of,
-    shipped_policies,
-    startup_pod_policies,
-    target_args,
-    tokens_from_args,
-)
+from reconciler.apply.connect import kubeconfig_of, tokens_from_args
+from reconciler.cli.apply import target_args
 from reconciler.cli.compile import load
 from reconciler.errors import ReconcilerError
 from reconciler.logs import log_format_arg
+from reconciler.policy.loader import shipped_policies, startup_pod_policies
 from reconciler.policy.subjects import default_params
 from reconciler.scheduler.clients import SlurmClients
 from reconciler.scheduler.loop import PodScheduler

@@ -18,13 +18,14 @@ from datetime import UTC, datetime
 
 from reconciler.adapters.kube import Kube
 from reconciler.apply.executor import apply_plan
+from reconciler.apply.passes import passes
 from reconciler.apply.target import ApplyOptions
-from reconciler.cli.apply import passes, revision_policies
 from reconciler.config.files import read_library, read_repo
 from reconciler.config.repo import Config, load_config
 from reconciler.daemon.status import Status, read_status, write_status
 from reconciler.errors import ReconcilerError
 from reconciler.policy.engine import CompiledPolicy
+from reconciler.policy.loader import revision_policies
 from reconciler.policy.subjects import params_of
 from reconciler.scheduler.pod_policies import PodPolicies
 from reconciler.sources import Revision

@@ -19,12 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reconciler.adapters.kube import Kube
-from reconciler.cli.apply import startup_pod_policies
 from reconciler.config.files import read_library, read_repo
 from reconciler.config.repo import SETTINGS_FILE, VALUES_FILE, Config, RepoSettings, load_config
 from reconciler.daemon.converge import Converger
 from reconciler.daemon.status import Status, read_status
 from reconciler.errors import ReconcilerError, SourceError
+from reconciler.policy.loader import startup_pod_policies
 from reconciler.scheduler.pod_policies import PodPolicies
 from reconciler.scheduler.settings import (
     DEFAULT_HOOKS_PORT,

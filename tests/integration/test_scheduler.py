@@ -30,12 +30,12 @@ from reconciler.adapters.scontrol import Scontrol
 from reconciler.adapters.slurm_client import connect
 from reconciler.adapters.slurm_jwt import MintedTokens
 from reconciler.adapters.slurm_rest import JobSpec, SlurmJob, SlurmRestApi
-from reconciler.cli.apply import startup_pod_policies
 from reconciler.config.files import read_library, read_repo
 from reconciler.config.repo import load_config
 from reconciler.local.ports import free_port
 from reconciler.local.slurm import SlurmCluster, current_user
 from reconciler.local.slurm_install import slurm_install
+from reconciler.policy.loader import startup_pod_policies
 from reconciler.scheduler.clients import SlurmClients
 from reconciler.scheduler.loop import PodScheduler
 from reconciler.scheduler.placeholder import pod_uid_of

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from reconciler.apply.passes import with_policies
 from reconciler.cli import main
-from reconciler.cli.apply import with_policies
 from reconciler.compile.desired import compile_desired_state
 from reconciler.config.files import read_library, read_repo, read_shipped_policies
 from reconciler.config.repo import load_config
