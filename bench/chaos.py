@@ -55,7 +55,7 @@ if __package__ in (None, ""):  # `python bench/chaos.py`: make `bench` importabl
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.fault_proxy import FaultProxy
-from bench.local_stack import start_local_up, stop_local_up
+from bench.harness.stack import start_local_up, stop_local_up
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
 from reconciler.apply.controller import roll_deployment

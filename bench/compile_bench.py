@@ -23,12 +23,10 @@ import argparse
 import gc
 import json
 import os
-import platform
 import resource
 import statistics
 import subprocess
 import sys
-import time
 import tracemalloc
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -37,6 +35,12 @@ from typing import Any
 
 import yaml
 
+if __package__ in (None, ""):  # `python bench/compile_bench.py`: make `bench` importable
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from bench.harness.procs import own_rss, reset_peak_rss
+from bench.harness.report import machine_line, mib, ms, print_head
+from bench.harness.timing import round_robin, stage_times, stamp
 from reconciler.compile.desired import DesiredState, compile_desired_state
 from reconciler.compile.yamlout import dump_stream
 from reconciler.config.files import read_library
@@ -204,33 +208,21 @@ class Result:
     slurm_conf: str
 
 
-def _stamp() -> tuple[float, float]:
-    return time.perf_counter(), time.process_time()
-
-
 def run_pipeline(
     files: Mapping[str, str], library: Mapping[str, str]
 ) -> tuple[dict[str, float], dict[str, float], Result]:
     """load_config -> compile_desired_state -> render; stage times (wall, process CPU)."""
-    t0 = _stamp()
+    t0 = stamp()
     config = load_config(files, library)
-    t1 = _stamp()
+    t1 = stamp()
     state = compile_desired_state(config)
-    t2 = _stamp()
+    t2 = stamp()
     # What `reconciler render` prints, plus slurm.conf (already rendered during compile, and
     # also embedded in the ConfigMap that dump_stream serialises).
     stream = dump_stream(state.kube_objects)
     slurm_conf = state.slurm_conf
-    t3 = _stamp()
-    wall, cpu = (
-        {
-            "load": t1[i] - t0[i],
-            "compile": t2[i] - t1[i],
-            "render": t3[i] - t2[i],
-            "total": t3[i] - t0[i],
-        }
-        for i in (0, 1)
-    )
+    t3 = stamp()
+    wall, cpu = stage_times(STAGES, (t0, t1, t2, t3))
     return wall, cpu, Result(state, stream, slurm_conf)
 
 
@@ -288,48 +280,20 @@ def time_workloads(
     workloads: list[Workload], repeat: int, library: Mapping[str, str]
 ) -> tuple[dict[str, dict[str, list[float]]], dict[str, dict[str, list[float]]], dict[str, Any]]:
     repos = {w.label: generate_repo(w) for w in workloads}
-    wall: dict[str, dict[str, list[float]]] = {w.label: {s: [] for s in STAGES} for w in workloads}
-    cpu: dict[str, dict[str, list[float]]] = {w.label: {s: [] for s in STAGES} for w in workloads}
-    counts: dict[str, Any] = {}
     # Warm-up (imports, regex compiles, first-call costs) on the smallest non-empty size.
     warm = min((w for w in workloads if w.definitions), key=lambda w: w.nodes, default=workloads[0])
     run_pipeline(repos[warm.label], library)
-    for round_ in range(repeat):
-        # Round-robin, rotating the start so no size always runs right after the largest.
-        order = workloads[round_ % len(workloads) :] + workloads[: round_ % len(workloads)]
-        for w in order:
-            gc.collect()  # garbage of the previous run is not charged to this one
-            wall_times, cpu_times, result = run_pipeline(repos[w.label], library)
-            if w.label not in counts:
-                counts[w.label] = check(w, result)
-            del result
-            for stage in STAGES:
-                wall[w.label][stage].append(wall_times[stage])
-                cpu[w.label][stage].append(cpu_times[stage])
-    return wall, cpu, counts
+    # Round-robin, rotating the start so no size always runs right after the largest.
+    return round_robin(
+        [(w.label, w) for w in workloads],
+        repeat,
+        STAGES,
+        lambda w: run_pipeline(repos[w.label], library),
+        check,
+    )
 
 
 # --------------------------------------------------------------------------- memory
-
-
-def _proc_status() -> dict[str, int] | None:
-    """VmRSS / VmHWM of this process in bytes (Linux), or None where /proc is missing."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as f:
-            fields = dict(line.split(":", 1) for line in f if ":" in line)
-        return {k: int(fields[k].split()[0]) * 1024 for k in ("VmRSS", "VmHWM")}
-    except (OSError, KeyError, ValueError):
-        return None
-
-
-def _reset_peak_rss() -> bool:
-    """Reset VmHWM to the current RSS (Linux >= 4.0); False where that is not possible."""
-    try:
-        with open("/proc/self/clear_refs", "w", encoding="ascii") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
 
 
 def memory_worker(spec: str) -> None:
@@ -345,11 +309,11 @@ def memory_worker(spec: str) -> None:
     # libyaml's C allocations and allocator overhead, which tracemalloc does not see). Uses
     # /proc VmHWM after resetting it: ru_maxrss cannot be reset and, after fork+exec, starts
     # at the parent's RSS, which would hide the growth.
-    status = _proc_status()
-    if status is not None and _reset_peak_rss():
+    status = own_rss()
+    if status is not None and reset_peak_rss():
         method, rss_before = "VmHWM", status["VmRSS"]
         _, _, result = run_pipeline(files, library)
-        rss_peak = _proc_status()["VmHWM"]  # type: ignore[index]
+        rss_peak = own_rss()["VmHWM"]  # type: ignore[index]
     else:
         scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes on macOS, else KiB
         method = "ru_maxrss"
@@ -396,14 +360,6 @@ def measure_memory(workloads: list[Workload]) -> dict[str, dict[str, int]]:
 # --------------------------------------------------------------------------- report
 
 
-def ms(seconds: float) -> str:
-    return f"{seconds * 1000:8.1f}"
-
-
-def mib(n: float) -> str:
-    return f"{n / 2**20:7.1f}"
-
-
 def report(
     workloads: list[Workload],
     extra: list[Workload],
@@ -415,11 +371,8 @@ def report(
 ) -> bool:
     libyaml = bool(getattr(yaml, "__with_libyaml__", False))
     print("reconciler compile benchmark")
-    print(
-        f"  python {platform.python_version()}, PyYAML {yaml.__version__} "
-        f"(libyaml {'yes' if libyaml else 'NO - pure Python, much slower'}), "
-        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at start"
-    )
+    libyaml_text = "yes" if libyaml else "NO - pure Python, much slower"
+    print(f"  {machine_line(after_python=f', PyYAML {yaml.__version__} (libyaml {libyaml_text})')}")
     print(
         f"  each node definition: {REPLICAS} replicas (except where noted), 6 layers "
         "[node type, cuda, region, team-NN, tune-NN, low-requests] + base, own labels/env"
@@ -443,8 +396,7 @@ def report(
         f" |{'load':>8} {'compile':>8} {'render':>8} {'total':>8}"
         f" | {'median':>8} {'cpu':>8}   (ms)"
     )
-    print(head)
-    print("-" * len(head))
+    print_head(head)
     for w in rows:
         best = {s: min(wall[w.label][s]) for s in STAGES}
         print(

@@ -70,7 +70,7 @@ from typing import Any
 if __package__ in (None, ""):  # `python bench/daemon_rss.py`: make `bench` importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.local_stack import start_local_up, stop_local_up, tail
+from bench.harness.stack import start_local_up, stop_local_up, tail
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
 from reconciler.errors import ReconcilerError

@@ -27,10 +27,8 @@ is judged from ratios between sizes, not from absolute times.
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
-import platform
 import shutil
 import statistics
 import sys
@@ -45,6 +43,8 @@ if __package__ in (None, ""):  # `python bench/plan_bench.py`: make `bench` impo
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.compile_bench import REPLICAS, Workload, generate_repo, main_workloads
+from bench.harness.report import machine_line, ms, print_head
+from bench.harness.timing import Times, round_robin, stage_times, stamp
 from reconciler.compile.desired import DesiredState, compile_desired_state
 from reconciler.config.files import read_library
 from reconciler.config.repo import load_config
@@ -343,30 +343,17 @@ class Outcome:
     json_text: str
 
 
-def _stamp() -> tuple[float, float]:
-    return time.perf_counter(), time.process_time()
-
-
 def run_scenario(sc: Scenario) -> tuple[dict[str, float], dict[str, float], Outcome]:
-    t0 = _stamp()
+    t0 = stamp()
     dry_runs = needs_dry_run(sc.state, sc.live)
-    t1 = _stamp()
+    t1 = stamp()
     plan = plan_changes(sc.state, sc.live, server_view=sc.server_view)
-    t2 = _stamp()
+    t2 = stamp()
     text = render_text(plan)
-    t3 = _stamp()
+    t3 = stamp()
     json_text = render_json(plan)
-    t4 = _stamp()
-    wall, cpu = (
-        {
-            "dry-run?": t1[i] - t0[i],
-            "plan": t2[i] - t1[i],
-            "text": t3[i] - t2[i],
-            "json": t4[i] - t3[i],
-            "total": t4[i] - t0[i],
-        }
-        for i in (0, 1)
-    )
+    t4 = stamp()
+    wall, cpu = stage_times(STAGES, (t0, t1, t2, t3, t4))
     return wall, cpu, Outcome(dry_runs, plan, text, json_text)
 
 
@@ -427,39 +414,28 @@ def _short(value: Any) -> str:
 
 # --------------------------------------------------------------------------- timing
 
-Times = dict[tuple[str, str], dict[str, list[float]]]  # (size label, scenario key) -> stage -> s
+# Times: (size label, scenario key) -> stage -> seconds, one per run
 
 
 def time_scenarios(
     scenarios: dict[str, list[Scenario]], repeat: int
 ) -> tuple[Times, Times, dict[tuple[str, str], dict[str, int]]]:
-    jobs = [(label, sc) for label, scs in scenarios.items() for sc in scs]
-    wall: Times = {(lb, sc.key): {s: [] for s in STAGES} for lb, sc in jobs}
-    cpu: Times = {(lb, sc.key): {s: [] for s in STAGES} for lb, sc in jobs}
-    counts: dict[tuple[str, str], dict[str, int]] = {}
+    jobs = [((label, sc.key), (label, sc)) for label, scs in scenarios.items() for sc in scs]
     # Warm-up (imports, first-call costs) on the smallest size, every scenario.
     for sc in scenarios[next(iter(scenarios))]:
         run_scenario(sc)
-    for round_ in range(repeat):
-        # Round-robin, rotating the start so no job always runs right after the largest.
-        shift = round_ * len(SCENARIOS) % len(jobs) if len(jobs) > 1 else 0
-        for label, sc in jobs[shift:] + jobs[:shift]:
-            gc.collect()  # garbage of the previous run is not charged to this one
-            wall_times, cpu_times, outcome = run_scenario(sc)
-            if (label, sc.key) not in counts:
-                counts[(label, sc.key)] = check(label, sc, outcome)
-            del outcome
-            for stage in STAGES:
-                wall[(label, sc.key)][stage].append(wall_times[stage])
-                cpu[(label, sc.key)][stage].append(cpu_times[stage])
-    return wall, cpu, counts
+    # Round-robin, rotating the start so no job always runs right after the largest.
+    return round_robin(
+        jobs,
+        repeat,
+        STAGES,
+        lambda job: run_scenario(job[1]),
+        lambda job, outcome: check(job[0], job[1], outcome),
+        shift_step=len(SCENARIOS),
+    )
 
 
 # --------------------------------------------------------------------------- report
-
-
-def ms(seconds: float) -> str:
-    return f"{seconds * 1000:8.1f}"
 
 
 def live_sizes(scenarios: dict[str, list[Scenario]]) -> str:
@@ -487,10 +463,7 @@ def report(
 ) -> list[str]:
     """Print the tables; returns the stages that look worse than linear."""
     print("reconciler plan benchmark")
-    print(
-        f"  python {platform.python_version()}, {os.cpu_count()} CPUs, "
-        f"load average {os.getloadavg()[0]:.2f} at start"
-    )
+    print(f"  {machine_line()}")
     print(
         f"  desired: bench.compile_bench's repo ({REPLICAS} replicas per node definition, "
         "6 layers); live: the applied state as kube-apiserver returns it"
@@ -515,8 +488,7 @@ def report(
             + "".join(f"{s:>9}" for s in STAGES)
             + f" | {'median':>8} {'cpu':>8}  (ms) | {'us/node':>8} {'vs ' + base.label:>7}"
         )
-        print(head)
-        print("-" * len(head))
+        print_head(head)
         base_total = min(wall[(base.label, key)]["total"]) / base.nodes
         for w in workloads:
             t = wall[(w.label, key)]

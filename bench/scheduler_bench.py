@@ -71,7 +71,7 @@ import urllib3
 if __package__ in (None, ""):  # `python bench/scheduler_bench.py`: make `bench` importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.local_stack import start_local_up, stop_local_up
+from bench.harness.stack import start_local_up, stop_local_up
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
 from reconciler.adapters.slurm_client import connect

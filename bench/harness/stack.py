@@ -1,22 +1,37 @@
 """A benchmark's own local stack: `reconciler local up` in the background, and its stop.
 
-Shared by bench.scheduler_bench and bench.daemon_rss. The `up` process is started as a user
-runs it, in a session of its own (Ctrl-C reaches the benchmark, which stops the stack).
+Shared by bench.scheduler_bench, bench.daemon_rss and bench.chaos. The `up` process is started
+as a user runs it, in a session of its own (Ctrl-C reaches the benchmark, which stops the stack).
 """
 
 from __future__ import annotations
 
 import queue
+import signal
 import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from reconciler.local.stack import STATE_FILE, LocalStack
+from reconciler.local.stack import STATE_FILE, LocalStack, default_runtime_dir
+from reconciler.local.target import scheduler_endpoints
 
 ROOT = Path(__file__).resolve().parent.parent
 READY_PREFIX = "# Ctrl-C"  # the line `local up` prints on stdout once the stack is ready
+STACK_UP_TIMEOUT = 240.0
+STACK_STOP_TIMEOUT = 90.0
+
+
+def stop_on_sigterm() -> None:
+    """SIGTERM raises SystemExit, so the benchmark's finally blocks stop what it started."""
+
+    def terminate(signum: int, _frame: Any) -> None:
+        raise SystemExit(128 + signum)  # run the finally blocks: the stack must stop
+
+    signal.signal(signal.SIGTERM, terminate)
 
 
 def start_local_up(
@@ -102,3 +117,56 @@ def tail(path: Path, lines: int = 15) -> str:
     except FileNotFoundError:
         return f"  (no {path})"
     return "\n".join(f"  | {line}" for line in text)
+
+
+@dataclass
+class Stack:
+    """A `reconciler local up` process of our own, and how to reach what it runs."""
+
+    name: str
+    runtime: Path
+    process: subprocess.Popen[str]
+    log: Path
+    seconds_to_ready: float
+    kubeconfig: Path
+    rest_url: str
+    jwt_key: Path
+    user: str
+
+
+def refuse_running(name: str, runtime: Path) -> None:
+    """SystemExit if a local stack of that name already runs in RUNTIME."""
+    if (runtime / STATE_FILE).exists():
+        old = LocalStack.open(runtime)
+        running = [c.name for c in old.status() if c.running]
+        if old.foreground_pid() is not None or running:
+            raise SystemExit(
+                f"a local stack named {name!r} is already running in {runtime} "
+                f"({', '.join(running) or 'its up process'}); stop it with "
+                f"`reconciler local down --name {name}`"
+            )
+
+
+def start_stack(name: str, repo: Path) -> Stack:
+    """`reconciler local up REPO --name NAME` in the background, until it says it is ready.
+
+    Its own process (as a user runs it): the node agent that plays kubelet and the daemons'
+    reaper live there, not in the process whose scheduler is being measured.
+    """
+    runtime = default_runtime_dir(name)
+    refuse_running(name, runtime)
+    log = runtime / "logs" / "bench-local-up.log"
+    started = time.monotonic()
+    process = start_local_up(
+        repo,
+        runtime,
+        ["--name", name],
+        log,
+        timeout=STACK_UP_TIMEOUT,
+        stop_timeout=STACK_STOP_TIMEOUT,
+    )
+    stack = LocalStack.open(runtime)
+    kubeconfig, url, key, user = scheduler_endpoints(stack)
+    return Stack(
+        name, runtime, process, log, time.monotonic() - started, kubeconfig, url, key, user
+    )
