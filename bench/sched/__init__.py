@@ -1,0 +1,1 @@
+"""The scheduler benchmark's parts; bench.scheduler_bench runs them (see its docstring)."""

@@ -1,0 +1,113 @@
+"""Phase 1 (and 7): raw slurmrestd, the baseline: batch jobs submitted, run and cancelled."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from bench.harness.procs import JobMemory, job_memory, mem_available
+from bench.harness.report import say
+from bench.harness.stack import Stack
+from bench.harness.timing import wait_until
+from bench.sched.common import HOLDING, RAW_CPUS, RAW_MEMORY_MB, RAW_SCRIPT, SETTLE_TIMEOUT
+from reconciler.adapters.slurm_client import connect
+from reconciler.adapters.slurm_jwt import MintedTokens
+from reconciler.adapters.slurm_rest import JobSpec
+from reconciler.scheduler.placeholder import JOB_PATH
+
+
+@dataclass
+class RawResult:
+    count: int
+    submit_seconds: float
+    per_submit: list[float]
+    all_running_after: float | None
+    processes_after: float | None  # every job's slurmstepd, sh and sleep exist
+    memory: JobMemory | None
+    mem_drop: int
+    cancel_seconds: float
+    settled_after: float | None
+
+    @property
+    def rate(self) -> float:
+        return self.count / self.submit_seconds
+
+    @property
+    def running_rate(self) -> float | None:
+        """Jobs RUNNING per second: count / (first submit -> all RUNNING). A bound Pod needs
+        its job started, so this is the raw figure for a whole Pod."""
+        return self.count / self.all_running_after if self.all_running_after else None
+
+
+def raw_spec(index: int, nodes: int = 1) -> JobSpec:
+    return JobSpec(
+        script=RAW_SCRIPT,
+        environment={"PATH": JOB_PATH},
+        name=f"bench-raw-{index:04d}" if nodes == 1 else f"bench-raw{nodes}n-{index:04d}",
+        nodes=nodes,
+        tasks=nodes,
+        cpus_per_task=RAW_CPUS,
+        memory_per_node=RAW_MEMORY_MB,
+        standard_output="/dev/null",
+        current_working_directory="/",
+    )
+
+
+def run_raw(stack: Stack, count: int, submitters: int, nodes: int = 1) -> RawResult:
+    """COUNT jobs of NODES nodes (one task, 1 CPU, per node; the script runs on the first)."""
+    api = connect(stack.rest_url, MintedTokens(stack.jwt_key, stack.user))
+    specs = [raw_spec(i, nodes) for i in range(count)]
+    before = mem_available()
+    try:
+        api.ping()
+        per_submit: list[float] = []
+
+        def submit(spec: JobSpec) -> int:
+            t0 = time.perf_counter()
+            job_id = api.submit(spec).job_id
+            per_submit.append(time.perf_counter() - t0)
+            return job_id
+
+        say(f"raw: submitting {count} jobs of {nodes} nodes with {submitters} submitters")
+        started = time.perf_counter()
+        with ThreadPoolExecutor(submitters, thread_name_prefix="bench-raw") as pool:
+            ids = list(pool.map(submit, specs))
+        submit_seconds = time.perf_counter() - started
+        wanted = set(ids)
+
+        def states() -> Counter[str]:
+            return Counter(j.state for j in api.jobs().items if j.job_id in wanted)
+
+        running = wait_until(lambda: states()["RUNNING"] == count, timeout=SETTLE_TIMEOUT)
+        all_running = time.perf_counter() - started if running else None
+        if not running:
+            say(f"raw: not all running after {SETTLE_TIMEOUT:.0f} s: {dict(states())}")
+        # RUNNING is slurmctld's word; the processes (slurmstepd, sh, sleep) come after it.
+        reaper = stack.process.pid
+        up = wait_until(
+            lambda: job_memory(reaper, pss=False).processes >= 3 * count, SETTLE_TIMEOUT, 0.5
+        )
+        processes_after = time.perf_counter() - started if up else None
+        memory = job_memory(reaper)
+        mem_drop = before - mem_available()
+
+        say(f"raw: cancelling {count} jobs")
+        started = time.perf_counter()
+        with ThreadPoolExecutor(submitters, thread_name_prefix="bench-raw") as pool:
+            list(pool.map(api.cancel, ids))
+        cancel_seconds = time.perf_counter() - started
+
+        def settled() -> bool:
+            holding = sum(n for s, n in states().items() if s in HOLDING)
+            return holding == 0 and all(n.alloc_cpus == 0 for n in api.nodes().items)
+
+        done = wait_until(settled, timeout=SETTLE_TIMEOUT)
+        settled_after = time.perf_counter() - started if done else None
+        if not done:
+            raise SystemExit(f"raw jobs still hold resources {SETTLE_TIMEOUT:.0f} s after cancel")
+    finally:
+        api.close()
+    return RawResult(count, submit_seconds, per_submit, all_running, processes_after, memory,
+                     mem_drop, cancel_seconds, settled_after)  # fmt: skip
