@@ -1,0 +1,1 @@
+"""The policy benchmark's parts; bench.policy_bench runs them (see its docstring)."""
