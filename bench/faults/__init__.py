@@ -1,0 +1,1 @@
+"""The chaos benchmark's parts; bench.chaos runs them (see its docstring)."""
