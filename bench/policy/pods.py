@@ -9,11 +9,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bench.harness.apiserver import SERVER_TIME, container_defaults, managed_entry
 from reconciler import wellknown as wk
 
 KILL_WAIT = 30
 SCHEDULER_NAME = "slurm-scheduler"
-SERVER_TIME = "2024-05-01T12:00:00Z"
 
 # ---- the Pods ---------------------------------------------------------------------------------
 
@@ -344,11 +344,7 @@ def server_pod(pod: dict[str, Any]) -> dict[str, Any]:
         resources = container.setdefault("resources", {})
         if resources.get("requests") or resources.get("limits"):
             qos = "Burstable"
-        container.setdefault("terminationMessagePath", "/dev/termination-log")
-        container.setdefault("terminationMessagePolicy", "File")
-        image = container["image"]
-        pinned = ":" in image.rsplit("/", 1)[-1] and not image.endswith(":latest")
-        container.setdefault("imagePullPolicy", "IfNotPresent" if pinned else "Always")
+        container_defaults(container)
         container["volumeMounts"] = [
             {
                 "name": token,
@@ -356,12 +352,6 @@ def server_pod(pod: dict[str, Any]) -> dict[str, Any]:
                 "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
             }
         ]
-        for env in container.get("env", ()):
-            ref = (env.get("valueFrom") or {}).get("fieldRef")
-            if ref is not None:
-                ref.setdefault("apiVersion", "v1")
-        for port in container.get("ports", ()):
-            port.setdefault("protocol", "TCP")
     if all(_guaranteed(c) for c in spec["containers"]):
         qos = "Guaranteed"
     out["status"] = {"phase": "Pending", "qosClass": qos}
@@ -379,11 +369,4 @@ def _uid(kind: str, name: str) -> str:
 
 
 def _managed(manager: str, fields: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "manager": manager,
-        "operation": "Update",
-        "apiVersion": "v1",
-        "time": SERVER_TIME,
-        "fieldsType": "FieldsV1",
-        "fieldsV1": fields,
-    }
+    return managed_entry(manager, "Update", "v1", fields)
