@@ -12,12 +12,13 @@ What is timed is the pure part of `reconciler plan` against a live cluster, no I
     plan_changes(state, live, server_view=...)       the diff (Kubernetes and Slurm)
     render_text(plan), render_json(plan)             what the user / CI bot reads
 
-The desired state is compiled from bench.compile_bench's synthetic repo (10 replicas per node
-definition, 6 layers each). The live state is made from a desired state as the API server would
-hold it: each object gets the fields the server adds (uid, resourceVersion, generation,
-creationTimestamp, managedFields, status, and the defaults of kube-apiserver 1.20), so the
-differ walks objects of their real size. Three scenarios per size: steady state (nothing to do),
-10% of the StatefulSets changed in one env value, and a scale-down by 2 replicas everywhere.
+The desired state is compiled from the compile benchmark's synthetic repo
+(bench/compile/workload.py: 10 replicas per node definition, 6 layers each). The live state is
+made from a desired state as the API server would hold it: each object gets the fields the
+server adds (uid, resourceVersion, generation, creationTimestamp, managedFields, status, and the
+defaults of kube-apiserver 1.20), so the differ walks objects of their real size. Three
+scenarios per size: steady state (nothing to do), 10% of the StatefulSets changed in one env
+value, and a scale-down by 2 replicas everywhere.
 
 The machine is shared and noisy: every size and scenario is timed in the same run, interleaved
 round-robin, and each figure is the best of --repeat runs with the median next to it; linearity
@@ -38,7 +39,7 @@ from typing import Any
 if __package__ in (None, ""):  # `python bench/plan_bench.py`: make `bench` importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.compile_bench import REPLICAS, main_workloads
+from bench.compile.workload import add_size_options, sized_workloads
 from bench.harness.timing import Times, round_robin, stage_times, stamp
 from bench.plan.apiserver import apiserver_estimate
 from bench.plan.report import report
@@ -169,12 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m bench.plan_bench",
         description="Time of the pure live plan (needs_dry_run, plan_changes, render) at sizes.",
     )
-    parser.add_argument("--repeat", type=int, default=5, help="runs per size and scenario")
-    parser.add_argument(
-        "--sizes",
-        default="100,1000,10000",
-        help=f"comma-separated Slurm node counts, multiples of {REPLICAS} (default 100,1000,10000)",
-    )
+    add_size_options(parser, "runs per size and scenario")
     parser.add_argument(
         "--apiserver",
         action="store_true",
@@ -184,10 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         "--requests", type=int, default=200, help="dry-run requests to time with --apiserver"
     )
     args = parser.parse_args(argv)
-    if args.repeat < 1:
-        parser.error("--repeat must be at least 1")
-    sizes = sorted(int(s) for s in args.sizes.split(",") if s.strip())
-    workloads = main_workloads(sizes)
+    workloads = sized_workloads(parser, args)
     if not workloads or workloads[0].nodes == 0:
         parser.error("--sizes needs positive node counts")
     library = read_library()

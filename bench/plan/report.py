@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import statistics
 
-from bench.compile_bench import REPLICAS, Workload
+from bench.compile.workload import REPLICAS, Workload
 from bench.harness.report import machine_line, ms, print_head
 from bench.harness.timing import Times
 from bench.plan.scenarios import SCENARIOS, STAGES, Scenario

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from bench.compile_bench import REPLICAS, Workload, generate_repo
+from bench.compile.workload import REPLICAS, Workload, generate_repo
 from bench.plan.live import live_state, server_object
 from reconciler.compile.desired import DesiredState, compile_desired_state
 from reconciler.config.repo import load_config

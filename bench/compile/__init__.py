@@ -1,0 +1,1 @@
+"""The compile benchmark's parts; bench.compile_bench runs them (see its docstring)."""
