@@ -9,7 +9,7 @@ from typing import Final
 SUNK_DOMAIN: Final = "sunk.coreweave.com"
 # Our own namespace for labels/annotations we put on objects we manage.
 DOMAIN: Final = "reconciler.sunk.dev"
-# Policy documents in policies/ and a config repo's policies/ (reconciler/policy/document.py).
+# Policy documents in policies/ and a config repo's policies/ (reconciler/config/policy_file.py).
 POLICY_API_VERSION: Final = f"policy.{DOMAIN}/v1alpha1"
 
 # Labels on every object we render; the ownership label is how live state is selected.

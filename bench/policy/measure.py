@@ -21,7 +21,7 @@ from bench.policy.pods import (
 )
 from bench.policy.repo_policies import REPO_POLICIES, REPO_POLICY_FILE
 from reconciler.config.files import read_shipped_policies
-from reconciler.policy.document import parse_policy_file
+from reconciler.config.policy_file import parse_policy_file
 from reconciler.policy.engine import CompiledPolicy, compile_policies, effective_policies
 from reconciler.policy.loader import shipped_documents
 from reconciler.policy.subjects import default_params

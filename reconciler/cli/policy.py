@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.config.files import read_library, read_repo, read_shipped_policies
+from reconciler.config.policy_file import Override, Policy, parse_policy_file
 from reconciler.config.repo import VALUES_FILE, load_config
 from reconciler.errors import ReconcilerError
-from reconciler.policy.document import Override, Policy, parse_policy_file
 from reconciler.policy.engine import compile_policies, effective_policies
 from reconciler.policy.loader import shipped_documents
 from reconciler.policy.subjects import default_params, params_of

@@ -12,6 +12,7 @@ import hostlist
 from reconciler.compile.profile import Profile
 from reconciler.compile.slurm_nodes import SlurmNodeSpec
 from reconciler.compile.slurmdbd import accounting_plan
+from reconciler.config.defaults import DEFAULT_KILL_WAIT_SECONDS
 from reconciler.config.slurm_words import control_character
 from reconciler.errors import CompileError, Location
 
@@ -155,7 +156,7 @@ def _settings(
             "SelectType": "select/cons_tres",
             "SelectTypeParameters": slurm.get("selectTypeParameters") or "CR_Core",
             "DefMemPerCPU": str(slurm.get("defMemPerCPU", 4096)),
-            "KillWait": str(slurm.get("killWait", 30)),
+            "KillWait": str(slurm.get("killWait", DEFAULT_KILL_WAIT_SECONDS)),
             "WaitTime": str(slurm.get("waitTime", 0)),
             "InactiveLimit": str(slurm.get("inactiveLimit", 0)),
             "SuspendTime": str(slurmd.get("suspendTime", "INFINITE")),

@@ -20,6 +20,7 @@ from typing import Any
 from reconciler.config.accounting import check_accounting, note_accounting
 from reconciler.config.layering import deep_update, tag
 from reconciler.config.limits import ValueBudget
+from reconciler.config.policy_file import Override, Policy, parse_policy_file
 from reconciler.config.schema import (
     Warning_,
     check_layer_file,
@@ -29,7 +30,6 @@ from reconciler.config.schema import (
 from reconciler.config.slurm_words import check_layer_words, check_slurm_values
 from reconciler.config.yamlfile import KeyPath, YamlFile, check_yaml_limits, parse_yaml
 from reconciler.errors import ConfigTypeError, Location, ReconcilerError
-from reconciler.policy.document import Override, Policy, parse_policy_file
 
 VALUES_FILE = "values.yaml"
 SETTINGS_FILE = "reconciler.yaml"

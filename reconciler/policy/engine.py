@@ -16,8 +16,8 @@ import celpy
 from celpy import celtypes
 from celpy.evaluation import CELEvalError, base_functions
 
+from reconciler.config.policy_file import Expression, Override, Policy, Validation
 from reconciler.errors import Location, ReconcilerError
-from reconciler.policy.document import Expression, Override, Policy, Validation
 from reconciler.policy.inputs import Path, covering, inputs_key, paths_read
 from reconciler.policy.k8s_library import FUNCTIONS
 

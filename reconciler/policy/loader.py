@@ -7,9 +7,9 @@ import logging
 from collections.abc import Mapping
 
 from reconciler.config.files import read_shipped_policies
+from reconciler.config.policy_file import Override, Policy, parse_policy_file
 from reconciler.config.repo import Config
 from reconciler.errors import ReconcilerError
-from reconciler.policy.document import Override, Policy, parse_policy_file
 from reconciler.policy.engine import CompiledPolicy, compile_policies, effective_policies
 from reconciler.policy.subjects import params_of
 from reconciler.scheduler.pod_policies import PodPolicies

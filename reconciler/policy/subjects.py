@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from reconciler.compile.desired import DesiredState
+from reconciler.config.defaults import DEFAULT_KILL_WAIT_SECONDS, default_scheduler_name
 from reconciler.config.layering import plain
 from reconciler.config.repo import Config
 from reconciler.errors import Location
 from reconciler.policy.engine import CompiledPolicy, Finding, evaluate
-from reconciler.scheduler.settings import DEFAULT_KILL_WAIT_SECONDS, default_scheduler_name
 
 # The highest sunk.coreweave.com/priority a Pod may set without values
 # scheduler.podPolicy.maxPriority (pod-priority-at-most-max): seed 002's example is 100.

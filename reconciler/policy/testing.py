@@ -26,9 +26,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from reconciler.config.policy_file import TARGETS, PolicyError
 from reconciler.config.yamlfile import KeyPath, YamlFile, parse_yaml_documents
 from reconciler.errors import Location
-from reconciler.policy.document import TARGETS, PolicyError
 from reconciler.policy.engine import CompiledPolicy, Finding, evaluate
 from reconciler.wellknown import POLICY_API_VERSION
 

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconciler import wellknown as wk
+from reconciler.config.defaults import DEFAULT_KILL_WAIT_SECONDS, default_scheduler_name
 from reconciler.errors import ConfigTypeError
 from reconciler.scheduler.gang import FAILURE_POLICIES, FailurePolicy
 
-DEFAULT_KILL_WAIT_SECONDS = 30  # Slurm's KillWait default, and the chart's (seed 001)
 DEFAULT_POLL_SECONDS = 5.0
 DEFAULT_WORKERS = 16  # they wait on HTTP calls: in the benchmark 8 waited 90% of the time
 DEFAULT_HOOKS_PORT = 8000  # SUNK's --hooks-api-bind-address=:8000 (seed 002)
@@ -39,12 +39,6 @@ class SchedulerSettings:
     @property
     def hooks_secret_name(self) -> str:
         return f"{self.release}{wk.HOOKS_SECRET_SUFFIX}"
-
-
-def default_scheduler_name(namespace: str, release: str) -> str:
-    """Seed 000's `<namespace>-<release>-slurm-scheduler`, which is also what the examples of
-    seeds 002/003 show (tenant-slurm-staging-slurm-scheduler)."""
-    return f"{namespace}-{release}-slurm-scheduler"
 
 
 def settings_from_values(

@@ -15,10 +15,10 @@ from reconciler.apply.passes import with_policies
 from reconciler.cli import main
 from reconciler.compile.desired import compile_desired_state
 from reconciler.config.files import read_library, read_repo, read_shipped_policies
+from reconciler.config.policy_file import PolicyError, parse_policy_file
 from reconciler.config.repo import load_config
 from reconciler.errors import ReconcilerError
 from reconciler.plan.diff import plan_changes
-from reconciler.policy.document import PolicyError, parse_policy_file
 from reconciler.policy.engine import (
     PolicyCompileError,
     compile_policies,

@@ -1,0 +1,12 @@
+"""Defaults that more than one stage reads from the same values: the config's policy subjects,
+the compiler's slurm.conf and the scheduler's settings must agree on them. Pure."""
+
+from __future__ import annotations
+
+DEFAULT_KILL_WAIT_SECONDS = 30  # Slurm's KillWait default, and the chart's (seed 001)
+
+
+def default_scheduler_name(namespace: str, release: str) -> str:
+    """Seed 000's `<namespace>-<release>-slurm-scheduler`, which is also what the examples of
+    seeds 002/003 show (tenant-slurm-staging-slurm-scheduler)."""
+    return f"{namespace}-{release}-slurm-scheduler"
