@@ -104,7 +104,7 @@ def apiserver_estimate(scenarios: dict[str, list[Scenario]], requests: int) -> N
 
 def _compare_with_server(client: Any, steady: Scenario, namespace: str) -> None:
     """How close the synthetic live objects are to what the server really returns."""
-    sts = next(r for r in steady.live.kube_objects if r.kind == "StatefulSet")
+    sts = node_set_statefulsets(steady.state)[0]  # a node set's, not the login StatefulSet
     real = client.get("apps/v1", "StatefulSet", sts.name, namespace)
     ours = steady.live.kube_objects[sts]
 
