@@ -169,6 +169,21 @@ def instrumented_scheduler(
     return kube, sched_kube, clients, scheduler, instrument
 
 
+def stop_phase(
+    loader: LoadGenerator | None, scheduler: PodScheduler | None, clients: SlurmClients,
+    *kubes: Kube,
+) -> None:  # fmt: skip
+    """The end of a phase, also after an error: its load generator, its scheduler if it
+    started, its clients."""
+    if loader is not None:
+        loader.stop()
+    if scheduler is not None:
+        scheduler.stop()
+    clients.close()
+    for kube in kubes:
+        kube.close()
+
+
 def run_scheduler(
     stack: Stack, count: int, workers: int, creators: int, timeout: float, steady: float,
     paced_count: int, paced_rate: float, captured: LogCapture, *, repo: Path = REPO,
@@ -249,13 +264,7 @@ def run_scheduler(
         result.counters_end = copy_counters(scheduler.counters)
         return result
     finally:
-        if loader is not None:
-            loader.stop()
-        if started_scheduler:
-            scheduler.stop()
-        clients.close()
-        kube.close()
-        sched_kube.close()
+        stop_phase(loader, scheduler if started_scheduler else None, clients, kube, sched_kube)
 
 
 def run_backlog(
@@ -308,10 +317,4 @@ def run_backlog(
         result.counters_end = copy_counters(scheduler.counters)
         return result
     finally:
-        if loader is not None:
-            loader.stop()
-        if started_scheduler:
-            scheduler.stop()
-        clients.close()
-        kube.close()
-        sched_kube.close()
+        stop_phase(loader, scheduler if started_scheduler else None, clients, kube, sched_kube)

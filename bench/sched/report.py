@@ -28,6 +28,7 @@ from bench.sched.gangs import GangRun
 from bench.sched.phases import BacklogResult, SchedResult
 from bench.sched.raw import RawResult
 from bench.sched.rows import (
+    checks_row,
     cleanup_rows,
     cpu_rows,
     hook_race_rows,
@@ -153,11 +154,8 @@ def report(
     nodes = ", ".join(f"{n} {k}" for n, k in sorted(sched.spread.items()))
     out(f"  placeholder jobs in Slurm: {sched.jobs_in_slurm}; Pods per Node: {nodes or '-'}")
     burst_checks = [c for c in sched.checks if not c.startswith("paced: ")]
-    if burst_checks:
-        out("  CHECKS FAILED: " + "; ".join(burst_checks))
-    else:
-        out("  checked: one job per Pod, each RUNNING on the Slurm node the Pod was bound for, "
-            "on that node's Kubernetes Node")  # fmt: skip
+    checks_row(out, burst_checks, "one job per Pod, each RUNNING on the Slurm node the Pod was "
+               "bound for, on that node's Kubernetes Node")  # fmt: skip
     out()
     cleanup_rows(out, "3. cleanup of the burst: ", sched.cleanup, inst)
     out()
@@ -189,11 +187,8 @@ def report(
         out(f"  counters for the phase: submitted {pc.submitted}, bound {pc.bound}, pods_deleted "
             f"{pc.pods_deleted}, jobs_cancelled {pc.jobs_cancelled}, polls {pc.polls} "
             f"({pc.polls_unchanged} answered 304)")  # fmt: skip
-        if paced.checks:
-            out("  CHECKS FAILED: " + "; ".join(paced.checks))
-        else:
-            out(f"  checked: one job per Pod ({paced.jobs_in_slurm} jobs), each RUNNING where "
-                "its Pod was bound")  # fmt: skip
+        checks_row(out, paced.checks, f"one job per Pod ({paced.jobs_in_slurm} jobs), each "
+                   "RUNNING where its Pod was bound")  # fmt: skip
         cleanup_rows(out, "  cleanup: ", paced.cleanup, inst)
         out()
 
@@ -250,11 +245,9 @@ def report(
             f"{bc.refused}, pods_deleted {bc.pods_deleted}, jobs_cancelled {bc.jobs_cancelled}, "
             f"hooks {bc.hooks}, polls {bc.polls} ({bc.polls_unchanged} answered 304)"
         )
-        if backlog.checks:
-            out("  CHECKS FAILED: " + "; ".join(backlog.checks))
-        else:
-            out(f"  checked: one job per Pod ({backlog.jobs_in_slurm} jobs), each RUNNING where "
-                "its Pod was bound, none bound before the scheduler started")  # fmt: skip
+        checks_row(out, backlog.checks, f"one job per Pod ({backlog.jobs_in_slurm} jobs), each "
+                   "RUNNING where its Pod was bound, none bound before the scheduler "
+                   "started")  # fmt: skip
         cleanup_rows(out, "  cleanup: ", backlog.cleanup, binst)
         out()
 

@@ -22,6 +22,11 @@ def gang_check_rows(out: Callable[..., None], c: Counters, checks: list[str], ch
     out(f"  counters at the last bind: submitted {c.submitted}, bound {c.bound}, refused "
         f"{c.refused}, pods_deleted {c.pods_deleted}, jobs_cancelled {c.jobs_cancelled}, "
         f"hooks {c.hooks}, polls {c.polls}")  # fmt: skip
+    checks_row(out, checks, checked)
+
+
+def checks_row(out: Callable[..., None], checks: list[str], checked: str) -> None:
+    """The phase's failed checks, or what was checked."""
     out("  CHECKS FAILED: " + "; ".join(checks) if checks else f"  checked: {checked}")
 
 
