@@ -1,5 +1,5 @@
-"""What the scheduler checks before it believes anything about a Pod's Slurm job (issue 17). A
-mixin of PodScheduler (it shares its caches, clients and locks); kept apart from loop.py.
+"""What the scheduler checks before it believes anything about a Pod's Slurm job (issue 17),
+over the cache in state.py.
 
 - Which listed jobs are ours: ownership.py (by name, record and admin comment).
 - A job that vanished from a list, or one a Pod records that nothing lists, is confirmed gone
@@ -16,21 +16,22 @@ import logging
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import hostlist
 
 from reconciler import wellknown as wk
 from reconciler.adapters.slurm_rest import JobSpec, SlurmJob
 from reconciler.errors import SlurmApiError
-from reconciler.scheduler.decide import ACTIVE_STATES, recorded_job_id
-from reconciler.scheduler.gang import is_gang_key
+from reconciler.scheduler.budget import PassBudget
+from reconciler.scheduler.clients import SlurmClients
+from reconciler.scheduler.counters import Counters
+from reconciler.scheduler.decide import ACTIVE_STATES
 from reconciler.scheduler.hooks import HookCall
-from reconciler.scheduler.jobindex import Merged
 from reconciler.scheduler.ownership import Ownership, hook_refusal
-
-if TYPE_CHECKING:
-    from reconciler.scheduler.loop import PodScheduler
+from reconciler.scheduler.settings import SchedulerSettings
+from reconciler.scheduler.state import SchedulerState
+from reconciler.scheduler.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
 
@@ -41,45 +42,54 @@ CONFIRMS_PER_PASS = 10
 
 
 class JobTrust:
+    def __init__(
+        self,
+        state: SchedulerState,
+        slurm: SlurmClients,
+        settings: SchedulerSettings,
+        queue: WorkQueue,
+        counters: Counters,
+    ) -> None:
+        self._state = state
+        self._slurm = slurm
+        self.settings = settings
+        self._queue = queue
+        self.counters = counters
+        self._confirm_budget = PassBudget(CONFIRMS_PER_PASS, settings.poll_seconds)
+
     # ---- whose jobs -------------------------------------------------------------------
 
-    def _ownership(self: PodScheduler) -> Ownership:
+    def ownership(self) -> Ownership:
         marked = self._slurm.submits_as_user
         users = frozenset() if marked else self._slurm.token_users | self._pod_users()
         return Ownership(self.settings.name, self._slurm.operator_user, marked, users)
 
-    def _pod_users(self: PodScheduler) -> frozenset[str]:
+    def _pod_users(self) -> frozenset[str]:
         """The users our Pods name: their jobs run as them (servers without admin comments)."""
-        with self._lock:
-            pods = list(self._pods.values())
+        with self._state.lock:
+            pods = list(self._state.pods.values())
         named = (_annotations(p).get(wk.ANNOTATION_USER_ID) for p in pods)
         return frozenset(str(u) for u in named if u)
 
-    def _records_locked(self, key: str) -> set[int]:
-        """The job ids the key's Pods record (the Pod, or a gang's members)."""
-        uids = self._gang_members.get(key, ()) if is_gang_key(key) else (key,)
-        pods = [p for u in uids if (p := self._pods.get(u)) is not None]
-        return {i for p in pods if (i := recorded_job_id(p)) is not None}
-
-    def _marked(self: PodScheduler, spec: JobSpec) -> JobSpec:
+    def marked(self, spec: JobSpec) -> JobSpec:
         """Where the operator submits every job, its name goes in the admin comment too: only
         an operator can write there, so no user's job can pass for it."""
         return replace(spec, admin_comment=spec.name) if self._slurm.submits_as_user else spec
 
-    def _cancel_extras(self: PodScheduler, extras: Iterable[SlurmJob]) -> None:
+    def cancel_extras(self, extras: Iterable[SlurmJob]) -> None:
         """Duplicates of our placeholders (a submit that timed out after Slurm took it): the
         one their key records, or the first, stays."""
         for job in extras:
-            with self._lock:
-                if job.job_id in self._abandoned:
+            with self._state.lock:
+                if job.job_id in self._state.abandoned:
                     continue
-                self._abandoned.add(job.job_id)
+                self._state.abandoned.add(job.job_id)
             try:
                 self._slurm.operator.cancel(job.job_id)
             except SlurmApiError as exc:
                 if exc.error_number != ERR_INVALID_JOB_ID:
-                    with self._lock:
-                        self._abandoned.discard(job.job_id)  # the next list tries again
+                    with self._state.lock:
+                        self._state.abandoned.discard(job.job_id)  # the next list tries again
                     log.warning(
                         "scheduler: cancelling duplicate job %d failed: %s", job.job_id, exc
                     )
@@ -92,79 +102,75 @@ class JobTrust:
 
     # ---- vanished jobs ----------------------------------------------------------------
 
-    def _take_listing_locked(self: PodScheduler, merged: Merged, sent: float) -> None:
-        self._jobs, self._learned = merged.jobs, merged.learned
-        self._vanished = dict(merged.vanished)
-        self._listed_at = sent
-
-    def _settled(self: PodScheduler, key: str, job: SlurmJob | None, recorded: int | None) -> bool:
+    def settled(self, key: str, job: SlurmJob | None, recorded: int | None) -> bool:
         """Whether the key's job is known as Slurm has it. Not while a job that vanished from a
         list, or that its Pods record and no list showed, is unconfirmed: it is confirmed now
         (within the budget), and the key looked at again."""
-        with self._lock:
-            if recorded is not None and self._disowned.get(key) == recorded:
+        state = self._state
+        with state.lock:
+            if recorded is not None and state.disowned.get(key) == recorded:
                 return False
-            job_id = self._vanished.get(key)
-            unlisted = job is None and recorded is not None and recorded not in self._abandoned
-            if job_id is None and unlisted and self._gone.get(key) != recorded:
+            job_id = state.vanished.get(key)
+            unlisted = job is None and recorded is not None and recorded not in state.abandoned
+            if job_id is None and unlisted and state.gone.get(key) != recorded:
                 job_id = recorded
         if job_id is None:
             return True
         self._confirm(key, job_id)
         return False
 
-    def _confirm(self: PodScheduler, key: str, job_id: int) -> None:
+    def _confirm(self, key: str, job_id: int) -> None:
         if not self._confirm_budget.take():
             self._queue.add_after(key, self.settings.poll_seconds)
             return
         found = self._slurm.operator.job(job_id)  # an error leaves it unconfirmed: a retry
-        owner = self._ownership() if found is not None else None
-        with self._lock:
-            self._vanished.pop(key, None)
-            known = self._jobs.get(key)
+        owner = self.ownership() if found is not None else None
+        with self._state.lock:
+            self._state.vanished.pop(key, None)
+            known = self._state.jobs.get(key)
             ours = known is not None and known.job_id == job_id  # we took it for ours before
             if found is None:
-                self._gone[key] = job_id
+                self._state.gone[key] = job_id
                 if ours:
-                    self._jobs.pop(key)
-                    self._learned[key] = time.monotonic()
+                    self._state.jobs.pop(key)
+                    self._state.learned[key] = time.monotonic()
             elif ours or _claims(owner, found, key):
-                self._record_locked(key, found)
+                self._state.record_locked(key, found)
             else:
-                self._disowned[key] = job_id
-        _log_confirmed(key, job_id, found, key in self._disowned)
+                self._state.disowned[key] = job_id
+        _log_confirmed(key, job_id, found, key in self._state.disowned)
         self._queue.add(key)
 
     # ---- hooks --------------------------------------------------------------------------
 
-    def _take_hook(self: PodScheduler, call: HookCall, known: SlurmJob | None) -> None:
+    def take_hook(self, call: HookCall, known: SlurmJob | None) -> None:
         """Note what a hook call tells of its job, once Slurm agrees; while the key's submit is
         in flight, keep it for the submit's answer, which says whether it is our job."""
         job = self._hook_job(call, known)
         if job is None:
             return
-        with self._lock:
-            if call.pod_uid in self._submitting:
-                self._early[call.pod_uid] = job
+        with self._state.lock:
+            if call.pod_uid in self._state.submitting:
+                self._state.early[call.pod_uid] = job
                 return
-            current = self._jobs.get(call.pod_uid)
+            current = self._state.jobs.get(call.pod_uid)
             if current is not None and current.job_id == job.job_id:
-                self._record_locked(call.pod_uid, job)
+                self._state.record_locked(call.pod_uid, job)
 
-    def _hook_job(self: PodScheduler, call: HookCall, known: SlurmJob | None) -> SlurmJob | None:
+    def _hook_job(self, call: HookCall, known: SlurmJob | None) -> SlurmJob | None:
         """The job a hook call is about, as Slurm has it (a GET, unless what we know of it
         already says the same), or None if the call does not hold."""
         if known is not None and known.job_id == call.job_id and _agrees(known, call):
             return _after_hook(known, call)
         found = self._slurm.operator.job(call.job_id)  # an error: 503, and the job calls again
-        with self._lock:
-            submitting = call.pod_uid in self._submitting
-            recorded = set() if submitting else self._records_locked(call.pod_uid)
+        with self._state.lock:
+            submitting = call.pod_uid in self._state.submitting
+            recorded = set() if submitting else self._state.records_locked(call.pod_uid)
             if known is not None and not submitting:
                 recorded.add(known.job_id)
-            recorded -= self._abandoned
+            recorded -= self._state.abandoned
         refusal = hook_refusal(
-            call.kind, call.pod_uid, call.slurm_node, found, self._ownership(), recorded
+            call.kind, call.pod_uid, call.slurm_node, found, self.ownership(), recorded
         )
         if refusal is not None:
             log.warning(
@@ -177,28 +183,23 @@ class JobTrust:
 
     # ---- submits whose outcome is unknown ---------------------------------------------
 
-    def _may_submit(self: PodScheduler, key: str) -> bool:
+    def may_submit(self, key: str) -> bool:
         """After a failed submit, no new one until a job list asked for after the failure has
         been read: had Slurm taken the job, the list brought it (the Pod then has its job)."""
-        with self._lock:
-            failed = self._uncertain.get(key)
+        with self._state.lock:
+            failed = self._state.uncertain.get(key)
             if failed is None:
                 return True
-            if self._listed_at > failed:
-                del self._uncertain[key]
-                if key not in self._jobs:
+            if self._state.listed_at > failed:
+                del self._state.uncertain[key]
+                if key not in self._state.jobs:
                     return True
         self._queue.add_after(key, self.settings.poll_seconds)
         return False
 
-    def _submit_failed(self: PodScheduler, key: str) -> None:
-        with self._lock:
-            self._uncertain[key] = time.monotonic()
-
-    def _forget_key_locked(self: PodScheduler, key: str) -> None:
-        """The key's Pod is gone: what was noted about its job goes with it."""
-        for notes in (self._gone, self._disowned, self._uncertain):
-            notes.pop(key, None)
+    def submit_failed(self, key: str) -> None:
+        with self._state.lock:
+            self._state.uncertain[key] = time.monotonic()
 
 
 def _claims(owner: Ownership | None, job: SlurmJob, key: str) -> bool:

@@ -20,7 +20,8 @@ from reconciler.errors import KubeApiError, SlurmApiError, SlurmArgumentError, S
 from reconciler.scheduler import clients as clients_module
 from reconciler.scheduler.clients import SlurmClients
 from reconciler.scheduler.decide import Bind
-from reconciler.scheduler.loop import PodScheduler, seconds_since_created
+from reconciler.scheduler.effects import seconds_since_created
+from reconciler.scheduler.loop import PodScheduler
 from reconciler.scheduler.packing import Fragmentation
 from reconciler.scheduler.settings import SchedulerSettings
 
@@ -204,9 +205,10 @@ def test_a_bind_reports_the_seconds_since_the_pod_was_created() -> None:
     scheduler = scheduler_with(kube, CREATED_AT + 1.5)
     waited: list[float] = []
     scheduler.observe(bind=waited.append)
+    bind = scheduler._pod_steps.bind
     try:
-        scheduler._bind(pod(), Bind(job_id=3, slurm_node="slurm-0"))
-        scheduler._bind(pod(stamp=None), Bind(job_id=3, slurm_node="slurm-0"))  # not measured
+        bind(pod(), Bind(job_id=3, slurm_node="slurm-0"))
+        bind(pod(stamp=None), Bind(job_id=3, slurm_node="slurm-0"))  # not measured
     finally:
         scheduler.stop()
     assert kube.bound == [("p", "n0"), ("p", "n0")]
@@ -219,7 +221,7 @@ def test_a_bind_that_was_done_already_is_not_measured_again() -> None:
     waited: list[float] = []
     scheduler.observe(bind=waited.append)
     try:
-        scheduler._bind(pod(), Bind(job_id=3, slurm_node="slurm-0"))
+        scheduler._pod_steps.bind(pod(), Bind(job_id=3, slurm_node="slurm-0"))
     finally:
         scheduler.stop()
     assert waited == [] and scheduler.counters.bound == 0
@@ -233,7 +235,7 @@ def test_daemon_metrics_fed_through_the_scheduler_hooks() -> None:
     scheduler = scheduler_with(FakeKube(), CREATED_AT + 0.7)
     scheduler.observe(bind=metrics.observe_bind, slurm=metrics.observe_slurm)
     try:
-        scheduler._bind(pod(), Bind(job_id=3, slurm_node="slurm-0"))
+        scheduler._pod_steps.bind(pod(), Bind(job_id=3, slurm_node="slurm-0"))
     finally:
         scheduler.stop()
     relay = scheduler._slurm.observe

@@ -1,20 +1,19 @@
-"""The scheduler's gang steps: what `gang.next_gang_steps` decides, done against the Kubernetes
-and Slurm APIs. A mixin of PodScheduler (it shares its caches, clients and locks); kept apart
-so the single-Pod path in loop.py reads on its own.
+"""A gang's steps: what `gang.next_gang_steps` decides, done through the same Effects as a
+single Pod's (pods.py), over the same cache. A peer of the single-Pod path, not part of it.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Container, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from reconciler import wellknown as wk
-from reconciler.errors import (
-    ReconcilerError,
-)
+from reconciler.adapters.kube import Kube
+from reconciler.errors import ReconcilerError
 from reconciler.kuberules.node_affinity import node_matches
 from reconciler.scheduler.admission import PodRequest
+from reconciler.scheduler.clients import SlurmClients
 from reconciler.scheduler.decide import (
     ACTIVE_STATES,
     Bind,
@@ -40,6 +39,7 @@ from reconciler.scheduler.gang import (
     next_gang_steps,
     uses_pod_group_crd,
 )
+from reconciler.scheduler.parts import Parts
 from reconciler.scheduler.placeholder import (
     JobHolder,
     describe_job,
@@ -48,9 +48,6 @@ from reconciler.scheduler.placeholder import (
 from reconciler.scheduler.settings import UNRESOLVED_NODE_RECHECK_SECONDS
 from reconciler.scheduler.tolerations import tolerates_all
 from reconciler.scheduler.topology import gang_rule_problems
-
-if TYPE_CHECKING:
-    from reconciler.scheduler.loop import PodScheduler
 
 log = logging.getLogger(__name__)
 
@@ -61,16 +58,27 @@ GANG_RECHECK_SECONDS = 5.0  # a gang whose PodGroup is missing or wrong looks ag
 CLEANUP_STEPS = (DeleteMembers, CancelGangJob, RefreshJob)
 
 
-class GangShell:
-    def _sync_gang(self: PodScheduler, key: str) -> None:
-        with self._lock:
-            members = [p for u in self._gang_members.get(key, ()) if (p := self._pods.get(u))]
-            job = self._jobs.get(key)
+class GangSteps:
+    def __init__(self, parts: Parts, kube: Kube, slurm: SlurmClients) -> None:
+        self._kube = kube
+        self._slurm = slurm  # reads only: what it writes goes through effects
+        self._state, self._effects, self._queue = parts.state, parts.effects, parts.queue
+        self._intake, self._placement, self._trust = parts.intake, parts.placement, parts.trust
+        self.settings, self._clock = parts.settings, parts.clock
+        # (namespace, name) -> (read at, PodGroup, why it could not be read)
+        self._pod_groups: dict[tuple[str, str], tuple[float, Obj | None, str]] = {}
+
+    def sync(self, key: str) -> None:
+        """One level-triggered step for one gang, by its key."""
+        state = self._state
+        with state.lock:
+            members = [p for u in state.gang_members.get(key, ()) if (p := state.pods.get(u))]
+            job = state.jobs.get(key)
         if not members:
             if job is not None and job.state in ACTIVE_STATES and self._gang_is_gone(key, job):
                 self._cancel_gang(key, CancelGangJob(job.job_id, "its Pods were deleted"), ())
             return
-        if not self._settled(key, job, _recorded(members, self._abandoned)):
+        if not self._trust.settled(key, job, _recorded(members, state.abandoned)):
             return  # its job went missing: confirmed with Slurm first
         gang = self._gang_of(key, members)
         defined = gang is not None
@@ -79,7 +87,7 @@ class GangShell:
             if defined or isinstance(step, CLEANUP_STEPS):
                 self._execute_gang(gang, members, step)
 
-    def _gang_is_gone(self: PodScheduler, key: str, job: Any) -> bool:
+    def _gang_is_gone(self, key: str, job: Any) -> bool:
         """Before cancelling a gang's job whose Pods we do not see: ask the API server. Pods
         outside our watch, or a watch that lags, must not lose their job."""
         _, namespace, group = key.split("_", 2)  # gang_<namespace>_<group>: DNS names hold no _
@@ -96,7 +104,7 @@ class GangShell:
             )  # fmt: skip
         return not alive
 
-    def _gang_as_job_says(self: PodScheduler, members: list[Obj], job: Any) -> Gang:
+    def _gang_as_job_says(self, members: list[Obj], job: Any) -> Gang:
         """While the group's definition is wrong, its job's size: enough to clean up after
         it (members bound to an ended job, a job with no Pods left), nothing new."""
         first = _oldest(members)
@@ -104,7 +112,7 @@ class GangShell:
         return Gang(first["metadata"]["namespace"], group_of(first) or "", size,
                     self.settings.gang_failure_policy)  # fmt: skip
 
-    def _gang_of(self: PodScheduler, key: str, members: list[Obj]) -> Gang | None:
+    def _gang_of(self, key: str, members: list[Obj]) -> Gang | None:
         """The gang's size and policy; None (with an Event, and a look again later) while its
         PodGroup is missing or wrong, or after refusing members whose annotations are."""
         first = _oldest(members)
@@ -115,7 +123,7 @@ class GangShell:
             if not isinstance(found, Gang):
                 for pod in members:
                     if not pod["spec"].get("nodeName") and not is_refused(pod):
-                        self._refuse(pod, str(found))
+                        self._effects.refuse(pod, str(found))
                 return None
             return found
         pod_group, error = self._pod_group(namespace, name)
@@ -134,7 +142,7 @@ class GangShell:
         self._queue.add_after(key, GANG_RECHECK_SECONDS)
         return None
 
-    def _pod_group(self: PodScheduler, namespace: str, name: str) -> tuple[Obj | None, str]:
+    def _pod_group(self, namespace: str, name: str) -> tuple[Obj | None, str]:
         """The PodGroup (read at most every few seconds), or why it could not be read."""
         read_at, found, error = self._pod_groups.get((namespace, name), (0.0, None, ""))
         if self._clock() - read_at > POD_GROUP_TTL_SECONDS:
@@ -146,7 +154,7 @@ class GangShell:
             self._pod_groups[(namespace, name)] = (self._clock(), found, error)
         return found, error
 
-    def _execute_gang(self: PodScheduler, gang: Gang, members: list[Obj], step: GangStep) -> None:
+    def _execute_gang(self, gang: Gang, members: list[Obj], step: GangStep) -> None:
         if isinstance(step, WaitForMembers):
             free = [p for p in members if not p["spec"].get("nodeName")]
             message = (
@@ -158,59 +166,60 @@ class GangShell:
             self._submit_gang(gang, members, list(step.pods))
         elif isinstance(step, AdoptMembers):
             for pod in self._admitted_newcomers(gang, members, step.job_id, step.pods):
-                self._pods_out.annotate(pod, {wk.ANNOTATION_JOB_ID: str(step.job_id)})
+                self._effects.pods_out.annotate(pod, {wk.ANNOTATION_JOB_ID: str(step.job_id)})
         elif isinstance(step, RefreshJob):
             self._refresh_gang_job(gang.key, step.job_id)
         elif isinstance(step, BindGang):
             self._bind_gang(gang, members, step)
         elif isinstance(step, DeleteMembers):
             for pod in step.pods:
-                self._delete_pod(pod, DeletePod(step.reason, step.message))
+                self._effects.delete_pod(pod, DeletePod(step.reason, step.message))
         elif isinstance(step, CancelGangJob):
             self._cancel_gang(gang.key, step, members)
 
     def _tell_waiting(
-        self: PodScheduler, pods: list[Obj], message: str, kind: str, *, type: str = "Normal"
+        self, pods: list[Obj], message: str, kind: str, *, type: str = "Normal"
     ) -> None:
         """One Event per Pod and kind of wait, not one per look or per new member (a gang of
         256 would make tens of thousands)."""
+        told = self._state.told_waiting
         for pod in pods:
             uid = pod["metadata"]["uid"]
-            if self._told_waiting.get(uid) != kind:
-                self._told_waiting[uid] = kind
-                self._pods_out.event(pod, wk.EVENT_GANG_WAITING, "Scheduling", message, type)
+            if told.get(uid) != kind:
+                told[uid] = kind
+                self._effects.pods_out.event(
+                    pod, wk.EVENT_GANG_WAITING, "Scheduling", message, type
+                )
 
     # ---- admission ------------------------------------------------------------------
 
     def _admitted_newcomers(
-        self: PodScheduler, gang: Gang, members: list[Obj], job_id: int, pods: Iterable[Obj]
+        self, gang: Gang, members: list[Obj], job_id: int, pods: Iterable[Obj]
     ) -> list[Obj]:
         """Of Pods about to join a submitted job (adopted, or taking a free node), those that
         pass admission and fit what the job holds per node; the others are refused. Pods this
         scheduler admitted for the job at submit pass without a second look."""
         holders = [p for p in members if recorded_job_id(p) == job_id]
-        known = [p for p in holders if p["metadata"]["uid"] in self._gang_admitted]
+        known = [p for p in holders if p["metadata"]["uid"] in self._state.gang_admitted]
         fitting: list[Obj] = []
         for pod in pods:
-            if pod["metadata"]["uid"] in self._gang_admitted:
+            if pod["metadata"]["uid"] in self._state.gang_admitted:
                 fitting.append(pod)
                 continue
-            request = self._request_of(pod, gang_rule_problems(pod, members))
+            request = self._intake.request_of(pod, gang_rule_problems(pod, members))
             if request is None:
                 continue
             problem = self._outgrows(gang, known or holders, request)
             if problem:
-                self._refuse(pod, problem)
+                self._effects.refuse(pod, problem)
                 continue
-            self._gang_admitted.add(pod["metadata"]["uid"])
+            self._state.gang_admitted.add(pod["metadata"]["uid"])
             fitting.append(pod)
         return fitting
 
-    def _outgrows(
-        self: PodScheduler, gang: Gang, holders: list[Obj], request: PodRequest
-    ) -> str | None:
+    def _outgrows(self, gang: Gang, holders: list[Obj], request: PodRequest) -> str | None:
         """Why a newcomer does not fit the node the gang's job holds for each member."""
-        sized = [r for p in holders if isinstance(r := self._admission(p), PodRequest)]
+        sized = [r for p in holders if isinstance(r := self._intake.admission(p), PodRequest)]
         if not sized:
             return None
         before, after = gang_request(sized), gang_request([*sized, request])
@@ -227,11 +236,12 @@ class GangShell:
 
     # ---- submit ---------------------------------------------------------------------
 
-    def _submit_gang(self: PodScheduler, gang: Gang, members: list[Obj], pods: list[Obj]) -> None:
-        assert self.credentials is not None
+    def _submit_gang(self, gang: Gang, members: list[Obj], pods: list[Obj]) -> None:
+        credentials = self._effects.credentials
+        assert credentials is not None
         requests: list[PodRequest] = []
         for pod in pods:
-            admitted = self._request_of(pod, gang_rule_problems(pod, members))
+            admitted = self._intake.request_of(pod, gang_rule_problems(pod, members))
             if admitted is None:
                 self._queue.add(gang.key)  # refused: the gang is one short, look again
                 return
@@ -239,39 +249,37 @@ class GangShell:
         request = gang_request(requests)
         if not isinstance(request, PodRequest):
             for pod in pods:
-                self._refuse(pod, str(request))
+                self._effects.refuse(pod, str(request))
             return
-        excluded = sorted({n for pod in pods for n in self._excluded_nodes(pod)})
+        excluded = sorted({n for pod in pods for n in self._placement.excluded_nodes(pod)})
         name = gang.job_name(self.settings.name)
         holder = JobHolder(gang.key, name, f"{gang.namespace}/{gang.name} (gang)")
-        spec = gang_job_for(
-            holder, request, self.credentials, nodes=len(pods), excluded_nodes=excluded
-        )
-        job_id = self._submit_job(gang.key, spec, request, pods, "gang's")
+        spec = gang_job_for(holder, request, credentials, nodes=len(pods), excluded_nodes=excluded)
+        job_id = self._effects.submit_job(gang.key, spec, request, pods, "gang's")
         if job_id is None:
             return
-        self._gang_admitted.update(p["metadata"]["uid"] for p in pods)
+        self._state.gang_admitted.update(p["metadata"]["uid"] for p in pods)
         for pod in pods:
             # In the background (a gang's writes in a row held a worker: the benchmark's gang
             # backlog fell from 141 to 112 Pods/s), noted in our cache at once; the job starts
             # well after it lands, and each bind writes it again with the binding.
             recorded = {wk.ANNOTATION_JOB_ID: str(job_id)}
-            self._pods_out.annotate_later(pod, recorded)
-            self._note_annotations(pod, recorded)
-            self._pods_out.event(
+            self._effects.pods_out.annotate_later(pod, recorded)
+            self._state.note_annotations(pod, recorded)
+            self._effects.pods_out.event(
                 pod, wk.EVENT_SUBMITTED, "Submit",
                 f"submitted Slurm job {job_id} for gang {gang.namespace}/{gang.name}: "
                 f"{len(pods)} nodes, all or none, each with {describe_job(spec)}",
             )  # fmt: skip
 
-    def _refresh_gang_job(self: PodScheduler, key: str, job_id: int) -> None:
+    def _refresh_gang_job(self, key: str, job_id: int) -> None:
         job = self._slurm.operator.job(job_id)
         if job is None:
             return
-        with self._lock:
-            known = self._jobs.get(key)
+        with self._state.lock:
+            known = self._state.jobs.get(key)
             if known is None or known.job_id <= job.job_id:
-                self._record_locked(key, job)
+                self._state.record_locked(key, job)
         if job.state == "RUNNING" and not job.nodes:
             self._queue.add_after(key, UNRESOLVED_NODE_RECHECK_SECONDS)
         else:
@@ -279,7 +287,7 @@ class GangShell:
 
     # ---- bind -----------------------------------------------------------------------
 
-    def _bind_gang(self: PodScheduler, gang: Gang, members: list[Obj], step: BindGang) -> None:
+    def _bind_gang(self, gang: Gang, members: list[Obj], step: BindGang) -> None:
         """A gang's first binds are all or none: every node must be known and take its Pod
         first. Later ones (keep-going: a new member on a free node) go one by one."""
         started = any(
@@ -290,9 +298,9 @@ class GangShell:
         if len(admitted) < len(pods) and not started:
             self._queue.add(gang.key)  # one was refused: the gang is short, look again
             return
-        with self._lock:
-            placed = dict(self._kube_node_of)
-            labels, taints = dict(self._node_labels), dict(self._node_taints)
+        with self._state.lock:
+            placed = dict(self._state.kube_node_of)
+            labels, taints = dict(self._state.node_labels), dict(self._state.node_taints)
         targets: list[tuple[Obj, str, str]] = []
         for pod, slurm_node in step.assignments:
             node = placed.get(slurm_node)
@@ -312,9 +320,10 @@ class GangShell:
                                    f"node {slurm_node}", type="Warning")  # fmt: skip
         self._record_holders(step.job_id, [pod for pod, _, _ in targets])
         for pod, slurm_node, node in targets:
-            self._bind(pod, Bind(step.job_id, slurm_node), checked_node=node)
+            with self._effects.serialised():
+                self._effects.bind(pod, Bind(step.job_id, slurm_node), node)
 
-    def _record_holders(self: PodScheduler, job_id: int, pods: list[Obj]) -> None:
+    def _record_holders(self, job_id: int, pods: list[Obj]) -> None:
         """Each Pod says which job holds it, written now (not in the background) and noted in
         our cache at once: were we to stop half way through a gang's binds, the unbound ones
         must still count as the gang's, not as lost members (the restart policy would end
@@ -322,20 +331,18 @@ class GangShell:
         for pod in pods:
             if recorded_job_id(pod) != job_id:
                 recorded = {wk.ANNOTATION_JOB_ID: str(job_id)}
-                self._pods_out.annotate(pod, recorded)
-                self._note_annotations(pod, recorded)
+                self._effects.pods_out.annotate(pod, recorded)
+                self._state.note_annotations(pod, recorded)
 
     def _resubmit_gang(
-        self: PodScheduler, gang: Gang, members: list[Obj], job_id: int, pod: Obj,
+        self, gang: Gang, members: list[Obj], job_id: int, pod: Obj,
         slurm_node: str, node: str,
     ) -> None:  # fmt: skip
-        self._slurm.operator.cancel(job_id)
-        with self._lock:
-            self._forget_locked(gang.key, job_id)
+        self._effects.abandon(gang.key, job_id)
         for member in members:
             if recorded_job_id(member) == job_id:
-                self._pods_out.annotate(member, {wk.ANNOTATION_JOB_ID: None})
-        self._pods_out.event(
+                self._effects.pods_out.annotate(member, {wk.ANNOTATION_JOB_ID: None})
+        self._effects.pods_out.event(
             pod, wk.EVENT_BIND_FAILED, "Binding",
             f"gang job {job_id} got Slurm node {slurm_node} on Node {node}, which this Pod's "
             "node affinity or tolerations rule out; submitting the gang again without it",
@@ -343,15 +350,13 @@ class GangShell:
         )  # fmt: skip
         self._queue.add(gang.key)
 
-    def _cancel_gang(
-        self: PodScheduler, key: str, step: CancelGangJob, members: Iterable[Obj]
-    ) -> None:
-        self._cancel_job(key, step.job_id)
+    def _cancel_gang(self, key: str, step: CancelGangJob, members: Iterable[Obj]) -> None:
+        self._effects.cancel_job(key, step.job_id)
         log.info("scheduler: cancelled gang job %d: %s", step.job_id, step.message)
         for pod in members:
             if recorded_job_id(pod) == step.job_id and not finished(pod):
-                self._pods_out.annotate(pod, {wk.ANNOTATION_JOB_ID: None})
-                self._pods_out.event(
+                self._effects.pods_out.annotate(pod, {wk.ANNOTATION_JOB_ID: None})
+                self._effects.pods_out.event(
                     pod, wk.EVENT_RELEASED, "Release",
                     f"cancelled gang job {step.job_id}: {step.message}",
                 )  # fmt: skip

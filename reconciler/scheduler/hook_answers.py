@@ -1,0 +1,73 @@
+"""What the scheduler answers a placeholder job's hook call (hooks.py serves them): a start is
+noted once Slurm agrees (job_trust.py) and its key looked at at once; a signal is answered
+`gone` only once the Pods the job holds are released."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from reconciler.scheduler.counters import Counters
+from reconciler.scheduler.gang import is_gang_key
+from reconciler.scheduler.hooks import HookCall
+from reconciler.scheduler.job_trust import JobTrust
+from reconciler.scheduler.state import SchedulerState
+from reconciler.scheduler.workqueue import WorkQueue
+
+HOOK_WAIT_SECONDS = 5.0  # below the script's curl timeout (10 s)
+
+
+class HookAnswers:
+    def __init__(
+        self,
+        state: SchedulerState,
+        trust: JobTrust,
+        queue: WorkQueue,
+        counters: Counters,
+        *,
+        repack: threading.Event,
+        stopping: threading.Event,
+    ) -> None:
+        self._state = state
+        self._trust = trust
+        self._queue = queue
+        self.counters = counters
+        self._repack = repack  # a job started or ended: the fullest nodes changed
+        self._stopping = stopping
+
+    def answer(self, call: HookCall) -> str:
+        """`call.pod_uid` is a Pod UID, or a gang's key for a gang's job."""
+        self.counters.hooks += 1
+        state = self._state
+        key, gang = call.pod_uid, is_gang_key(call.pod_uid)
+        with state.lock:
+            if call.job_id in state.abandoned:  # its Pod has moved on: let the job end
+                return "ok" if call.kind == "started" else "gone"
+            known = state.jobs.get(key)
+            about = gang or key in state.pods or (known is not None and known.job_id == call.job_id)
+        if about:
+            # Only as Slurm has the job: the caller holds the key's token, which its job's
+            # user can read, and could name any job and node (job_trust.py).
+            self._trust.take_hook(call, known)
+        self._queue.add(key, urgent=True)  # a bind waits behind no new Pod
+        self._repack.set()
+        if call.kind == "started":
+            return "ok"
+        if gang:
+            return self._wait_until(lambda: state.gang_released_locked(key, call.job_id))
+        return self._wait_until(lambda: state.pod_released_locked(key))
+
+    def _wait_until(self, released: Callable[[], bool]) -> str:
+        """Answer `signalled` with `gone` once `released()` (checked under the lock) holds, or
+        `wait` after a while (the job asks again): one request per job every few seconds, not a
+        busy poll."""
+        deadline = time.monotonic() + HOOK_WAIT_SECONDS
+        with self._state.pod_changed:
+            while True:
+                if released():
+                    return "gone"
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or self._stopping.is_set():
+                    return "wait"
+                self._state.pod_changed.wait(remaining)

@@ -1,0 +1,94 @@
+"""Whether a Pod may have a job at all, and what it asks Slurm for: the pod policies of the
+revision last applied, admission (admission.py), and its pod rules. A Pod that may not is
+refused through Effects, with the reason.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from reconciler import wellknown as wk
+from reconciler.adapters.kube import Kube
+from reconciler.scheduler.admission import PodRequest, Problem, Rejection, admit
+from reconciler.scheduler.clients import SlurmClients
+from reconciler.scheduler.effects import Effects
+from reconciler.scheduler.placement import Placement
+from reconciler.scheduler.pod_policies import PodPolicies
+from reconciler.scheduler.settings import SchedulerSettings
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+NAMESPACE_TTL_SECONDS = 30.0  # a label change reaches namespaceObject within this
+
+
+class Intake:
+    def __init__(
+        self,
+        kube: Kube,
+        slurm: SlurmClients,
+        settings: SchedulerSettings,
+        effects: Effects,
+        placement: Placement,
+        clock: Callable[[], float],
+    ) -> None:
+        self._kube = kube
+        self._slurm = slurm
+        self.settings = settings
+        self._effects = effects
+        self._placement = placement
+        self._clock = clock
+        self.policies = PodPolicies()  # replaced whole by set_policies: no lock needed
+        self._namespaces: dict[str, tuple[float, Obj | None]] = {}  # name -> (read at, object)
+
+    def request_of(self, pod: Obj, problems: Sequence[Problem] = ()) -> PodRequest | None:
+        """The Pod's request to Slurm, or None after refusing it: policies, admission, its pod
+        rules, and `problems` the caller found (a gang's rules between members)."""
+        if not self._passes_policies(pod):
+            return None
+        admission = self.admission(pod)
+        if isinstance(admission, Rejection):
+            self._effects.refuse(pod, admission.message())
+            return None
+        refusal = "; ".join(str(p) for p in problems) or self._placement.topology_refusal(pod)
+        if refusal:
+            self._effects.refuse(pod, refusal)
+            return None
+        return admission
+
+    def admission(self, pod: Obj) -> PodRequest | Rejection:
+        return admit(
+            pod,
+            kill_wait_seconds=self.settings.kill_wait_seconds,
+            slurm_version=self._slurm.release,
+        )
+
+    def _passes_policies(self, pod: Obj) -> bool:
+        policies = self.policies
+        if not policies.policies:
+            return True
+        namespace = self._namespace(pod) if policies.reads_namespace else None
+        verdict = policies.judge(pod, namespace)
+        for finding in verdict.audits:
+            log.info("scheduler: policy audit: %s", finding)
+        refusal = verdict.refusal()
+        if refusal is not None:
+            self._effects.refuse(pod, refusal)
+            return False
+        for finding in verdict.warnings:
+            message = f"policy {finding.policy}: {finding.message}"
+            self._effects.pods_out.event(
+                pod, wk.EVENT_POLICY_WARNING, "Scheduling", message, "Warning"
+            )
+        return True
+
+    def _namespace(self, pod: Obj) -> Obj | None:
+        """The Pod's Namespace for `namespaceObject`, read at most every NAMESPACE_TTL s."""
+        name = pod["metadata"]["namespace"]
+        read_at, found = self._namespaces.get(name, (0.0, None))
+        if self._clock() - read_at > NAMESPACE_TTL_SECONDS:
+            found = self._kube.get("v1", "Namespace", name)
+            self._namespaces[name] = (self._clock(), found)
+        return found

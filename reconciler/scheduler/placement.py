@@ -1,0 +1,97 @@
+"""Where a Pod may go, as the cache (state.py) and the API server have the cluster now: the
+Slurm nodes its job must exclude, and whether the Node Slurm chose still suits it at bind time.
+The rules themselves are pure (kuberules, tolerations.py, topology.py); this reads their inputs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reconciler.adapters.kube import Kube
+from reconciler.kuberules.node_affinity import has_node_constraints, node_matches
+from reconciler.scheduler.decide import finished
+from reconciler.scheduler.state import SchedulerState
+from reconciler.scheduler.tolerations import tolerates_all
+from reconciler.scheduler.topology import (
+    PlacedPod,
+    excluded_by_placed_rules,
+    needs_placed_pods,
+    selector_queries,
+    topology_problems,
+    unlabelled_keys,
+)
+from reconciler.scheduler.topology import excluded_nodes as topology_excluded
+
+Obj = dict[str, Any]
+
+
+class Placement:
+    def __init__(self, state: SchedulerState, kube: Kube) -> None:
+        self._state = state
+        self._kube = kube
+
+    def excluded_nodes(self, pod: Obj) -> list[str]:
+        """Slurm nodes on Kubernetes Nodes the Pod's node affinity/selector rules out, whose
+        NoSchedule/NoExecute taints (a cordon included) it does not tolerate, or that its pod
+        (anti-)affinity and spread rules rule out: exclusions, never a required pool."""
+        placed, labels, taints = self._state.nodes()
+        constrained = has_node_constraints(pod)
+        ruled_out = {
+            slurm
+            for slurm, node in placed.items()
+            if (constrained and not node_matches(pod, labels.get(node, {})))
+            or not tolerates_all(pod, taints.get(node, ()))
+        }
+        candidates = {node for slurm, node in placed.items() if slurm not in ruled_out}
+        kube_nodes = self._pod_rules_exclude(pod, labels, candidates)
+        ruled_out |= {slurm for slurm, node in placed.items() if node in kube_nodes}
+        return sorted(ruled_out)
+
+    def _pod_rules_exclude(
+        self, pod: Obj, labels: dict[str, dict[str, str]], candidates: set[str]
+    ) -> set[str]:
+        """Kubernetes Nodes ruled out by the Pod's own pod (anti-)affinity and spread rules,
+        and by the required anti-affinity of the Pods we bound (the symmetric check)."""
+        state = self._state
+        with state.lock:
+            ruled = [
+                p for uid in state.rule_pods
+                if (p := state.pods.get(uid)) is not None and p["spec"].get("nodeName")
+            ]  # fmt: skip
+        excluded = excluded_by_placed_rules(pod, ruled, labels, candidates) if ruled else set()
+        if needs_placed_pods(pod):
+            excluded |= topology_excluded(pod, self._placed_pods(pod), labels, candidates)
+        return excluded
+
+    def topology_refusal(self, pod: Obj) -> str | None:
+        """What in the Pod's pod (anti-)affinity and spread rules cannot be honoured here."""
+        problems = topology_problems(pod)
+        if not problems and needs_placed_pods(pod):
+            with self._state.lock:
+                candidates = set(self._state.kube_node_of.values())
+                labels = dict(self._state.node_labels)
+            problems = unlabelled_keys(pod, labels, candidates)
+        return "; ".join(str(p) for p in problems) or None
+
+    def _placed_pods(self, pod: Obj) -> list[PlacedPod]:
+        """Bound, unfinished Pods the rules can see, of any scheduler, read from the API
+        server (not our cache: it holds only our own Pods)."""
+        own = pod["metadata"]["uid"]
+        found: dict[str, PlacedPod] = {}
+        for namespace, selector in selector_queries(pod):
+            listing = self._kube.list("v1", "Pod", namespace, label_selector=selector or None)
+            for other in listing.items:
+                meta, node = other["metadata"], (other.get("spec") or {}).get("nodeName")
+                if node and meta["uid"] != own and not finished(other):
+                    found[meta["uid"]] = PlacedPod(
+                        meta["namespace"], meta.get("labels") or {}, node
+                    )
+        return list(found.values())
+
+    def topology_allows(self, pod: Obj, node: str) -> bool:
+        if not self._state.rule_pods and not needs_placed_pods(pod):
+            return True
+        with self._state.lock:
+            labels = dict(self._state.node_labels)
+            candidates = set(self._state.kube_node_of.values())
+        return node not in self._pod_rules_exclude(pod, labels, candidates)

@@ -1,0 +1,182 @@
+"""What the scheduler knows: our Pods, their placeholder jobs, the Nodes, and the notes about
+jobs that job_trust.py checks with Slurm. One lock guards all of it; nothing here does I/O.
+
+Every other part reads and writes through this object, so a change to what is cached, or to
+how a gang's members are indexed, is made in one place.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from reconciler.adapters.slurm_rest import SlurmJob
+from reconciler.scheduler.decide import finished, recorded_job_id
+from reconciler.scheduler.gang import gang_key_of, is_gang_key
+from reconciler.scheduler.jobindex import Merged
+from reconciler.scheduler.tolerations import Taint, blocking_taints
+from reconciler.scheduler.topology import needs_placed_pods
+
+Obj = dict[str, Any]
+
+
+class SchedulerState:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.pod_changed = threading.Condition(self.lock)
+        self.pods: dict[str, Obj] = {}  # uid -> Pod
+        self.jobs: dict[str, SlurmJob] = {}  # Pod uid -> its placeholder job
+        self.learned: dict[str, float] = {}  # Pod uid -> when a hook/submit/cancel updated it
+        self.abandoned: set[int] = set()  # jobs we cancelled to submit again or to refuse
+        self.kube_node_of: dict[str, str] = {}  # Slurm node -> Kubernetes Node (slurmd Pods)
+        self.node_labels: dict[str, dict[str, str]] = {}
+        self.node_taints: dict[str, list[Taint]] = {}  # Node -> NoSchedule/NoExecute taints
+        self.gang_members: dict[str, set[str]] = {}  # gang key -> Pod uids
+        self.told_waiting: dict[str, str] = {}  # Pod uid -> what it was told it waits for
+        self.gang_admitted: set[str] = set()  # gang members admitted for their job
+        self.rule_pods: set[str] = set()  # uids of our Pods with pod (anti-)affinity rules
+        # What is checked with Slurm before it is believed (job_trust.py, issue 17).
+        self.vanished: dict[str, int] = {}  # key -> its job, missing from the last list
+        self.gone: dict[str, int] = {}  # key -> its job, which Slurm confirmed is gone
+        self.disowned: dict[str, int] = {}  # key -> the job it records, which is not ours
+        self.submitting: set[str] = set()  # keys with a submit in flight
+        self.early: dict[str, SlurmJob] = {}  # key -> its job, started before the submit returned
+        self.uncertain: dict[str, float] = {}  # key -> when a submit failed without a verdict
+        self.listed_at = 0.0  # when the last job list read was asked for (monotonic)
+
+    # ---- what the watches bring -------------------------------------------------------
+
+    def on_pod(self, event: str, pod: Obj) -> list[str]:
+        """Take the event; the keys to look at again, in order (a gang's Pods are handled
+        together, under its key)."""
+        uid = pod["metadata"]["uid"]
+        with self.pod_changed:
+            gang = self.gang_key_locked(pod)
+            before = self.pods.get(uid)
+            if event == "DELETED":
+                self.pods.pop(uid, None)
+                self.forget_key_locked(uid)
+            else:
+                self.pods[uid] = pod
+            keys = self._index_gang_locked(uid, before, None if event == "DELETED" else pod)
+            if event != "DELETED" and needs_placed_pods(pod) and not finished(pod):
+                self.rule_pods.add(uid)
+            else:
+                self.rule_pods.discard(uid)
+            self.pod_changed.notify_all()
+        return [*keys, gang or uid]
+
+    def gang_key_locked(self, pod: Obj) -> str | None:
+        """The Pod's gang, unless it has a placeholder job of its own: a group label added
+        after it was scheduled alone does not move it (its job would leak)."""
+        if pod["metadata"]["uid"] in self.jobs:
+            return None
+        return gang_key_of(pod)
+
+    def _index_gang_locked(self, uid: str, before: Obj | None, after: Obj | None) -> list[str]:
+        old = self.gang_key_locked(before) if before is not None else None
+        new = self.gang_key_locked(after) if after is not None else None
+        left: list[str] = []
+        if old and old != new:
+            members = self.gang_members.get(old, set())
+            members.discard(uid)
+            if not members:
+                self.gang_members.pop(old, None)
+            left.append(old)
+        if new:
+            self.gang_members.setdefault(new, set()).add(uid)
+        if after is None:
+            self.told_waiting.pop(uid, None)
+            self.gang_admitted.discard(uid)
+        return left
+
+    def on_slurmd_pod(self, event: str, pod: Obj) -> None:
+        """A slurmd Pod is a Slurm node (slurmd -N <pod name>) on its Kubernetes Node."""
+        name, node = pod["metadata"]["name"], (pod.get("spec") or {}).get("nodeName")
+        with self.lock:
+            if event == "DELETED" or not node:
+                self.kube_node_of.pop(name, None)
+            else:
+                self.kube_node_of[name] = node
+
+    def on_node(self, event: str, node: Obj) -> None:
+        name = node["metadata"]["name"]
+        with self.lock:
+            if event == "DELETED":
+                self.node_labels.pop(name, None)
+                self.node_taints.pop(name, None)
+            else:
+                self.node_labels[name] = node["metadata"].get("labels") or {}
+                self.node_taints[name] = blocking_taints(node)
+
+    def note_annotations(
+        self, pod: Obj, annotations: dict[str, str], *, node: str | None = None
+    ) -> None:
+        uid = pod["metadata"]["uid"]
+        with self.pod_changed:
+            cached = self.pods.get(uid)
+            if cached is None or (node and (cached.get("spec") or {}).get("nodeName")):
+                return
+            meta = dict(cached["metadata"])
+            meta["annotations"] = {**(meta.get("annotations") or {}), **annotations}
+            spec = {**cached["spec"], "nodeName": node} if node else cached["spec"]
+            self.pods[uid] = {**cached, "metadata": meta, "spec": spec}
+
+    # ---- jobs -------------------------------------------------------------------------
+
+    def record_locked(self, uid: str, job: SlurmJob) -> None:
+        self.jobs[uid] = job
+        self.learned[uid] = time.monotonic()
+
+    def forget_locked(self, uid: str, job_id: int) -> None:
+        """The Pod has no job now (we cancelled it to submit again, or to refuse the Pod):
+        neither a poll nor a late hook of the old job may bring it back."""
+        self.jobs.pop(uid, None)
+        self.learned[uid] = time.monotonic()
+        self.abandoned.add(job_id)
+
+    def records_locked(self, key: str) -> set[int]:
+        """The job ids the key's Pods record (the Pod, or a gang's members)."""
+        uids = self.gang_members.get(key, ()) if is_gang_key(key) else (key,)
+        pods = [p for u in uids if (p := self.pods.get(u)) is not None]
+        return {i for p in pods if (i := recorded_job_id(p)) is not None}
+
+    def take_listing_locked(self, merged: Merged, sent: float) -> None:
+        self.jobs, self.learned = merged.jobs, merged.learned
+        self.vanished = dict(merged.vanished)
+        self.listed_at = sent
+
+    def forget_key_locked(self, key: str) -> None:
+        """The key's Pod is gone: what was noted about its job goes with it."""
+        for notes in (self.gone, self.disowned, self.uncertain):
+            notes.pop(key, None)
+
+    # ---- what a signalled job waits for -----------------------------------------------
+
+    def pod_released_locked(self, uid: str) -> bool:
+        pod = self.pods.get(uid)
+        return pod is None or finished(pod)
+
+    def gang_released_locked(self, key: str, job_id: int) -> bool:
+        """No Pod the gang's job holds is left running."""
+        return not any(
+            recorded_job_id(pod) == job_id and not finished(pod)
+            for uid in self.gang_members.get(key, ())
+            if (pod := self.pods.get(uid)) is not None
+        )
+
+    # ---- views --------------------------------------------------------------------------
+
+    def job_of(self, key: str) -> SlurmJob | None:
+        with self.lock:
+            return self.jobs.get(key)
+
+    def known_jobs(self) -> dict[str, SlurmJob]:
+        with self.lock:
+            return dict(self.jobs)
+
+    def nodes(self) -> tuple[dict[str, str], dict[str, dict[str, str]], dict[str, list[Taint]]]:
+        """A copy of (Slurm node -> Node, Node -> labels, Node -> blocking taints)."""
+        with self.lock:
+            return dict(self.kube_node_of), dict(self.node_labels), dict(self.node_taints)
