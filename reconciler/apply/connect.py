@@ -29,8 +29,8 @@ def resolve_target(
     a controller Deployment of that release is what apply restarts when NodeName lines
     change (a slurmctld outside Kubernetes is never restarted)."""
     if args.local or args.runtime_dir:
+        from reconciler.apply.local_target import local_profile_of, local_target, open_stack
         from reconciler.local.stack import default_runtime_dir
-        from reconciler.local.target import local_profile_of, local_target, open_stack
 
         stack = open_stack(args.runtime_dir or default_runtime_dir(args.name))
         target = local_target(
@@ -83,8 +83,8 @@ def kubeconfig_of(args: argparse.Namespace) -> Path | None:
     if getattr(args, "kubeconfig", None):  # a Namespace built in code may not carry it
         return Path(args.kubeconfig)
     if args.local or args.runtime_dir:
+        from reconciler.apply.local_target import open_stack
         from reconciler.local.stack import default_runtime_dir
-        from reconciler.local.target import open_stack
 
         stack = open_stack(args.runtime_dir or default_runtime_dir(args.name))
         return stack.kube_paths.kubeconfig

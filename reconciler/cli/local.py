@@ -19,6 +19,7 @@ from typing import Any
 
 from reconciler.adapters.kube import Kube
 from reconciler.apply.executor import apply_plan
+from reconciler.apply.local_target import site_profile
 from reconciler.apply.passes import passes
 from reconciler.apply.target import ApplyOptions
 from reconciler.compile.desired import DesiredState, compile_desired_state
@@ -32,7 +33,6 @@ from reconciler.local.pod_runtime import LocalPodRuntime, host_layout
 from reconciler.local.slurm import make_fake_gpus
 from reconciler.local.slurm_install import DEFAULT_RELEASE, RELEASE_ENV, RELEASES
 from reconciler.local.stack import LocalStack, default_runtime_dir
-from reconciler.local.target import site_profile
 from reconciler.local.volumes import Materializer
 
 DEFAULT_REPO = Path("fixtures/config-repo")
