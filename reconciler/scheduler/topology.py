@@ -19,7 +19,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from reconciler.kuberules.node_affinity import expression_matches, node_matches
+from reconciler.kuberules.label_selector import selector_matches, selector_string
+from reconciler.kuberules.node_affinity import node_matches
 from reconciler.scheduler.admission import Problem
 
 HOSTNAME: Final = "kubernetes.io/hostname"
@@ -203,28 +204,6 @@ def gang_rule_problems(pod: Obj, members: Iterable[Obj]) -> list[Problem]:
     return problems
 
 
-def selector_matches(selector: Obj | None, labels: Mapping[str, str]) -> bool:
-    """Kubernetes LabelSelector semantics: null matches nothing, {} matches everything."""
-    if selector is None:
-        return False
-    match_labels = selector.get("matchLabels") or {}
-    if any(labels.get(key) != value for key, value in match_labels.items()):
-        return False
-    return all(expression_matches(e, labels) for e in selector.get("matchExpressions") or ())
-
-
-def selector_string(selector: Obj) -> str:
-    """The selector in the API's ?labelSelector= syntax: "a=b,c in (x,y),!d,e". An expression
-    with an unknown operator, or In/NotIn without values, is left out (the query then returns
-    more Pods, never fewer)."""
-    parts = [f"{key}={value}" for key, value in sorted((selector.get("matchLabels") or {}).items())]
-    for expression in selector.get("matchExpressions") or ():
-        part = _expression_string(expression)
-        if part:
-            parts.append(part)
-    return ",".join(parts)
-
-
 # ---- reading the Pod ------------------------------------------------------------------------
 
 
@@ -327,21 +306,6 @@ def _max_skew(constraint: Obj) -> int | None:
     if isinstance(skew, bool) or not isinstance(skew, int) or skew < 1:
         return None
     return skew
-
-
-# ---- label selectors ------------------------------------------------------------------------
-
-
-def _expression_string(expression: Obj) -> str:
-    key, operator = expression.get("key"), expression.get("operator")
-    values = ",".join(sorted({str(v) for v in expression.get("values") or ()}))
-    if operator == "Exists":
-        return str(key)
-    if operator == "DoesNotExist":
-        return f"!{key}"
-    if operator in ("In", "NotIn") and values:
-        return f"{key} {operator.lower()} ({values})"
-    return ""
 
 
 # ---- topology -------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
+from reconciler.kuberules.label_selector import selector_string
 from reconciler.scheduler.topology import (
     PlacedPod,
     excluded_by_placed_rules,
@@ -15,7 +16,6 @@ from reconciler.scheduler.topology import (
     gang_rule_problems,
     needs_placed_pods,
     selector_queries,
-    selector_string,
     topology_problems,
     unlabelled_keys,
 )
