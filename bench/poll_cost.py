@@ -15,9 +15,10 @@ import statistics
 import time
 from pathlib import Path
 
-from reconciler.adapters.slurm_client import connect
-from reconciler.adapters.slurm_jwt import MintedTokens
-from reconciler.adapters.slurm_rest import JobSpec, Transport
+from reconciler.adapters.slurm.client import connect
+from reconciler.adapters.slurm.jwt import MintedTokens
+from reconciler.adapters.slurm.model import JobSpec
+from reconciler.adapters.slurm.transport import Transport
 from reconciler.local.slurm import current_user
 from reconciler.local.stack import LocalStack, default_runtime_dir
 

@@ -9,7 +9,7 @@ One run, side by side, on a local stack of its own (`reconciler local up`, name 
 from bench/fixtures/scheduler-repo: 4 Slurm nodes of 128 CPUs and 512Gi):
 
 1. raw slurmrestd: --pods plain batch jobs (`sleep 600`, 1 CPU, 100 MB) submitted through
-   reconciler.adapters.slurm_rest by --workers concurrent submitters: submits/s, and jobs
+   reconciler.adapters.slurm by --workers concurrent submitters: submits/s, and jobs
    RUNNING/s (count / first submit -> all RUNNING). Then they are cancelled, and the run waits
    until Slurm has none left and every CPU is free again.
 2. burst: PodScheduler runs in this process (--workers workers, hooks on 127.0.0.1 port 0); a

@@ -10,7 +10,7 @@ from bench.harness.loadgen import PodTimes
 from bench.sched.common import HOLDING, POD_NAMESPACE
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
-from reconciler.adapters.slurm_rest import SlurmRestApi
+from reconciler.adapters.slurm.model import SlurmRestApi
 from reconciler.scheduler.gang import gang_key
 from reconciler.scheduler.loop import Counters
 from reconciler.scheduler.placeholder import pod_uid_of

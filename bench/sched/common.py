@@ -9,7 +9,7 @@ from typing import Any
 
 from bench.harness.loadgen import LoadGenerator, pod_body
 from bench.harness.stack import Stack
-from reconciler.adapters.slurm_rest import SlurmRestApi
+from reconciler.adapters.slurm.model import SlurmRestApi
 from reconciler.config.files import read_library, read_repo
 from reconciler.config.repo import load_config
 from reconciler.scheduler.decide import ACTIVE_STATES

@@ -14,7 +14,7 @@ from bench.harness.procs import cpu_seconds, machine_busy, stack_cpu
 from bench.harness.stack import Stack
 from bench.sched.common import POD_NAMESPACE
 from reconciler.adapters.kube import Kube
-from reconciler.adapters.slurm_rest import JobSpec
+from reconciler.adapters.slurm.model import JobSpec
 from reconciler.scheduler.clients import SlurmClients
 from reconciler.scheduler.hooks import HookCall
 from reconciler.scheduler.loop import PodScheduler

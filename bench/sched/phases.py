@@ -27,8 +27,8 @@ from bench.sched.common import (
 from bench.sched.instrument import Instrument, cpu_snapshot
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
-from reconciler.adapters.slurm_jwt import MintedTokens
-from reconciler.adapters.slurm_rest import SlurmRestApi
+from reconciler.adapters.slurm.jwt import MintedTokens
+from reconciler.adapters.slurm.model import SlurmRestApi
 from reconciler.scheduler.clients import SlurmClients
 from reconciler.scheduler.loop import Counters, PodScheduler
 from reconciler.scheduler.settings import SchedulerSettings

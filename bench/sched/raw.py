@@ -12,9 +12,9 @@ from bench.harness.report import say
 from bench.harness.stack import Stack
 from bench.harness.timing import wait_until
 from bench.sched.common import HOLDING, RAW_CPUS, RAW_MEMORY_MB, RAW_SCRIPT, SETTLE_TIMEOUT
-from reconciler.adapters.slurm_client import connect
-from reconciler.adapters.slurm_jwt import MintedTokens
-from reconciler.adapters.slurm_rest import JobSpec
+from reconciler.adapters.slurm.client import connect
+from reconciler.adapters.slurm.jwt import MintedTokens
+from reconciler.adapters.slurm.model import JobSpec
 from reconciler.scheduler.placeholder import JOB_PATH
 
 

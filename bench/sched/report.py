@@ -37,8 +37,8 @@ from bench.sched.rows import (
     stage_rows,
     worker_rows,
 )
-from reconciler.adapters.slurm_client import connect
-from reconciler.adapters.slurm_jwt import MintedTokens
+from reconciler.adapters.slurm.client import connect
+from reconciler.adapters.slurm.jwt import MintedTokens
 
 
 def report(

@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
 from reconciler.adapters.scontrol import check_text, option_args
-from reconciler.adapters.slurm_jwt import TokenSource
+from reconciler.adapters.slurm.jwt import TokenSource
 from reconciler.compile.accounting import Account, Qos, User
 from reconciler.config.accounting import AccountingValueError, tres_limits, wall_minutes
 from reconciler.errors import ReconcilerError, SlurmArgumentError

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from enum import StrEnum
 from typing import Final
 
-from reconciler.adapters.slurm_jwt import TokenSource
+from reconciler.adapters.slurm.jwt import TokenSource
 from reconciler.errors import ScontrolError, ScontrolTimeoutError, SlurmArgumentError
 
 DEFAULT_TIMEOUT_SECONDS = 30.0

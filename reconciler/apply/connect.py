@@ -12,9 +12,9 @@ from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
 from reconciler.adapters.sacctmgr import Sacctmgr
 from reconciler.adapters.scontrol import Scontrol
-from reconciler.adapters.slurm_client import connect_lazily
-from reconciler.adapters.slurm_jwt import MintedTokens, ProvidedToken, TokenSource
-from reconciler.adapters.slurm_rest import SlurmRestApi
+from reconciler.adapters.slurm.client import connect_lazily
+from reconciler.adapters.slurm.jwt import MintedTokens, ProvidedToken, TokenSource
+from reconciler.adapters.slurm.model import SlurmRestApi
 from reconciler.apply.controller import DeploymentRestarter
 from reconciler.apply.target import Target
 from reconciler.compile.profile import Profile

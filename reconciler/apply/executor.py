@@ -23,7 +23,7 @@ from collections.abc import Iterable
 import hostlist
 
 from reconciler.adapters.scontrol import NodeState
-from reconciler.adapters.slurm_rest import SlurmNode
+from reconciler.adapters.slurm.model import SlurmNode
 from reconciler.apply.accounting import (
     accounting_changes_of,
     apply_accounting,

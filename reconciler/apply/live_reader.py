@@ -11,7 +11,7 @@ import hostlist
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
 from reconciler.adapters.sacctmgr import Sacctmgr, SacctmgrError
-from reconciler.adapters.slurm_rest import SlurmNode, SlurmReservation, SlurmRestApi
+from reconciler.adapters.slurm.model import SlurmNode, SlurmReservation, SlurmRestApi
 from reconciler.compile.desired import DesiredState
 from reconciler.compile.manifests import slurm_conf_map_name
 from reconciler.errors import SlurmUnavailableError

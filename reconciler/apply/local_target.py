@@ -10,8 +10,8 @@ from pathlib import Path
 from reconciler.adapters.kube import Kube
 from reconciler.adapters.sacctmgr import Sacctmgr
 from reconciler.adapters.scontrol import Scontrol
-from reconciler.adapters.slurm_client import connect_lazily
-from reconciler.adapters.slurm_jwt import MintedTokens
+from reconciler.adapters.slurm.client import connect_lazily
+from reconciler.adapters.slurm.jwt import MintedTokens
 from reconciler.apply.controller import DeploymentRestarter
 from reconciler.apply.target import ApplyError, Target
 from reconciler.compile.profile import Profile

@@ -12,7 +12,7 @@ from typing import Any
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
 from reconciler.adapters.scontrol import Scontrol
-from reconciler.adapters.slurm_jwt import MintedTokens
+from reconciler.adapters.slurm.jwt import MintedTokens
 from reconciler.apply.connect import kubeconfig_of, tokens_from_args
 from reconciler.cli.apply import target_args
 from reconciler.cli.compile import load

@@ -112,7 +112,7 @@ class DaemonMetrics:
         self.pod_bind_seconds.observe(seconds)
 
     def observe_slurm(self, operation: str, seconds: float, ok: bool) -> None:
-        """The Slurm clients' hook (adapters.slurm_rest.SlurmObserver)."""
+        """The Slurm clients' hook (adapters.slurm.transport.SlurmObserver)."""
         self.slurm_request_seconds.labels(operation).observe(seconds)
         if not ok:
             self.slurm_request_errors.labels(operation).inc()

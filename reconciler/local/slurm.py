@@ -22,8 +22,8 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from reconciler.adapters.slurm_client import connect
-from reconciler.adapters.slurm_jwt import MintedTokens
+from reconciler.adapters.slurm.client import connect
+from reconciler.adapters.slurm.jwt import MintedTokens
 from reconciler.errors import LocalStackError
 from reconciler.local import SETUP_COMMAND
 from reconciler.local.accounting import MARIADB_INSTALL_DB, MARIADBD, Accounting

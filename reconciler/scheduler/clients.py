@@ -14,16 +14,11 @@ from dataclasses import replace
 from pathlib import Path
 
 from reconciler.adapters.scontrol import Scontrol
-from reconciler.adapters.slurm_client import connect
-from reconciler.adapters.slurm_jwt import MintedTokens, TokenSource
-from reconciler.adapters.slurm_nodes import NodeControl
-from reconciler.adapters.slurm_rest import (
-    CAN_SUBMIT_AS_USER,
-    JobSpec,
-    SlurmObserver,
-    SlurmRestApi,
-    SubmittedJob,
-)
+from reconciler.adapters.slurm.client import connect
+from reconciler.adapters.slurm.jwt import MintedTokens, TokenSource
+from reconciler.adapters.slurm.model import CAN_SUBMIT_AS_USER, JobSpec, SlurmRestApi, SubmittedJob
+from reconciler.adapters.slurm.nodes import NodeControl
+from reconciler.adapters.slurm.transport import SlurmObserver
 from reconciler.errors import SlurmAuthError
 
 OLDEST_RELEASE = (22, 5)

@@ -15,7 +15,7 @@ from typing import Any
 import hostlist
 
 from reconciler import wellknown as wk
-from reconciler.adapters.slurm_rest import SlurmJob
+from reconciler.adapters.slurm.model import SlurmJob
 from reconciler.scheduler.admission import fingerprint
 
 # Job states in which the job holds, or waits for, resources. COMPLETING is not among them:

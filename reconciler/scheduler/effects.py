@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from reconciler import wellknown as wk
-from reconciler.adapters.slurm_rest import JobSpec, JobUpdate
+from reconciler.adapters.slurm.model import JobSpec, JobUpdate
 from reconciler.errors import SlurmApiError, SlurmUnavailableError
 from reconciler.scheduler.admission import PodRequest, fingerprint
 from reconciler.scheduler.clients import SlurmClients

@@ -17,7 +17,7 @@ from typing import Any, Literal
 import hostlist
 
 from reconciler import wellknown as wk
-from reconciler.adapters.slurm_rest import SlurmJob
+from reconciler.adapters.slurm.model import SlurmJob
 from reconciler.scheduler.admission import PodRequest, Problem
 from reconciler.scheduler.decide import (
     ACTIVE_STATES,

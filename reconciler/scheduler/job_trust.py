@@ -21,7 +21,7 @@ from typing import Any
 import hostlist
 
 from reconciler import wellknown as wk
-from reconciler.adapters.slurm_rest import JobSpec, SlurmJob
+from reconciler.adapters.slurm.model import JobSpec, SlurmJob
 from reconciler.errors import SlurmApiError
 from reconciler.scheduler.budget import PassBudget
 from reconciler.scheduler.clients import SlurmClients

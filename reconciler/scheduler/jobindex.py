@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Collection, Container, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from reconciler.adapters.slurm_rest import SlurmJob
+from reconciler.adapters.slurm.model import SlurmJob
 from reconciler.scheduler.decide import ACTIVE_STATES
 from reconciler.scheduler.ownership import Ownership, Records, placeholders
 

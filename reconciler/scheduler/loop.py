@@ -22,7 +22,8 @@ from typing import Any
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
 from reconciler.adapters.kube_watch import WatchMemory
-from reconciler.adapters.slurm_rest import SlurmJob, SlurmObserver
+from reconciler.adapters.slurm.model import SlurmJob
+from reconciler.adapters.slurm.transport import SlurmObserver
 from reconciler.errors import ReconcilerError
 from reconciler.scheduler.clients import SlurmClients
 from reconciler.scheduler.counters import Counters

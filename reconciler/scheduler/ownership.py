@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import hostlist
 
-from reconciler.adapters.slurm_rest import SlurmJob
+from reconciler.adapters.slurm.model import SlurmJob
 from reconciler.scheduler.decide import ACTIVE_STATES
 from reconciler.scheduler.placeholder import parse_job_name
 

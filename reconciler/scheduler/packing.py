@@ -13,7 +13,7 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from reconciler.adapters.slurm_rest import SlurmNode
+from reconciler.adapters.slurm.model import SlurmNode
 
 # A GPU outweighs any number of CPUs: GPUs are what fragmentation strands.
 CPU_SLOTS = 4096

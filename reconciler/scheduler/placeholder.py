@@ -19,7 +19,7 @@ from typing import Any
 import hostlist
 
 from reconciler import wellknown as wk
-from reconciler.adapters.slurm_rest import JobSpec, Shared
+from reconciler.adapters.slurm.model import JobSpec, Shared
 from reconciler.scheduler.admission import PodRequest
 
 ROOT_USER = "root"

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from reconciler import wellknown as wk
-from reconciler.adapters.slurm_rest import SlurmJob
+from reconciler.adapters.slurm.model import SlurmJob
 from reconciler.kuberules.node_affinity import node_matches
 from reconciler.scheduler.decide import (
     Admit,

@@ -11,7 +11,7 @@ import threading
 import time
 from typing import Any
 
-from reconciler.adapters.slurm_rest import SlurmJob
+from reconciler.adapters.slurm.model import SlurmJob
 from reconciler.scheduler.decide import finished, recorded_job_id
 from reconciler.scheduler.gang import gang_key_of, is_gang_key
 from reconciler.scheduler.jobindex import Merged

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from reconciler.adapters.scontrol import Scontrol
-from reconciler.adapters.slurm_client import connect
-from reconciler.adapters.slurm_jwt import MintedTokens
-from reconciler.adapters.slurm_rest import SlurmRestApi
+from reconciler.adapters.slurm.client import connect
+from reconciler.adapters.slurm.jwt import MintedTokens
+from reconciler.adapters.slurm.model import SlurmRestApi
 from reconciler.errors import LocalStackError
 from reconciler.local import SETUP_COMMAND
 from reconciler.local import kube as kube_module

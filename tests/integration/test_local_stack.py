@@ -19,8 +19,8 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
 
-from reconciler.adapters.slurm_client import connect
-from reconciler.adapters.slurm_jwt import MintedTokens
+from reconciler.adapters.slurm.client import connect
+from reconciler.adapters.slurm.jwt import MintedTokens
 from reconciler.errors import LocalStackError
 from reconciler.local import slurm as slurm_module
 from reconciler.local.endpoints import KubeEndpoints, SlurmEndpoints

@@ -23,9 +23,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
-from reconciler.adapters.slurm_client import connect
-from reconciler.adapters.slurm_jwt import MintedTokens
-from reconciler.adapters.slurm_rest import SlurmNode, SlurmRestApi
+from reconciler.adapters.slurm.client import connect
+from reconciler.adapters.slurm.jwt import MintedTokens
+from reconciler.adapters.slurm.model import SlurmNode, SlurmRestApi
 from reconciler.local.ports import free_port
 from reconciler.local.slurm import SlurmCluster, current_user
 from reconciler.sync.node_health import standing_reason

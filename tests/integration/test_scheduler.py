@@ -27,9 +27,9 @@ import yaml
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
 from reconciler.adapters.scontrol import Scontrol
-from reconciler.adapters.slurm_client import connect
-from reconciler.adapters.slurm_jwt import MintedTokens
-from reconciler.adapters.slurm_rest import JobSpec, SlurmJob, SlurmRestApi
+from reconciler.adapters.slurm.client import connect
+from reconciler.adapters.slurm.jwt import MintedTokens
+from reconciler.adapters.slurm.model import JobSpec, SlurmJob, SlurmRestApi
 from reconciler.config.files import read_library, read_repo
 from reconciler.config.repo import load_config
 from reconciler.local.ports import free_port

@@ -26,9 +26,10 @@ import yaml
 
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
-from reconciler.adapters.slurm_client import connect
-from reconciler.adapters.slurm_jwt import MintedTokens
-from reconciler.adapters.slurm_rest import SlurmRestApi, Transport
+from reconciler.adapters.slurm.client import connect
+from reconciler.adapters.slurm.jwt import MintedTokens
+from reconciler.adapters.slurm.model import SlurmRestApi
+from reconciler.adapters.slurm.transport import Transport
 from reconciler.local.slurm import SlurmCluster, current_user
 from reconciler.scheduler.clients import SlurmClients
 from reconciler.scheduler.loop import PodScheduler

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import pytest
 
 from reconciler.adapters.scontrol import NodeState, Scontrol
-from reconciler.adapters.slurm_jwt import MintedTokens, mint_token
-from reconciler.adapters.slurm_rest import SlurmNode, SlurmRestApi
+from reconciler.adapters.slurm.jwt import MintedTokens, mint_token
+from reconciler.adapters.slurm.model import SlurmNode, SlurmRestApi
 from reconciler.errors import ScontrolError, ScontrolTimeoutError, SlurmArgumentError
 from reconciler.local.endpoints import SlurmEndpoints
 from reconciler.wellknown import DRAIN_REASON_PREFIX

@@ -11,18 +11,18 @@ from pathlib import Path
 import pytest
 
 from reconciler.adapters.scontrol import Scontrol
-from reconciler.adapters.slurm_client import SUPPORTED_VERSIONS, connect, served_versions
-from reconciler.adapters.slurm_jwt import MintedTokens, ProvidedToken, mint_token
-from reconciler.adapters.slurm_nodes import NodeControl
-from reconciler.adapters.slurm_rest import (
+from reconciler.adapters.slurm.client import SUPPORTED_VERSIONS, connect, served_versions
+from reconciler.adapters.slurm.jwt import MintedTokens, ProvidedToken, mint_token
+from reconciler.adapters.slurm.model import (
     CAN_SUBMIT_AS_USER,
     CAN_UPDATE_NODES,
     JobSpec,
     JobUpdate,
     SlurmJob,
     SlurmRestApi,
-    Transport,
 )
+from reconciler.adapters.slurm.nodes import NodeControl
+from reconciler.adapters.slurm.transport import Transport
 from reconciler.errors import SlurmApiError, SlurmAuthError, SlurmUnavailableError
 from reconciler.local.endpoints import SlurmEndpoints
 from tests.integration.helpers import FixedToken, unique, wait_for

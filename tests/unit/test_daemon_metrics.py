@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 from prometheus_client import generate_latest
 
-from reconciler.adapters.slurm_client import SlurmRestClient
-from reconciler.adapters.slurm_rest import JobSpec, JobUpdate, Response, wire_errors
-from reconciler.adapters.slurm_v0038 import CODEC as V0038
+from reconciler.adapters.slurm.client import SlurmRestClient
+from reconciler.adapters.slurm.model import JobSpec, JobUpdate
+from reconciler.adapters.slurm.transport import Response, wire_errors
+from reconciler.adapters.slurm.v0038 import CODEC as V0038
 from reconciler.daemon.metrics import DaemonMetrics
 from reconciler.errors import KubeApiError, SlurmApiError, SlurmArgumentError, SlurmUnavailableError
 from reconciler.scheduler import clients as clients_module

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reconciler import wellknown as wk
-from reconciler.adapters.slurm_rest import SlurmJob
+from reconciler.adapters.slurm.model import SlurmJob
 from reconciler.scheduler.admission import fingerprint
 from reconciler.scheduler.decide import (
     ACTIVE_STATES,

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from reconciler import wellknown as wk
-from reconciler.adapters.slurm_rest import SlurmJob
+from reconciler.adapters.slurm.model import SlurmJob
 from reconciler.scheduler.admission import PodRequest, Problem, fingerprint
 from reconciler.scheduler.gang import (
     AdoptMembers,

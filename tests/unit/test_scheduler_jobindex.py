@@ -7,7 +7,7 @@ import dataclasses
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
-from reconciler.adapters.slurm_rest import SlurmJob
+from reconciler.adapters.slurm.model import SlurmJob
 from reconciler.scheduler.jobindex import Merged, merge_listing
 from reconciler.scheduler.ownership import Ownership
 from tests.unit.test_scheduler_decide import slurm_job

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.adapters.slurm_rest import SlurmJob
+from reconciler.adapters.slurm.model import SlurmJob
 from reconciler.scheduler.ownership import (
     Claim,
     Ownership,

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reconciler.adapters.slurm_rest import SlurmNode
+from reconciler.adapters.slurm.model import SlurmNode
 from reconciler.scheduler.packing import (
     fragmentation,
     gpus,

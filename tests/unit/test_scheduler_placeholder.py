@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reconciler import wellknown as wk
-from reconciler.adapters.slurm_rest import JobSpec
+from reconciler.adapters.slurm.model import JobSpec
 from reconciler.kuberules.node_affinity import has_node_constraints, node_matches
 from reconciler.scheduler.admission import PodRequest, admit
 from reconciler.scheduler.placeholder import (

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.adapters.slurm_client import SlurmRestClient, connect
+from reconciler.adapters.slurm.client import SlurmRestClient, connect
 from reconciler.errors import SlurmApiError
 from tests.unit.slurm_answers import CannedSlurm, StaticToken, canned_slurm
 

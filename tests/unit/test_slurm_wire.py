@@ -7,15 +7,11 @@ from pathlib import Path
 import jwt
 import pytest
 
-from reconciler.adapters.slurm_jwt import MintedTokens, ProvidedToken, mint_token
-from reconciler.adapters.slurm_rest import (
-    JobSpec,
-    JobUpdate,
-    api_error,
-    check_signal,
-    wire_errors,
-)
-from reconciler.adapters.slurm_v0038 import (
+from reconciler.adapters.slurm.codec import controller_responds
+from reconciler.adapters.slurm.jwt import MintedTokens, ProvidedToken, mint_token
+from reconciler.adapters.slurm.model import JobSpec, JobUpdate, check_signal
+from reconciler.adapters.slurm.transport import api_error, wire_errors
+from reconciler.adapters.slurm.v0038 import (
     job_from_wire,
     node_from_wire,
     partition_from_wire,
@@ -23,7 +19,6 @@ from reconciler.adapters.slurm_v0038 import (
     submission_to_wire,
     update_to_wire,
 )
-from reconciler.adapters.slurm_wire import controller_responds
 from reconciler.errors import (
     SlurmApiError,
     SlurmArgumentError,

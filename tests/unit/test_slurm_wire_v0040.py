@@ -10,24 +10,24 @@ from typing import Any
 import pytest
 
 from reconciler.adapters.scontrol import NodeState
-from reconciler.adapters.slurm_client import (
+from reconciler.adapters.slurm.client import (
     SUPPORTED_VERSIONS,
     SlurmRestClient,
     choose_codec,
     codec_for,
     served_versions,
 )
-from reconciler.adapters.slurm_nodes import NodeControl
-from reconciler.adapters.slurm_rest import (
+from reconciler.adapters.slurm.codec import number, slurm_release
+from reconciler.adapters.slurm.model import (
     CAN_SUBMIT_AS_USER,
     CAN_UPDATE_NODES,
     JobSpec,
     JobUpdate,
     NodeUpdate,
-    Response,
-    wire_errors,
 )
-from reconciler.adapters.slurm_v0040 import (
+from reconciler.adapters.slurm.nodes import NodeControl
+from reconciler.adapters.slurm.transport import Response, wire_errors
+from reconciler.adapters.slurm.v0040 import (
     job_from_wire,
     node_from_wire,
     node_update_to_wire,
@@ -36,7 +36,6 @@ from reconciler.adapters.slurm_v0040 import (
     submission_to_wire,
     update_to_wire,
 )
-from reconciler.adapters.slurm_wire import number, slurm_release
 from reconciler.errors import SlurmApiError, SlurmArgumentError, SlurmUnsupportedError
 
 BODIES = Path(__file__).parent / "slurm_bodies"

@@ -15,10 +15,11 @@ from prometheus_client import generate_latest
 
 from reconciler import wellknown as wk
 from reconciler.adapters.scontrol import check_text
-from reconciler.adapters.slurm_client import SlurmRestClient
-from reconciler.adapters.slurm_rest import Response, Snapshot, wire_errors
-from reconciler.adapters.slurm_v0038 import CODEC as V0038
-from reconciler.adapters.slurm_v0038 import node_from_wire
+from reconciler.adapters.slurm.client import SlurmRestClient
+from reconciler.adapters.slurm.model import Snapshot
+from reconciler.adapters.slurm.transport import Response, wire_errors
+from reconciler.adapters.slurm.v0038 import CODEC as V0038
+from reconciler.adapters.slurm.v0038 import node_from_wire
 from reconciler.daemon.metrics import DaemonMetrics
 from reconciler.errors import ScontrolError
 from reconciler.sync.node_health import (

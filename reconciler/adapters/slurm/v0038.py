@@ -1,4 +1,4 @@
-"""slurmrestd `openapi/v0.0.38` (Slurm 22.05): wire format <-> the plain data of slurm_rest.py.
+"""slurmrestd `openapi/v0.0.38` (Slurm 22.05): wire format <-> the plain data of model.py.
 
 The mapping functions are pure (dict in, dataclass out and back) and unit-tested with bodies
 captured from a real slurmrestd 22.05.8. Wire quirks they absorb:
@@ -22,15 +22,7 @@ from collections.abc import Iterable
 from dataclasses import fields
 from typing import Any
 
-from reconciler.adapters.slurm_rest import (
-    JobSpec,
-    JobUpdate,
-    SlurmJob,
-    SlurmNode,
-    SlurmPartition,
-    SlurmReservation,
-)
-from reconciler.adapters.slurm_wire import (
+from reconciler.adapters.slurm.codec import (
     Codec,
     Wire,
     gres_per_node,
@@ -39,6 +31,14 @@ from reconciler.adapters.slurm_wire import (
     text,
     upper_set,
     words,
+)
+from reconciler.adapters.slurm.model import (
+    JobSpec,
+    JobUpdate,
+    SlurmJob,
+    SlurmNode,
+    SlurmPartition,
+    SlurmReservation,
 )
 from reconciler.errors import SlurmArgumentError
 

@@ -1,10 +1,10 @@
 """slurmrestd data parsers v0.0.40, v0.0.41 and v0.0.42 (Slurm 23.11 to 25.05; 24.11 serves
-all three): wire format <-> the plain data of slurm_rest.py.
+all three): wire format <-> the plain data of model.py.
 
 The three versions agree on everything the reconciler reads and writes, so one set of pure
 functions serves them; the version only changes the path. Unit-tested with bodies captured from
-a real slurmrestd 24.11.5. What differs from v0.0.38 (slurm_v0038.py), and is absorbed here:
-- integers may be `{"set", "infinite", "number"}` (slurm_wire.number reads both);
+a real slurmrestd 24.11.5. What differs from v0.0.38 (v0038.py), and is absorbed here:
+- integers may be `{"set", "infinite", "number"}` (codec.number reads both);
 - job and node states are lists: a base state and flags (["IDLE", "DRAIN"]);
 - `exit_code` is `{"status": [...], "return_code": {...}}`;
 - partitions are nested (`nodes/configured`, `maximums/time`, `partition/state`); their flags
@@ -14,7 +14,7 @@ a real slurmrestd 24.11.5. What differs from v0.0.38 (slurm_v0038.py), and is ab
   dropped with only a warning), and `user_id`/`group_id` (the job runs as that user, submitted
   by an operator token); `hold` and `priority` are one field on the wire;
 - `update_time` is "uts<seconds>"; an unchanged job list is a 200 with no jobs and
-  `last_update` 0, not a 304 (slurm_wire.unchanged_listing);
+  `last_update` 0, not a 304 (codec.unchanged_listing);
 - an unknown job is 404 with error 2017; an unknown (or FUTURE) node is a 200 whose error says
   "Failure to query node" with error number 0;
 - `POST /node/{name}` updates state, reason and weight: no scontrol needed;
@@ -26,7 +26,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from reconciler.adapters.slurm_rest import (
+from reconciler.adapters.slurm.codec import (
+    Codec,
+    Wire,
+    integer,
+    limit,
+    number,
+    text,
+    upper_set,
+    words,
+)
+from reconciler.adapters.slurm.model import (
     CAN_DELETE_NODES,
     CAN_SHARE_TOPO,
     CAN_SUBMIT_AS_USER,
@@ -39,19 +49,9 @@ from reconciler.adapters.slurm_rest import (
     SlurmNode,
     SlurmPartition,
 )
-from reconciler.adapters.slurm_v0038 import job_from_wire as job_from_v0038_wire
-from reconciler.adapters.slurm_v0038 import node_from_wire as node_from_v0038_wire
-from reconciler.adapters.slurm_v0038 import reservation_from_wire
-from reconciler.adapters.slurm_wire import (
-    Codec,
-    Wire,
-    integer,
-    limit,
-    number,
-    text,
-    upper_set,
-    words,
-)
+from reconciler.adapters.slurm.v0038 import job_from_wire as job_from_v0038_wire
+from reconciler.adapters.slurm.v0038 import node_from_wire as node_from_v0038_wire
+from reconciler.adapters.slurm.v0038 import reservation_from_wire
 from reconciler.errors import SlurmArgumentError
 
 VERSIONS = ("v0.0.42", "v0.0.41", "v0.0.40")

@@ -9,7 +9,7 @@ nothing depends on which path was taken.
 from __future__ import annotations
 
 from reconciler.adapters.scontrol import NodeState, Scontrol, node_state_args, node_weight_args
-from reconciler.adapters.slurm_rest import CAN_UPDATE_NODES, NodeUpdate, SlurmRestApi
+from reconciler.adapters.slurm.model import CAN_UPDATE_NODES, NodeUpdate, SlurmRestApi
 from reconciler.errors import SlurmUnsupportedError
 
 

@@ -16,30 +16,8 @@ from time import perf_counter
 from typing import Any, TypeVar, cast, overload
 from urllib.parse import quote
 
-from reconciler.adapters import slurm_v0038, slurm_v0040
-from reconciler.adapters.slurm_jwt import TokenSource
-from reconciler.adapters.slurm_rest import (
-    CAN_DELETE_NODES,
-    DEFAULT_TIMEOUT_SECONDS,
-    JobSpec,
-    JobsSnapshot,
-    JobUpdate,
-    NodeUpdate,
-    SlurmJob,
-    SlurmNode,
-    SlurmObserver,
-    SlurmPartition,
-    SlurmReservation,
-    SlurmRestApi,
-    Snapshot,
-    SubmittedJob,
-    Transport,
-    WireError,
-    api_error,
-    as_of_now,
-    check_signal,
-)
-from reconciler.adapters.slurm_wire import (
+from reconciler.adapters.slurm import v0038, v0040
+from reconciler.adapters.slurm.codec import (
     ERR_INVALID_JOB_ID,
     ERR_INVALID_NODE_NAME,
     Codec,
@@ -48,13 +26,37 @@ from reconciler.adapters.slurm_wire import (
     slurm_release,
     unchanged_listing,
 )
+from reconciler.adapters.slurm.jwt import TokenSource
+from reconciler.adapters.slurm.model import (
+    CAN_DELETE_NODES,
+    JobSpec,
+    JobsSnapshot,
+    JobUpdate,
+    NodeUpdate,
+    SlurmJob,
+    SlurmNode,
+    SlurmPartition,
+    SlurmReservation,
+    SlurmRestApi,
+    Snapshot,
+    SubmittedJob,
+    check_signal,
+)
+from reconciler.adapters.slurm.transport import (
+    DEFAULT_TIMEOUT_SECONDS,
+    SlurmObserver,
+    Transport,
+    WireError,
+    api_error,
+    as_of_now,
+)
 from reconciler.errors import SlurmArgumentError, SlurmUnavailableError, SlurmUnsupportedError
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 # Newest first: discovery takes the first the server serves.
-CODECS: tuple[Codec, ...] = (*slurm_v0040.CODECS, slurm_v0038.CODEC)
+CODECS: tuple[Codec, ...] = (*v0040.CODECS, v0038.CODEC)
 SUPPORTED_VERSIONS = tuple(codec.version for codec in CODECS)
 _VERSION_PATH = re.compile(r"^/slurm/(v\d+\.\d+\.\d+)/")
 # "not found" answers: v0.0.38 and v0.0.40+ both say 500 with Slurm's error number.

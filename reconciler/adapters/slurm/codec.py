@@ -1,7 +1,7 @@
 """What every slurmrestd codec shares: the `Codec` a version module exports, and the pure
 helpers that read the loosely typed JSON every version answers with.
 
-A codec is plain functions, wire dict <-> the dataclasses of slurm_rest.py; it does no I/O, so
+A codec is plain functions, wire dict <-> the dataclasses of model.py; it does no I/O, so
 each version is unit-tested with bodies captured from the real daemon that serves it.
 """
 
@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.adapters.slurm_rest import (
+from reconciler.adapters.slurm.model import (
     JobSpec,
     JobUpdate,
     NodeUpdate,

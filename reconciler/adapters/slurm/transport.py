@@ -1,0 +1,177 @@
+"""The HTTP transport to slurmrestd: one request with a token, its answer parsed into errors,
+warnings and body, and Slurm's `errors` array turned into the typed errors callers catch."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import requests
+
+from reconciler.adapters.slurm.jwt import TokenSource
+from reconciler.errors import SlurmApiError, SlurmAuthError, SlurmUnavailableError
+
+DEFAULT_TIMEOUT_SECONDS = 30.0
+
+# Told of every request a client sends: the operation (the SlurmRestApi method's name: "jobs",
+# "submit", "cancel", ...), its seconds, and whether it succeeded. A failure is a transport
+# error, an HTTP error or Slurm's `errors` array; an answer such as "no such job" from `job()`
+# or 304 from `jobs(since=...)` is a success. It runs on the caller's thread: keep it cheap,
+# and it must not raise.
+SlurmObserver = Callable[[str, float, bool], None]
+
+
+@dataclass(frozen=True)
+class WireError:
+    """One entry of a response's `errors` array, whichever key spelling the endpoint used."""
+
+    number: int | None
+    text: str
+    description: str = ""
+    source: str = ""
+
+    def __str__(self) -> str:
+        text = self.text
+        if self.description and self.description != self.text:
+            text = f"{self.description} ({self.text})" if self.text else self.description
+        return f"{text} [{self.number}]" if self.number is not None else text
+
+
+def wire_errors(body: Mapping[str, Any], key: str = "errors") -> list[WireError]:
+    """The `errors` (or `warnings`) array: v0.0.38 spells the number error_number, error_code
+    or errno."""
+    found = []
+    entries = body.get(key)
+    for entry in entries if isinstance(entries, list) else []:
+        if not isinstance(entry, Mapping):
+            continue
+        number = next(
+            (
+                entry[k]
+                for k in ("error_number", "error_code", "errno")
+                if isinstance(entry.get(k), int)
+            ),
+            None,
+        )
+        found.append(
+            WireError(
+                number=number,
+                text=str(entry.get("error") or ""),
+                description=str(entry.get("description") or ""),
+                source=str(entry.get("source") or ""),
+            )
+        )
+    return found
+
+
+# slurmctld rejects a bad token with these (22.05: "Unspecified error", 5005; 24.11: 1007
+# "Protocol authentication error", HTTP 511), not with an auth error (see jwt.py).
+_MAYBE_AUTH_NUMBERS = frozenset({-1, 5005, 1007})
+
+
+def api_error(endpoint: str, status: int | None, errors: list[WireError]) -> SlurmApiError:
+    first = next((e for e in errors if e.number is not None), errors[0] if errors else None)
+    text = "; ".join(str(e) for e in errors) or "no error details"
+    hint = None
+    if first is not None and first.number in _MAYBE_AUTH_NUMBERS:
+        hint = (
+            "slurmctld answers a token that is expired or signed with another key this way: "
+            "check the JWT key and user"
+        )
+    prefix = f"HTTP {status}: " if status is not None and status >= 300 else ""
+    return SlurmApiError(
+        prefix + text,
+        endpoint=endpoint,
+        status=status,
+        error_number=first.number if first else None,
+        error_text=first.text if first else "",
+        hint=hint,
+    )
+
+
+@dataclass
+class Response:
+    status: int
+    body: dict[str, Any]
+    errors: list[WireError] = field(default_factory=list)
+    warnings: list[WireError] = field(default_factory=list)
+
+
+class Transport:
+    """HTTP to slurmrestd with a fresh token per request; JSON in, JSON out, typed errors."""
+
+    def __init__(self, url: str, tokens: TokenSource, *, timeout: float) -> None:
+        self.url = url.rstrip("/")
+        self._tokens = tokens
+        self._timeout = timeout
+        self._session = requests.Session()
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        json: Any = None,
+        allow: frozenset[int] = frozenset(),
+    ) -> Response:
+        """Send; raise for transport failures and for any status not 2xx/304 unless allowed."""
+        endpoint = f"{method} {path}"
+        headers = {
+            "X-SLURM-USER-NAME": self._tokens.user,
+            "X-SLURM-USER-TOKEN": self._tokens.token(),
+        }
+        try:
+            raw = self._session.request(
+                method,
+                self.url + path,
+                params=params,
+                json=json,
+                headers=headers,
+                timeout=self._timeout,
+            )
+        except requests.RequestException as error:
+            raise SlurmUnavailableError(
+                f"slurmrestd at {self.url} unreachable: {type(error).__name__}", endpoint=endpoint
+            ) from None
+        return self._parse(endpoint, raw, allow)
+
+    def _parse(self, endpoint: str, raw: requests.Response, allow: frozenset[int]) -> Response:
+        if raw.status_code == 304:
+            return Response(304, {})
+        if raw.status_code == 401:
+            raise SlurmAuthError(
+                f"slurmrestd refused authentication: {raw.text.strip()[:200]}",
+                endpoint=endpoint,
+                status=401,
+                hint="slurmrestd needs -a rest_auth/jwt and both X-SLURM-USER-* headers",
+            )
+        try:
+            body = raw.json()
+        except ValueError:
+            raise SlurmUnavailableError(
+                f"HTTP {raw.status_code}, not JSON: {raw.text.strip()[:200]!r}",
+                endpoint=endpoint,
+                status=raw.status_code,
+            ) from None
+        if not isinstance(body, dict):
+            # Every slurmrestd answer is an object; taken as {} a list would read as empty.
+            raise SlurmUnavailableError(
+                f"HTTP {raw.status_code}, JSON but not an object: {raw.text.strip()[:200]!r}",
+                endpoint=endpoint,
+                status=raw.status_code,
+            )
+        errors = wire_errors(body)
+        if not 200 <= raw.status_code < 300 and raw.status_code not in allow:
+            raise api_error(endpoint, raw.status_code, errors)
+        return Response(raw.status_code, body, errors, wire_errors(body, "warnings"))
+
+    def close(self) -> None:
+        self._session.close()
+
+
+def as_of_now() -> int:
+    """The `since` to remember for a request that is about to leave (see Snapshot)."""
+    return int(time.time()) - 1
