@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from reconciler.adapters.kube import Kube
+from reconciler.adapters.node_control import NodeControl
 from reconciler.adapters.sacctmgr import Sacctmgr
 from reconciler.adapters.scontrol import Scontrol
 from reconciler.adapters.slurm.model import SlurmRestApi
-from reconciler.adapters.slurm.nodes import NodeControl
 from reconciler.errors import ReconcilerError
 
 Say = Callable[[str], None]

@@ -18,11 +18,11 @@ from reconciler.cli.apply import target_args
 from reconciler.cli.compile import load
 from reconciler.errors import ReconcilerError
 from reconciler.logs import log_format_arg
-from reconciler.policy.loader import shipped_policies, startup_pod_policies
+from reconciler.policy.loader import shipped_policies
 from reconciler.policy.subjects import default_params
 from reconciler.scheduler.clients import SlurmClients
 from reconciler.scheduler.loop import PodScheduler
-from reconciler.scheduler.pod_policies import PodPolicies
+from reconciler.scheduler.pod_policies import PodPolicies, startup_pod_policies
 from reconciler.scheduler.settings import (
     DEFAULT_HOOKS_PORT,
     DEFAULT_WORKERS,

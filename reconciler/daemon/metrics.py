@@ -97,7 +97,7 @@ class DaemonMetrics:
         self.registry.register(_LeaderCollector(leading))
 
     def watch_http(self, server: str, refusals: Callable[[], Mapping[str, int] | None]) -> None:
-        """Requests an HTTP server refused, by reason (daemon.http.REASONS)."""
+        """Requests an HTTP server refused, by reason (adapters.http_server.REASONS)."""
         if self._refusals is None:
             self._refusals = _RefusalsCollector()
             self.registry.register(self._refusals)

@@ -29,8 +29,7 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from reconciler.daemon.converge import Converger, Outcome
-from reconciler.daemon.http import (
+from reconciler.adapters.http_server import (
     UNAUTHORIZED,
     GuardedHandler,
     GuardedServer,
@@ -38,6 +37,7 @@ from reconciler.daemon.http import (
     Limits,
     body_length,
 )
+from reconciler.daemon.converge import Converger, Outcome
 from reconciler.daemon.metrics import DaemonMetrics
 from reconciler.daemon.webhook import judge
 from reconciler.errors import ReconcilerError, SourceError

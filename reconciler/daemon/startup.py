@@ -24,8 +24,7 @@ from reconciler.config.repo import SETTINGS_FILE, VALUES_FILE, Config, RepoSetti
 from reconciler.daemon.converge import Converger
 from reconciler.daemon.status import Status, read_status
 from reconciler.errors import ReconcilerError, SourceError
-from reconciler.policy.loader import startup_pod_policies
-from reconciler.scheduler.pod_policies import PodPolicies
+from reconciler.scheduler.pod_policies import PodPolicies, startup_pod_policies
 from reconciler.scheduler.settings import (
     DEFAULT_HOOKS_PORT,
     SchedulerSettings,

@@ -13,11 +13,11 @@ import threading
 from dataclasses import replace
 from pathlib import Path
 
+from reconciler.adapters.node_control import NodeControl
 from reconciler.adapters.scontrol import Scontrol
 from reconciler.adapters.slurm.client import connect
 from reconciler.adapters.slurm.jwt import MintedTokens, TokenSource
 from reconciler.adapters.slurm.model import CAN_SUBMIT_AS_USER, JobSpec, SlurmRestApi, SubmittedJob
-from reconciler.adapters.slurm.nodes import NodeControl
 from reconciler.adapters.slurm.transport import SlurmObserver
 from reconciler.errors import SlurmAuthError
 

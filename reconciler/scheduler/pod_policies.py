@@ -2,17 +2,25 @@
 
 A Deny finding refuses the Pod (Event, PodScheduled=False, no job), a Warn finding is a
 Warning Event and the job goes ahead, an Audit finding is logged. Policies come from the
-revision the daemon last applied; `namespaceObject` is read only if a policy uses it.
+revision the daemon last applied; `namespaceObject` is read only if a policy uses it. Before
+the first one, `startup_pod_policies` gives the scheduler the revision's own or the shipped ones.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from reconciler.config.repo import Config
+from reconciler.errors import ReconcilerError
 from reconciler.policy.engine import CompiledPolicy, Finding, evaluate
+from reconciler.policy.loader import revision_policies, shipped_policies
+from reconciler.policy.subjects import params_of
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -68,3 +76,15 @@ def _programs(compiled: CompiledPolicy) -> list[Any]:
         if validation.message is not None:
             programs.append(validation.message)
     return programs
+
+
+def startup_pod_policies(config: Config) -> PodPolicies:
+    """The pod policies to start the scheduler with, before any revision is converged. If
+    the repo's own do not compile, the shipped ones (the converger records the error)."""
+    try:
+        policies = revision_policies(config)
+    except ReconcilerError as error:
+        log.warning("policies of the first revision: %s; starting with the shipped ones", error)
+        policies = shipped_policies()
+    pods = tuple(p for p in policies if p.policy.target == "pod")
+    return PodPolicies(pods, params_of(config))

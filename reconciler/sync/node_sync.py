@@ -19,8 +19,8 @@ from typing import Any
 
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
+from reconciler.adapters.node_control import NodeControl
 from reconciler.adapters.slurm.model import SlurmNode, SlurmRestApi
-from reconciler.adapters.slurm.nodes import NodeControl
 from reconciler.errors import KubeApiError, ReconcilerError
 from reconciler.sync.node_health import (
     Action,

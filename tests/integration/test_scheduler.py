@@ -35,11 +35,10 @@ from reconciler.config.repo import load_config
 from reconciler.local.ports import free_port
 from reconciler.local.slurm import SlurmCluster, current_user
 from reconciler.local.slurm_install import slurm_install
-from reconciler.policy.loader import startup_pod_policies
 from reconciler.scheduler.clients import SlurmClients
 from reconciler.scheduler.loop import PodScheduler
 from reconciler.scheduler.placeholder import pod_uid_of
-from reconciler.scheduler.pod_policies import PodPolicies
+from reconciler.scheduler.pod_policies import PodPolicies, startup_pod_policies
 from reconciler.scheduler.settings import settings_from_values
 from tests.integration.helpers import stop_cleanly, unique, wait_for
 from tests.integration.local_up import RunningUp, local_up

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from reconciler.adapters.node_control import NodeControl
 from reconciler.adapters.scontrol import Scontrol
 from reconciler.adapters.slurm.client import SUPPORTED_VERSIONS, connect, served_versions
 from reconciler.adapters.slurm.jwt import MintedTokens, ProvidedToken, mint_token
@@ -21,7 +22,6 @@ from reconciler.adapters.slurm.model import (
     SlurmJob,
     SlurmRestApi,
 )
-from reconciler.adapters.slurm.nodes import NodeControl
 from reconciler.adapters.slurm.transport import Transport
 from reconciler.errors import SlurmApiError, SlurmAuthError, SlurmUnavailableError
 from reconciler.local.endpoints import SlurmEndpoints

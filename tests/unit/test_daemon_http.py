@@ -20,9 +20,9 @@ import pytest
 from kubernetes.client import ApiClient
 from prometheus_client.parser import text_string_to_metric_families
 
+from reconciler.adapters.http_server import Limits
 from reconciler.adapters.kube import Kube
 from reconciler.daemon.converge import Converger
-from reconciler.daemon.http import Limits
 from reconciler.daemon.run import Daemon, RunSettings
 from reconciler.sources.directory import DirectorySource
 

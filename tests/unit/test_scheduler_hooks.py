@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reconciler.daemon.http import Limits
+from reconciler.adapters.http_server import Limits
 from reconciler.scheduler.hooks import HookCall, HooksServer, parse_call
 from reconciler.scheduler.placeholder import HookCredentials
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from reconciler.adapters.node_control import NodeControl
 from reconciler.adapters.scontrol import NodeState
 from reconciler.adapters.slurm.client import (
     SUPPORTED_VERSIONS,
@@ -25,7 +26,6 @@ from reconciler.adapters.slurm.model import (
     JobUpdate,
     NodeUpdate,
 )
-from reconciler.adapters.slurm.nodes import NodeControl
 from reconciler.adapters.slurm.transport import Response, wire_errors
 from reconciler.adapters.slurm.v0040 import (
     job_from_wire,
