@@ -42,7 +42,7 @@ def run_policy_test(args: argparse.Namespace) -> int:
     if not tests:
         raise ReconcilerError(
             f"no test files in {tests_dir(root)}",
-            hint="add *.yaml files of kind: PolicyTest (see README, Policies)",
+            hint="add *.yaml files of kind: PolicyTest (see docs/policies.md)",
         )
     policies = compile_policies(effective_policies(shipped_documents(read_shipped_policies()),
                                                    repo_docs))  # fmt: skip

@@ -1,7 +1,7 @@
 """A config repo's files -> merged values and the layers node definitions may use (pure).
 
 Files arrive as a mapping of repo-relative path -> text; `reconciler.config.files` reads them
-from disk. Layout (documented in the README):
+from disk. Layout (documented in the README, "The config repo"):
 
     reconciler.yaml        optional: release, namespace
     values.yaml            required: SUNK chart values

@@ -1,5 +1,5 @@
-"""A plan as JSON for CI bots. The schema is versioned (`formatVersion`) and documented in the
-README; fields are only ever added within a version.
+"""A plan as JSON for CI bots. The schema is versioned (`formatVersion`) and documented in
+docs/plan-apply.md (Plan output); fields are only ever added within a version.
 """
 
 from __future__ import annotations
