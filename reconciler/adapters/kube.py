@@ -9,18 +9,18 @@ serializes to). Checked against kube-apiserver 1.20.2 and kubernetes-client 37.
 
 Objects are named by (apiVersion, kind); the resource path comes from API discovery, cached per
 apiVersion and refreshed once when a kind is missing (a CRD created a moment ago).
+
+What needs no connection (paths, list items, times, Event bodies, error mapping) is in
+kube_wire.py; watches are in kube_watch.py.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import urllib3
 from kubernetes import config as kube_config
@@ -28,85 +28,25 @@ from kubernetes.client import ApiClient
 from kubernetes.client import Configuration as KubeConfiguration
 
 from reconciler.adapters.kube_watch import KubeWatch
-from reconciler.errors import KubeApiError, KubeConflictError
+from reconciler.adapters.kube_wire import (
+    Obj,
+    ObjectList,
+    Resource,
+    api_error,
+    event_for,
+    object_target,
+    path_segment,
+    resources_of,
+    selector_query,
+    typed_items,
+)
+from reconciler.errors import KubeApiError
 from reconciler.wellknown import FIELD_MANAGER
 
 DEFAULT_TIMEOUT_SECONDS = 30.0
 CONNECTION_POOL_SIZE = 32
 APPLY_CONTENT_TYPE = "application/apply-patch+yaml"
 _LIST_PAGE = 500
-
-Obj = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class ObjectList:
-    """All objects of one kind (items are full dicts) and the list's resourceVersion."""
-
-    items: tuple[Obj, ...]
-    resource_version: str
-
-
-@dataclass(frozen=True)
-class Resource:
-    """Where a kind lives: `/api/v1` or `/apis/<group>/<version>`, its plural, its scope."""
-
-    base: str
-    plural: str
-    namespaced: bool
-    kind: str
-
-    def path(self, namespace: str | None = None, name: str | None = None) -> str:
-        path = self.base
-        if self.namespaced and namespace:
-            path += f"/namespaces/{_segment(namespace)}"
-        path += f"/{self.plural}"
-        return path + f"/{_segment(name)}" if name else path
-
-
-def micro_time(moment: datetime) -> str:
-    """A MicroTime: UTC, always six fractional digits, "Z"."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def whole_seconds_time(moment: datetime) -> str:
-    """A metav1.Time: UTC, seconds precision, "Z"."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-_CONFLICT_MANAGER = re.compile(r'conflict with "([^"]*)"')
-
-
-def conflicts_of(status: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(manager, field) pairs of a 409 apply Status, e.g. ("mgr-a", ".data.k")."""
-    found = []
-    for cause in (status.get("details") or {}).get("causes") or []:
-        if cause.get("reason") != "FieldManagerConflict":
-            continue
-        match = _CONFLICT_MANAGER.search(str(cause.get("message", "")))
-        found.append((match.group(1) if match else "?", str(cause.get("field", ""))))
-    return found
-
-
-def api_error(status: int, payload: bytes, target: str) -> KubeApiError:
-    """A typed error from a non-2xx answer (a Status object, or whatever came instead)."""
-    try:
-        body = json.loads(payload) if payload else {}
-    except ValueError:
-        body = {}
-    body = body if isinstance(body, dict) else {}
-    message = str(body.get("message") or payload[:200].decode(errors="replace") or f"HTTP {status}")
-    conflicts = conflicts_of(body) if status == 409 else []
-    if conflicts:
-        return KubeConflictError(message, target=target, conflicts=conflicts)
-    return KubeApiError(message, status=status, reason=str(body.get("reason", "")), target=target)
-
-
-def object_target(obj: Mapping[str, Any]) -> str:
-    """Kind and namespace/name, for error messages."""
-    meta = obj.get("metadata") or {}
-    name = f"{meta['namespace']}/{meta.get('name')}" if meta.get("namespace") else meta.get("name")
-    return f"{obj.get('kind')} {name}"
 
 
 class Kube:
@@ -185,7 +125,7 @@ class Kube:
     ) -> ObjectList:
         """All matching objects, each with its apiVersion and kind filled in."""
         path = self.resource(api_version, kind).path(namespace)
-        return self.list_path(path, _selectors(label_selector, field_selector))
+        return self.list_path(path, selector_query(label_selector, field_selector))
 
     def list_path(self, path: str, selectors: list[tuple[str, str]]) -> ObjectList:
         """List a resource path page by page; restarts when a continue token expires (410)."""
@@ -220,7 +160,7 @@ class Kube:
         if dry_run:
             query.append(("dryRun", "All"))
         if subresource:
-            path += f"/{_segment(subresource)}"
+            path += f"/{path_segment(subresource)}"
         return self.request_json(
             "PATCH",
             path,
@@ -288,7 +228,7 @@ class Kube:
         return KubeWatch(
             self,
             resource.path(namespace),
-            selectors=_selectors(label_selector, field_selector),
+            selectors=selector_query(label_selector, field_selector),
             resource_version=resource_version,
             timeout_seconds=timeout_seconds,
         )
@@ -318,7 +258,7 @@ class Kube:
             binding["metadata"]["uid"] = pod_uid
         if annotations:
             binding["metadata"]["annotations"] = dict(annotations)
-        path = f"/api/v1/namespaces/{_segment(namespace)}/pods/{_segment(pod)}/binding"
+        path = f"/api/v1/namespaces/{path_segment(namespace)}/pods/{path_segment(pod)}/binding"
         self.request_json("POST", path, body=binding, target=f"Pod {namespace}/{pod}")
 
     def create_event(
@@ -345,7 +285,7 @@ class Kube:
             now=now or datetime.now(UTC),
         )
         namespace = event["metadata"]["namespace"]
-        path = f"/api/v1/namespaces/{_segment(namespace)}/events"
+        path = f"/api/v1/namespaces/{path_segment(namespace)}/events"
         return self.request_json("POST", path, body=event, target=object_target(regarding))
 
     # -- raw requests ------------------------------------------------------------------------
@@ -430,77 +370,3 @@ class Kube:
             listing = self.request_json("GET", base, target=f"discovery {api_version}")
             self._discovered[api_version] = resources_of(base, listing)
         return self._discovered[api_version]
-
-
-def typed_items(page: Mapping[str, Any]) -> list[Obj]:
-    """A list's items with apiVersion/kind set: the server leaves them out of list items."""
-    kind = str(page.get("kind", "")).removesuffix("List")
-    api_version = page.get("apiVersion")
-    return [{"apiVersion": api_version, "kind": kind, **item} for item in page.get("items") or []]
-
-
-def resources_of(base: str, listing: Mapping[str, Any]) -> dict[str, Resource]:
-    """kind -> Resource from an APIResourceList, skipping subresources like pods/status."""
-    found = {}
-    for entry in listing.get("resources") or []:
-        if "/" in entry.get("name", ""):
-            continue
-        found[entry["kind"]] = Resource(
-            base, entry["name"], bool(entry.get("namespaced")), entry["kind"]
-        )
-    return found
-
-
-def event_for(
-    regarding: Mapping[str, Any],
-    *,
-    reason: str,
-    message: str,
-    action: str,
-    type: str,
-    controller: str,
-    instance: str,
-    now: datetime,
-) -> Obj:
-    """A core/v1 Event body; cluster-scoped objects get their events in "default"."""
-    meta = regarding.get("metadata") or {}
-    namespace = meta.get("namespace") or "default"
-    involved = {
-        "apiVersion": regarding.get("apiVersion"),
-        "kind": regarding.get("kind"),
-        "name": meta.get("name"),
-        "namespace": meta.get("namespace"),
-        "uid": meta.get("uid"),
-    }
-    return {
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {"generateName": f"{meta.get('name')}.", "namespace": namespace},
-        "involvedObject": {k: v for k, v in involved.items() if v},
-        "reason": reason,
-        "message": message,
-        "type": type,
-        "action": action,
-        "count": 1,
-        "firstTimestamp": whole_seconds_time(now),
-        "lastTimestamp": whole_seconds_time(now),
-        "eventTime": micro_time(now),
-        "source": {"component": controller},
-        "reportingComponent": controller,
-        "reportingInstance": instance,
-    }
-
-
-def _selectors(label_selector: str | None, field_selector: str | None) -> list[tuple[str, str]]:
-    query = []
-    if label_selector:
-        query.append(("labelSelector", label_selector))
-    if field_selector:
-        query.append(("fieldSelector", field_selector))
-    return query
-
-
-def _segment(value: str) -> str:
-    if not value or "/" in value or value in (".", ".."):
-        raise KubeApiError(f"invalid name {value!r}", status=400, reason="Invalid")
-    return quote(value, safe="")

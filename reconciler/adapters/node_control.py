@@ -2,13 +2,14 @@
 23.11+), through scontrol otherwise (v0.0.38 has no node update endpoint).
 
 Over REST the daemon needs neither munge nor a slurm.conf for these; the values are checked by
-the same rules either way (scontrol.py's grammar), so a reason reads back as it was written and
+the same rules either way (scontrol_args.py's grammar), so a reason reads back as it was written and
 nothing depends on which path was taken.
 """
 
 from __future__ import annotations
 
-from reconciler.adapters.scontrol import NodeState, Scontrol, node_state_args, node_weight_args
+from reconciler.adapters.scontrol import Scontrol
+from reconciler.adapters.scontrol_args import NodeState, node_state_args, node_weight_args
 from reconciler.adapters.slurm.model import CAN_UPDATE_NODES, NodeUpdate, SlurmRestApi
 from reconciler.errors import SlurmUnsupportedError
 

@@ -5,7 +5,7 @@ apply runs `sacctmgr -i` (immediate: no confirmation prompt). Auth is the cluste
 SLURM_JWT when a token source is given: the token travels in the environment, never on the
 command line).
 
-Argument policy, as in scontrol.py: reject, never quote. No shell, one `Key=value` per argv
+Argument policy, as in scontrol_args.py: reject, never quote. No shell, one `Key=value` per argv
 element, keys only from the tables below, each value checked against the grammar of its kind;
 anything else is refused with SlurmArgumentError before sacctmgr starts. sacctmgr keeps names,
 descriptions and organizations in lowercase, so names must be lowercase here.
@@ -22,7 +22,7 @@ import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
-from reconciler.adapters.scontrol import check_text, option_args
+from reconciler.adapters.scontrol_args import check_text, option_args
 from reconciler.adapters.slurm.jwt import TokenSource
 from reconciler.compile.accounting import Account, Qos, User
 from reconciler.config.accounting import AccountingValueError, tres_limits, wall_minutes

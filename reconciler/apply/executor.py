@@ -22,7 +22,7 @@ from collections.abc import Iterable
 
 import hostlist
 
-from reconciler.adapters.scontrol import NodeState
+from reconciler.adapters.scontrol_args import NodeState
 from reconciler.adapters.slurm.model import SlurmNode
 from reconciler.apply.accounting import (
     accounting_changes_of,

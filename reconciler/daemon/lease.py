@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from reconciler.adapters.kube import Kube, micro_time
+from reconciler.adapters.kube import Kube
+from reconciler.adapters.kube_wire import micro_time
 from reconciler.errors import KubeApiError, ReconcilerError
 
 log = logging.getLogger(__name__)

@@ -28,7 +28,7 @@ from typing import Any
 
 from reconciler import wellknown as wk
 
-# What `scontrol update ... Reason=` takes (reconciler/adapters/scontrol.py check_text): any
+# What `scontrol update ... Reason=` takes (reconciler/adapters/scontrol_args.py check_text): any
 # other character is replaced, so a Node name or condition type never makes a drain fail.
 MAX_REASON = 255
 _NOT_IN_REASON = re.compile(r"[^A-Za-z0-9_.,:;/@#()+\-\[\] ]")

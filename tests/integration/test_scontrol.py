@@ -8,7 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from reconciler.adapters.scontrol import NodeState, Scontrol
+from reconciler.adapters.scontrol import Scontrol
+from reconciler.adapters.scontrol_args import NodeState
 from reconciler.adapters.slurm.jwt import MintedTokens, mint_token
 from reconciler.adapters.slurm.model import SlurmNode, SlurmRestApi
 from reconciler.errors import ScontrolError, ScontrolTimeoutError, SlurmArgumentError

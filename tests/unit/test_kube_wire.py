@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta, timezone
 
-from reconciler.adapters.kube import (
+from reconciler.adapters.kube_watch import relist_events, stub_of
+from reconciler.adapters.kube_wire import (
     Resource,
     api_error,
     conflicts_of,
@@ -14,7 +15,6 @@ from reconciler.adapters.kube import (
     resources_of,
     typed_items,
 )
-from reconciler.adapters.kube_watch import relist_events, stub_of
 from reconciler.errors import KubeApiError, KubeConflictError
 
 # As kube-apiserver 1.20.2 answered two managers applying .data.k.

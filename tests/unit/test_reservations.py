@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from reconciler.adapters.scontrol import reservation_args
+from reconciler.adapters.scontrol_args import reservation_args
 from reconciler.adapters.slurm.model import SlurmReservation
 from reconciler.apply.executor import apply_plan
 from reconciler.apply.live_reader import live_reservation

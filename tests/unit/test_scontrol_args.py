@@ -8,19 +8,18 @@ import pytest
 
 from reconciler.adapters.sacctmgr import ACCOUNT_OPTIONS, QOS_OPTIONS, USER_OPTIONS
 from reconciler.adapters.sacctmgr import check_name as sacctmgr_check_name
-from reconciler.adapters.scontrol import (
+from reconciler.adapters.scontrol import error_summary, scontrol_env
+from reconciler.adapters.scontrol_args import (
     PARTITION_OPTIONS,
     RESERVATION_OPTIONS,
     NodeState,
     check_hostlist,
     check_name,
     check_text,
-    error_summary,
     node_state_args,
     node_weight_args,
     partition_args,
     reservation_args,
-    scontrol_env,
 )
 from reconciler.errors import ScontrolError, SlurmArgumentError
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from reconciler.adapters.node_control import NodeControl
-from reconciler.adapters.scontrol import NodeState
+from reconciler.adapters.scontrol_args import NodeState
 from reconciler.adapters.slurm.client import (
     SUPPORTED_VERSIONS,
     SlurmRestClient,

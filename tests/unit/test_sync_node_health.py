@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from prometheus_client import generate_latest
 
 from reconciler import wellknown as wk
-from reconciler.adapters.scontrol import check_text
+from reconciler.adapters.scontrol_args import check_text
 from reconciler.adapters.slurm.client import SlurmRestClient
 from reconciler.adapters.slurm.model import Snapshot
 from reconciler.adapters.slurm.transport import Response, wire_errors
@@ -363,7 +363,7 @@ class FakeKube:
         return type("Listing", (), {"items": tuple(self._objects[kind])})
 
     def resource(self, api_version: str, kind: str) -> Any:
-        from reconciler.adapters.kube import Resource
+        from reconciler.adapters.kube_wire import Resource
 
         return Resource("/api/v1", kind.lower() + "s", kind == "Pod", kind)
 
