@@ -13,8 +13,8 @@ every Pod is timed once per pass in each variant), --seed N (the Pods' random se
 run when (c) costs more than 1 ms of CPU per Pod), --strict (exit 1 when the verdict is
 MISSED). The exit status is 1 when a check fails, otherwise 0.
 
-What is timed, per Pod, as the scheduler's Intake.request_of runs it, without its I/O (the Pod's Namespace
-is given, as the scheduler's cache would give it; no Event is sent):
+What is timed, per Pod, as the scheduler's Intake.request_of runs it, without its I/O (the
+Pod's Namespace is given, as the scheduler's cache would give it; no Event is sent):
 
     (a) admit(pod, kill_wait_seconds=30)        the built-in admission code
     (b) the policy step, the shipped policies     reads_namespace, PodPolicies.judge(pod, ns),

@@ -57,8 +57,9 @@ def compile_revision(with_repo: bool) -> tuple[tuple[CompiledPolicy, ...], float
 
 
 def policy_step(policies: PodPolicies, pod: Mapping[str, Any], namespace: Any) -> Verdict:
-    """What the scheduler's Intake._passes_policies computes for a Pod, without its I/O: the Namespace
-    is given (the scheduler reads it through a cache), no Event is sent, nothing is logged."""
+    """What the scheduler's Intake._passes_policies computes for a Pod, without its I/O: the
+    Namespace is given (the scheduler reads it through a cache), no Event is sent, nothing is
+    logged."""
     ns = namespace if policies.reads_namespace else None
     verdict = policies.judge(pod, ns)
     _ = verdict.audits, verdict.refusal(), verdict.warnings
