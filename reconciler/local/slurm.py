@@ -4,6 +4,8 @@ MariaDB + slurmdbd for accounting. Slurm 24.11 (built by setup.sh) or Debian's 2
 
 The slurm.conf and gres.conf text comes from the caller (the compiler's local profile); the
 site part it must contain comes from `local_site_settings` (slurm_site.py, re-exported here).
+What must be on disk first is in slurm_prepare.py (its binary checks re-exported here), what
+jobs leave behind in slurm_jobs.py.
 
 Slurm decides whether it is slurmctld, slurmd or slurmstepd from argv[0], and Debian installs
 them as `*-wlm`, so every daemon runs through a symlink with the canonical name in <root>/bin.
@@ -11,25 +13,28 @@ them as `*-wlm`, so every daemon runs through a symlink with the canonical name 
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
-import shutil
-import signal
 import subprocess
 import time
 import urllib.request
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 from reconciler.adapters.slurm.client import connect
 from reconciler.adapters.slurm.jwt import MintedTokens
 from reconciler.errors import LocalStackError
-from reconciler.local import SETUP_COMMAND
-from reconciler.local.accounting import MARIADB_INSTALL_DB, MARIADBD, Accounting
+from reconciler.local.accounting import Accounting
 from reconciler.local.ports import is_accepting
-from reconciler.local.processes import Supervisor, is_running, reap_orphans
+from reconciler.local.processes import Supervisor, reap_orphans
 from reconciler.local.slurm_install import SlurmInstall, slurm_install
+from reconciler.local.slurm_jobs import kill_job_processes
+from reconciler.local.slurm_prepare import (
+    MUNGED,
+    check_binaries,
+    missing_binaries,
+    prepare_files,
+    write_config_files,
+)
 from reconciler.local.slurm_site import (
     SlurmPaths,
     SlurmPorts,
@@ -59,66 +64,10 @@ __all__ = [
     "render_settings",
 ]
 
-
-MUNGED = Path("/usr/sbin/munged")
-CLIENT_COMMANDS = ("scontrol", "sinfo", "squeue", "scancel", "sbatch")
-ACCOUNTING_COMMANDS = ("sacctmgr",)
 READY_SECONDS = 30.0
 NODE_READY_SECONDS = 30.0
 # Node states (scontrol's State= field, split on '+') that mean "not registered yet".
 _UNREGISTERED_STATES = {"FUTURE", "DOWN", "UNKNOWN", "NOT_RESPONDING"}
-
-
-def missing_binaries(accounting: bool, install: SlurmInstall | None = None) -> list[str]:
-    install = install or slurm_install()
-    needed: list[str] = [str(MUNGED), str(install.slurmrestd)]
-    needed += [
-        str(path) for name, path in install.daemons.items() if accounting or name != "slurmdbd"
-    ]
-    if accounting:
-        needed.append(str(MARIADBD))
-    missing = [p for p in needed if not os.access(p, os.X_OK)]
-    missing += [c for c in CLIENT_COMMANDS if install.command(c) is None]
-    if accounting:
-        missing += [c for c in ACCOUNTING_COMMANDS if install.command(c) is None]
-        missing += [c for c in (MARIADB_INSTALL_DB, "mariadb") if shutil.which(c) is None]
-    return missing
-
-
-def check_binaries(accounting: bool, install: SlurmInstall | None = None) -> None:
-    install = install or slurm_install()
-    missing = missing_binaries(accounting, install)
-    if missing:
-        raise LocalStackError(
-            f"missing Slurm {install.release} binaries: " + ", ".join(missing),
-            hint=f"run `{SETUP_COMMAND}`",
-        )
-
-
-def _write_secret(path: Path, size: int) -> None:
-    if path.exists():
-        return
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as out:
-        out.write(os.urandom(size))
-
-
-def _write_text(path: Path, text: str, mode: int = 0o644) -> None:
-    path.write_text(text)
-    path.chmod(mode)
-
-
-def _ensure_reachable_by_nobody(root: Path) -> None:
-    """As root, slurmrestd runs as `nobody` (it refuses uid 0) and must read etc/slurm.conf."""
-    if os.getuid() != 0:
-        return
-    for directory in [root / "etc", root, *root.parents]:
-        if not directory.stat().st_mode & 0o001:
-            raise LocalStackError(
-                f"{directory} is not searchable by others, so slurmrestd (user nobody) "
-                f"cannot read {root}/etc/slurm.conf",
-                hint="choose a runtime directory under /tmp, or `chmod o+x` that directory",
-            )
 
 
 class SlurmCluster:
@@ -184,31 +133,10 @@ class SlurmCluster:
     def prepare(self, *, fresh: bool = True, keys: bool = True) -> None:
         """Directories, keys and argv[0] symlinks; wipes job state when `fresh`. Without
         `keys`, the JWT and munge keys come from elsewhere (the Secrets our Pods mount)."""
-        p = self.paths
-        if fresh:
-            shutil.rmtree(p.state, ignore_errors=True)
-            shutil.rmtree(p.spool, ignore_errors=True)
-        for directory in (p.etc, p.state, p.spool, p.log, p.run, p.dev, p.bin, p.munge):
-            directory.mkdir(parents=True, exist_ok=True)
-        p.root.chmod(0o755)
-        p.munge.chmod(0o755)  # munged: clients must be able to reach the socket
-        _ensure_reachable_by_nobody(p.root)
-        if keys:
-            _write_secret(p.jwt_key, 32)
-            _write_secret(p.munge_key, 1024)
-        elif fresh:  # a previous cluster's: this one's come from its own Secrets
-            p.jwt_key.unlink(missing_ok=True)
-            p.munge_key.unlink(missing_ok=True)
-        for name, target in self.install.daemons.items():
-            link = p.bin / name
-            if not link.is_symlink() or os.readlink(link) != str(target):
-                link.unlink(missing_ok=True)
-                link.symlink_to(target)
+        prepare_files(self.paths, self.install, fresh=fresh, keys=keys)
 
     def write_config(self, slurm_conf: str, gres_conf: str) -> None:
-        self.paths.etc.mkdir(parents=True, exist_ok=True)
-        _write_text(self.paths.slurm_conf, slurm_conf)
-        _write_text(self.paths.gres_conf, gres_conf)
+        write_config_files(self.paths, slurm_conf, gres_conf)
 
     # ---- lifecycle ----------------------------------------------------------------------
 
@@ -372,16 +300,7 @@ class SlurmCluster:
         user who exported it (as the README shows) passes it to every command they start,
         `reconciler local down` itself included.
         """
-        marker = f"SLURM_CONF={self.paths.slurm_conf}".encode()
-        killed = []
-        for pid in _job_pids_with_environ(marker):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-                killed.append(pid)
-        for pid in killed:
-            _reap_if_child(pid)
-        reap_orphans()
-        return killed
+        return kill_job_processes(self.paths.slurm_conf)
 
     # ---- daemons ------------------------------------------------------------------------
 
@@ -427,46 +346,3 @@ class SlurmCluster:
             return bool(check())
         except Exception:
             return False
-
-
-def _job_pids_with_environ(marker: bytes) -> list[int]:
-    """slurmstepd and job processes (SLURM_JOB_ID set) whose environment holds `marker`;
-    never this process or its ancestors."""
-    spared = _ancestors(os.getpid())
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) in spared or not is_running(int(entry.name)):
-            continue
-        try:
-            environ = (entry / "environ").read_bytes().split(b"\0")
-            stepd = (entry / "cmdline").read_bytes().startswith(b"slurmstepd")
-        except OSError:
-            continue
-        if marker in environ and (stepd or any(v.startswith(b"SLURM_JOB_ID=") for v in environ)):
-            pids.append(int(entry.name))
-    return pids
-
-
-def _ancestors(pid: int) -> set[int]:
-    found = set()
-    while pid > 1 and pid not in found:
-        found.add(pid)
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            break
-        pid = int(fields[1])  # ppid
-    return found
-
-
-def _reap_if_child(pid: int, timeout: float = 2.0) -> None:
-    """Reap `pid` if it is our child (we are the subreaper of orphaned job processes)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            done, _ = os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            return  # not ours: whoever is its parent reaps it
-        if done:
-            return
-        time.sleep(0.02)
