@@ -52,7 +52,8 @@ from bench.faults.replicas import Replica, keep_running, make_replica, route_to_
 from bench.harness.stack import start_local_up, stop_local_up
 from reconciler.adapters.kube import Kube
 from reconciler.errors import ReconcilerError
-from reconciler.local.stack import LocalStack, default_runtime_dir
+from reconciler.local.stack import LocalStack
+from reconciler.local.stack_record import default_runtime_dir
 
 # ---- plain Slurm jobs beside the Pods ------------------------------------------------------
 

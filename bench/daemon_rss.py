@@ -84,7 +84,8 @@ from bench.harness.stack import (
 )
 from reconciler.adapters.kube import Kube
 from reconciler.errors import ReconcilerError
-from reconciler.local.stack import LocalStack, new_temp_runtime_dir
+from reconciler.local.stack import LocalStack
+from reconciler.local.stack_record import new_temp_runtime_dir
 
 
 def start_stack(repo: Path, runtime: Path) -> subprocess.Popen[str]:

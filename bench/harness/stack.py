@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.apply.local_target import scheduler_endpoints
-from reconciler.local.stack import STATE_FILE, LocalStack, default_runtime_dir
+from reconciler.local.stack import LocalStack
+from reconciler.local.stack_record import STATE_FILE, default_runtime_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 READY_PREFIX = "# Ctrl-C"  # the line `local up` prints on stdout once the stack is ready

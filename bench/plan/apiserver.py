@@ -18,7 +18,8 @@ def apiserver_estimate(scenarios: dict[str, list[Scenario]], requests: int) -> N
     from reconciler.adapters.kube import Kube
     from reconciler.errors import LocalStackError
     from reconciler.local import kube as kube_module
-    from reconciler.local.stack import LocalStack, new_temp_runtime_dir
+    from reconciler.local.stack import LocalStack
+    from reconciler.local.stack_record import new_temp_runtime_dir
 
     print()
     print("SECONDARY: API request cost (real local kube-apiserver; not part of the pure figures)")

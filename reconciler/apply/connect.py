@@ -30,7 +30,7 @@ def resolve_target(
     change (a slurmctld outside Kubernetes is never restarted)."""
     if args.local or args.runtime_dir:
         from reconciler.apply.local_target import local_profile_of, local_target, open_stack
-        from reconciler.local.stack import default_runtime_dir
+        from reconciler.local.stack_record import default_runtime_dir
 
         stack = open_stack(args.runtime_dir or default_runtime_dir(args.name))
         target = local_target(
@@ -84,7 +84,7 @@ def kubeconfig_of(args: argparse.Namespace) -> Path | None:
         return Path(args.kubeconfig)
     if args.local or args.runtime_dir:
         from reconciler.apply.local_target import open_stack
-        from reconciler.local.stack import default_runtime_dir
+        from reconciler.local.stack_record import default_runtime_dir
 
         stack = open_stack(args.runtime_dir or default_runtime_dir(args.name))
         return stack.kube_paths.kubeconfig

@@ -32,7 +32,8 @@ from reconciler.local.nodeagent import NodeAgent
 from reconciler.local.pod_runtime import LocalPodRuntime, host_layout
 from reconciler.local.slurm import make_fake_gpus
 from reconciler.local.slurm_install import DEFAULT_RELEASE, RELEASE_ENV, RELEASES
-from reconciler.local.stack import LocalStack, default_runtime_dir
+from reconciler.local.stack import LocalStack
+from reconciler.local.stack_record import default_runtime_dir
 from reconciler.local.volumes import Materializer
 
 DEFAULT_REPO = Path("fixtures/config-repo")

@@ -97,7 +97,7 @@ def scheduler_settings(args: argparse.Namespace) -> SchedulerSettings:
 def connect_scheduler(args: argparse.Namespace, settings: SchedulerSettings) -> PodScheduler:
     if args.local or args.runtime_dir:
         from reconciler.apply.local_target import open_stack, scheduler_endpoints
-        from reconciler.local.stack import default_runtime_dir
+        from reconciler.local.stack_record import default_runtime_dir
 
         stack = open_stack(args.runtime_dir or default_runtime_dir(args.name))
         kubeconfig, url, key, user = scheduler_endpoints(stack, getattr(args, "slurm_url", None))

@@ -9,6 +9,9 @@ Layout of a runtime directory:
     slurm/          etc/ (slurm.conf, gres.conf, keys), state/, spool/, log/, run/, dev/,
                     bin/ (argv[0] symlinks), munge/, mariadb/
 
+state.json and the runtime directory's location are stack_record.py's; what status reports is
+stack_status.py's; this module starts and stops the stack.
+
 The process that runs `up` is the daemons' parent and should stay alive until `down`: where PID 1
 does not reap, daemons whose parent has exited turn into zombies when they stop.
 """
@@ -16,31 +19,22 @@ does not reap, daemons whose parent has exited turn into zombies when they stop.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import signal
-import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 from reconciler.errors import LocalStackError
 from reconciler.local import kube as kube_module
-from reconciler.local import slurm as slurm_module
 from reconciler.local.kube import KubeControlPlane, KubePaths, KubePorts
 from reconciler.local.ports import free_ports
 from reconciler.local.processes import (
     OrphanReaper,
-    PidRecord,
     Supervisor,
     belongs_to,
-    is_running,
-    process_argv,
-    process_start_ticks,
-    processes_referencing,
     start_orphan_reaper,
 )
 from reconciler.local.slurm import (
@@ -51,40 +45,12 @@ from reconciler.local.slurm import (
     local_site_settings,
 )
 from reconciler.local.slurm_install import slurm_install
+from reconciler.local.slurm_prepare import check_binaries
+from reconciler.local.stack_record import StackRecord
+from reconciler.local.stack_status import ComponentStatus, component_statuses, leftover_processes
 
-STATE_FILE = "state.json"
-STATE_VERSION = 1
-APP_DIR = "sunk-reconciler"
 # The foreground `up` stops its node agent and daemons before it exits.
 FOREGROUND_STOP_SECONDS = 60.0
-
-
-def default_runtime_dir(name: str = "default") -> Path:
-    """<system temp dir>/sunk-reconciler/<name>.
-
-    Not $XDG_RUNTIME_DIR: for root that is /run/user/0, mode 700, where slurmrestd (which
-    runs as `nobody`) cannot read slurm.conf.
-    """
-    return Path(tempfile.gettempdir()) / APP_DIR / name
-
-
-def new_temp_runtime_dir(prefix: str = "sunk-reconciler-") -> Path:
-    """A fresh runtime dir under the system temp dir, readable by slurmrestd's user `nobody`."""
-    runtime = Path(tempfile.mkdtemp(prefix=prefix))
-    runtime.chmod(0o755)  # mkdtemp makes it 0700
-    return runtime
-
-
-@dataclass(frozen=True)
-class ComponentStatus:
-    name: str
-    pid: int | None
-    port: int | None
-    running: bool  # the recorded PID is alive and is still the process we started
-    healthy: bool  # its own readiness check passes
-
-    def to_json(self) -> dict[str, object]:
-        return asdict(self)
 
 
 class LocalStack:
@@ -94,53 +60,29 @@ class LocalStack:
         self.supervisor = Supervisor(self.runtime_dir / "pids", self.runtime_dir / "logs")
         self.kube_paths = KubePaths(self.runtime_dir / "kube")
         self.slurm_paths = SlurmPaths(self.runtime_dir / "slurm")
-        self._state: dict[str, object] = self._load_state()
+        self.record = StackRecord(self.runtime_dir, cluster_name)
         self._reaper: OrphanReaper | None = None
 
     @classmethod
     def open(cls, runtime_dir: Path) -> LocalStack:
         """A stack brought up earlier, possibly by another process (for status/down)."""
-        state_file = Path(runtime_dir) / STATE_FILE
-        if not state_file.exists():
-            raise LocalStackError(
-                f"no local stack in {runtime_dir} (no {STATE_FILE})",
-                hint="start one with `reconciler local up`",
-            )
-        state = json.loads(state_file.read_text())
-        return cls(Path(runtime_dir), cluster_name=str(state.get("cluster_name", "local")))
+        return cls(Path(runtime_dir), cluster_name=StackRecord.recorded_cluster_name(runtime_dir))
 
     # ---- state file ---------------------------------------------------------------------
 
     @property
     def state_file(self) -> Path:
-        return self.runtime_dir / STATE_FILE
-
-    def _load_state(self) -> dict[str, object]:
-        try:
-            return json.loads(self.state_file.read_text())
-        except FileNotFoundError:
-            return {"version": STATE_VERSION, "cluster_name": self.cluster_name}
-
-    def _save_state(self) -> None:
-        self.runtime_dir.mkdir(parents=True, exist_ok=True)
-        self._state["runtime_dir"] = str(self.runtime_dir)
-        tmp = self.state_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self._state, indent=2, sort_keys=True) + "\n")
-        tmp.replace(self.state_file)
+        return self.record.file
 
     def state(self) -> dict[str, object]:
         """A copy of what state.json records (no secrets are ever stored there)."""
-        return json.loads(json.dumps(self._state))
-
-    def _section(self, key: str) -> dict[str, Any] | None:
-        value = self._state.get(key)
-        return value if isinstance(value, dict) else None
+        return self.record.copy()
 
     # ---- components ---------------------------------------------------------------------
 
     @property
     def kube(self) -> KubeControlPlane | None:
-        section = self._section("kube")
+        section = self.record.section("kube")
         if section is None:
             return None
         ports = KubePorts(**{key: int(port) for key, port in section["ports"].items()})
@@ -148,7 +90,7 @@ class LocalStack:
 
     @property
     def slurm(self) -> SlurmCluster | None:
-        section = self._section("slurm")
+        section = self.record.section("slurm")
         if section is None:
             return None
         return SlurmCluster(
@@ -160,14 +102,6 @@ class LocalStack:
             # A stack recorded before releases were chosen ran Debian's 22.05.
             install=slurm_install(str(section.get("release", "22.05"))),
         )
-
-    def _taken_ports(self, *keys: str) -> set[int]:
-        taken: set[int] = set()
-        for key in keys or ("kube", "slurm"):
-            section = self._section(key)
-            if section is not None:
-                taken |= set(_port_values(section["ports"]))
-        return taken
 
     def _slurmd_names(self) -> list[str]:
         return [name for name in self.supervisor.names() if name.startswith("slurmd-")]
@@ -207,8 +141,8 @@ class LocalStack:
         if kube:
             kube_module.find_binaries()
         else:
-            self._state.pop("kube", None)  # status must not report a previous run's kube
-        slurm_module.check_binaries(accounting, slurm_install(release))
+            self.record.data.pop("kube", None)  # status must not report a previous run's kube
+        check_binaries(accounting, slurm_install(release))
         timings: dict[str, dict[str, float]] = {}
         try:
             if kube:
@@ -227,14 +161,14 @@ class LocalStack:
         kube_module.find_binaries()  # fail before anything starts if setup has not run
         self._refuse_if_running(KubeControlPlane.DAEMONS)
         # Fresh ports on every up: the previous run's may have been taken since.
-        etcd_client, etcd_peer, apiserver = free_ports(3, avoid=self._taken_ports("slurm"))
+        etcd_client, etcd_peer, apiserver = free_ports(3, avoid=self.record.taken_ports("slurm"))
         ports = KubePorts(etcd_client=etcd_client, etcd_peer=etcd_peer, apiserver=apiserver)
-        self._state["kube"] = {
+        self.record.data["kube"] = {
             "ports": asdict(ports),
             "server": kube_module.server_url(ports),
             "kubeconfig": str(self.kube_paths.kubeconfig),
         }
-        self._save_state()
+        self.record.save()
         plane = self.kube
         assert plane is not None
         started = time.monotonic()
@@ -244,7 +178,7 @@ class LocalStack:
             plane.stop()
             raise
         timings["total"] = time.monotonic() - started
-        self._record_timings("kube", timings)
+        self.record.record_timings("kube", timings)
         return timings
 
     def allocate_slurm(
@@ -262,10 +196,10 @@ class LocalStack:
         Call before rendering slurm.conf: the site settings carry these ports and paths.
         """
         install = slurm_install(release)
-        slurm_module.check_binaries(accounting or pods, install)
+        check_binaries(accounting or pods, install)
         self._refuse_if_running([*SlurmCluster.DAEMONS, *self._slurmd_names()])
         ports_needed = 6 + len(node_names)
-        chosen = free_ports(ports_needed, avoid=self._taken_ports("kube"))
+        chosen = free_ports(ports_needed, avoid=self.record.taken_ports("kube"))
         ports = SlurmPorts(
             slurmctld=chosen[0],
             slurmd=chosen[1],
@@ -275,7 +209,7 @@ class LocalStack:
             ssh=chosen[5],
             nodes=dict(zip(node_names, chosen[6:], strict=True)),
         )
-        self._state["slurm"] = {
+        self.record.data["slurm"] = {
             "ports": ports.to_json(),
             "accounting": accounting,
             "pods": pods,
@@ -284,13 +218,13 @@ class LocalStack:
             "jwt_key": str(self.slurm_paths.jwt_key),
             "rest_url": f"http://127.0.0.1:{ports.slurmrestd}",
         }
-        self._save_state()
+        self.record.save()
         return self.slurm_site()
 
     @property
     def runs_pods(self) -> bool:
         """Whether the Slurm daemons run as the Pods of a config repo (`local up`)."""
-        section = self._section("slurm")
+        section = self.record.section("slurm")
         return bool(section and section.get("pods"))
 
     def slurm_site(self) -> SlurmSite:
@@ -320,7 +254,7 @@ class LocalStack:
             cluster.stop(grace=3)
             raise
         timings["total"] = time.monotonic() - started
-        self._record_timings("slurm", timings)
+        self.record.record_timings("slurm", timings)
         return timings
 
     @property
@@ -333,7 +267,7 @@ class LocalStack:
         cluster whose daemons the node agent will run as Pods. All or nothing."""
         self._refuse_if_running(self._all_daemon_names())
         kube_module.find_binaries()
-        slurm_module.check_binaries(True, slurm_install(release))
+        check_binaries(True, slurm_install(release))
         try:
             self.up_kube()
             site = self.allocate_slurm(node_names, release=release, pods=True)
@@ -351,13 +285,6 @@ class LocalStack:
         # slurmd's job steps get reparented to us instead of to a PID 1 that may not reap.
         if self._reaper is None:
             self._reaper = start_orphan_reaper()
-
-    def _record_timings(self, key: str, timings: dict[str, float]) -> None:
-        all_timings = self._state.setdefault("timings", {})
-        assert isinstance(all_timings, dict)
-        all_timings[key] = {name: round(seconds, 3) for name, seconds in timings.items()}
-        self._state["up"] = True
-        self._save_state()
 
     # ---- down and status ----------------------------------------------------------------
 
@@ -378,8 +305,8 @@ class LocalStack:
             self._reaper.stop()
             self._reaper = None
         if self.state_file.exists():
-            self._state["up"] = False
-            self._save_state()
+            self.record.data["up"] = False
+            self.record.save()
         if purge:
             shutil.rmtree(self.runtime_dir, ignore_errors=True)
         return stopped
@@ -406,37 +333,27 @@ class LocalStack:
 
     def record_foreground_pid(self, pid: int) -> None:
         """Remember the foreground `up` process, so a later `down` can ask it to stop first."""
-        argv = process_argv(pid) or [""]
-        self._state["foreground"] = {
-            "pid": pid,
-            "argv0": argv[0],
-            "start_ticks": process_start_ticks(pid) or 0,
-        }
-        self._save_state()
+        self.record.record_foreground(pid)
 
     def ensure_node_ports(self, names: Sequence[str]) -> None:
         """Give every declared Slurm node a port of its own, once: a node keeps its port for
         the life of the stack, whatever else is added or removed (its slurmd listens there)."""
-        section = self._section("slurm")
+        section = self.record.section("slurm")
         if section is None:
             raise LocalStackError("no Slurm in this stack yet")
         ports = SlurmPorts.from_json(section["ports"])
         missing = [n for n in names if n not in ports.nodes]
         if not missing:
             return
-        chosen = free_ports(len(missing), avoid=self._taken_ports())
+        chosen = free_ports(len(missing), avoid=self.record.taken_ports())
         nodes = {**ports.nodes, **dict(zip(missing, chosen, strict=True))}
         section["ports"] = SlurmPorts(**{**vars(ports), "nodes": nodes}).to_json()
-        self._save_state()
+        self.record.save()
 
     def foreground_pid(self) -> int | None:
         """The running foreground `up` process, if any (checked against its start time)."""
-        section = self._section("foreground")
-        if section is None:
-            return None
-        record = PidRecord("up", int(section["pid"]), str(section["argv0"]),
-                           int(section["start_ticks"]))  # fmt: skip
-        return record.pid if belongs_to(record) else None
+        record = self.record.foreground()
+        return record.pid if record is not None and belongs_to(record) else None
 
     def stop_foreground(self, *, timeout: float = FOREGROUND_STOP_SECONDS) -> list[str]:
         """SIGTERM the recorded foreground `up` process and wait for it to exit.
@@ -445,12 +362,8 @@ class LocalStack:
         become zombies where PID 1 does not reap). Returns what went away, the `up` process first;
         whatever is still running afterwards is left to `down`.
         """
-        section = self._section("foreground")
-        if section is None:
-            return []
-        record = PidRecord("up", int(section["pid"]), str(section["argv0"]),
-                           int(section["start_ticks"]))  # fmt: skip
-        if not belongs_to(record):
+        record = self.record.foreground()
+        if record is None or not belongs_to(record):
             return []
         before = [name for name in self.supervisor.names() if self.supervisor.running(name)]
         with contextlib.suppress(ProcessLookupError):
@@ -460,46 +373,13 @@ class LocalStack:
             time.sleep(0.1)
         if belongs_to(record):
             return []
-        self._state.pop("foreground", None)
-        self._save_state()
+        self.record.forget_foreground()
         gone = [name for name in before if self.supervisor.running(name) is None]
         return [f"up (pid {record.pid})", *gone]
 
     def status(self) -> list[ComponentStatus]:
         """Every component with its PID, port, liveness and health."""
-        result: list[ComponentStatus] = []
-        plane = self.kube
-        if plane is not None:
-            ports = {"etcd": plane.ports.etcd_client, "kube-apiserver": plane.ports.apiserver}
-            result += self._statuses(plane.health(), ports)
-        cluster = self.slurm
-        if cluster is not None:
-            p = cluster.ports
-            ports = {
-                "slurmctld": p.slurmctld,
-                "slurmrestd": p.slurmrestd,
-                "slurmdbd": p.slurmdbd,
-                "mariadb": p.mariadb,
-                **{cluster.slurmd_daemon(node): port for node, port in p.nodes.items()},
-                **dict.fromkeys(cluster.sshd_daemons(), p.ssh),
-            }
-            result += self._statuses(cluster.health(), ports)
-        return result
-
-    def _statuses(self, health: dict[str, bool], ports: dict[str, int]) -> list[ComponentStatus]:
-        statuses = []
-        for name, healthy in health.items():
-            record = self.supervisor.running(name)
-            statuses.append(
-                ComponentStatus(
-                    name=name,
-                    pid=record.pid if record else None,
-                    port=ports.get(name),
-                    running=record is not None,
-                    healthy=healthy,
-                )
-            )
-        return statuses
+        return component_statuses(self.supervisor, self.kube, self.slurm)
 
     def recorded_pids(self) -> list[int]:
         """PIDs of every daemon with a pidfile (take them before `down`, which removes those)."""
@@ -509,20 +389,8 @@ class LocalStack:
     def leftover_processes(self, pids: Sequence[int] = ()) -> list[str]:
         """What still exists after `down`: any of `pids` (even as a zombie), or any process
         whose command line or environment names this runtime dir. Empty means clean."""
-        left = [
-            f"pid {pid} ({'running' if is_running(pid) else 'zombie'})"
-            for pid in pids
-            if Path(f"/proc/{pid}").exists()
-        ]
-        left += [f"pid {pid}: {cmd}" for pid, cmd in processes_referencing(self.runtime_dir)]
-        return left
+        return leftover_processes(self.runtime_dir, pids)
 
     def recorded_ports(self) -> set[int]:
         """Every port this stack was given (for checking that down freed them)."""
-        return self._taken_ports()
-
-
-def _port_values(ports: object) -> list[int]:
-    if isinstance(ports, dict):
-        return [v for value in ports.values() for v in _port_values(value)]
-    return [ports] if isinstance(ports, int) else []
+        return self.record.taken_ports()

@@ -26,7 +26,8 @@ from reconciler.local import kube as kube_module
 from reconciler.local import slurm as slurm_module
 from reconciler.local.endpoints import KubeEndpoints, SlurmEndpoints
 from reconciler.local.simple_cluster import SimpleCluster, render_gres_conf, render_slurm_conf
-from reconciler.local.stack import LocalStack, new_temp_runtime_dir
+from reconciler.local.stack import LocalStack
+from reconciler.local.stack_record import new_temp_runtime_dir
 from tests.integration.helpers import wait_for
 
 REQUIRE_ENV = "SUNK_RECONCILER_REQUIRE_LOCAL_STACK"

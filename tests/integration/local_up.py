@@ -22,7 +22,8 @@ import pytest
 
 from reconciler.local.ports import listening_ports
 from reconciler.local.slurm import SlurmCluster
-from reconciler.local.stack import STATE_FILE, LocalStack, new_temp_runtime_dir
+from reconciler.local.stack import LocalStack
+from reconciler.local.stack_record import STATE_FILE, new_temp_runtime_dir
 from tests.integration.conftest import require_kube_binaries, require_slurm_binaries
 
 

@@ -28,7 +28,8 @@ from reconciler.local.ports import can_bind, free_ports, is_accepting, listening
 from reconciler.local.processes import PidRecord, Supervisor, is_running, process_start_ticks
 from reconciler.local.simple_cluster import DYNAMIC_FEATURE, SimpleCluster, simple_renderer
 from reconciler.local.slurm_install import slurm_install
-from reconciler.local.stack import LocalStack, new_temp_runtime_dir
+from reconciler.local.stack import LocalStack
+from reconciler.local.stack_record import new_temp_runtime_dir
 
 
 def wait_for(condition, timeout: float, what: str, interval: float = 0.1) -> float:

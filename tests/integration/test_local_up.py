@@ -17,7 +17,8 @@ import pytest
 
 from reconciler.adapters.kube import Kube
 from reconciler.local.ports import listening_ports
-from reconciler.local.stack import LocalStack, new_temp_runtime_dir
+from reconciler.local.stack import LocalStack
+from reconciler.local.stack_record import new_temp_runtime_dir
 from tests.integration.conftest import require_kube_binaries, require_slurm_binaries
 from tests.integration.helpers import wait_for
 

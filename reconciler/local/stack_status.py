@@ -1,0 +1,78 @@
+"""What a local stack reports about itself: each component's PID, port, liveness and health,
+and, after `down`, whatever process is left over.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from reconciler.local.kube import KubeControlPlane
+from reconciler.local.processes import Supervisor, is_running, processes_referencing
+from reconciler.local.slurm import SlurmCluster
+
+
+@dataclass(frozen=True)
+class ComponentStatus:
+    name: str
+    pid: int | None
+    port: int | None
+    running: bool  # the recorded PID is alive and is still the process we started
+    healthy: bool  # its own readiness check passes
+
+    def to_json(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def component_statuses(
+    supervisor: Supervisor, plane: KubeControlPlane | None, cluster: SlurmCluster | None
+) -> list[ComponentStatus]:
+    """Every component of the Kubernetes and Slurm halves recorded, with its PID, port,
+    liveness and health."""
+    result: list[ComponentStatus] = []
+    if plane is not None:
+        ports = {"etcd": plane.ports.etcd_client, "kube-apiserver": plane.ports.apiserver}
+        result += _statuses(supervisor, plane.health(), ports)
+    if cluster is not None:
+        p = cluster.ports
+        ports = {
+            "slurmctld": p.slurmctld,
+            "slurmrestd": p.slurmrestd,
+            "slurmdbd": p.slurmdbd,
+            "mariadb": p.mariadb,
+            **{cluster.slurmd_daemon(node): port for node, port in p.nodes.items()},
+            **dict.fromkeys(cluster.sshd_daemons(), p.ssh),
+        }
+        result += _statuses(supervisor, cluster.health(), ports)
+    return result
+
+
+def _statuses(
+    supervisor: Supervisor, health: dict[str, bool], ports: dict[str, int]
+) -> list[ComponentStatus]:
+    statuses = []
+    for name, healthy in health.items():
+        record = supervisor.running(name)
+        statuses.append(
+            ComponentStatus(
+                name=name,
+                pid=record.pid if record else None,
+                port=ports.get(name),
+                running=record is not None,
+                healthy=healthy,
+            )
+        )
+    return statuses
+
+
+def leftover_processes(runtime_dir: Path, pids: Sequence[int] = ()) -> list[str]:
+    """What still exists after `down`: any of `pids` (even as a zombie), or any process
+    whose command line or environment names `runtime_dir`. Empty means clean."""
+    left = [
+        f"pid {pid} ({'running' if is_running(pid) else 'zombie'})"
+        for pid in pids
+        if Path(f"/proc/{pid}").exists()
+    ]
+    left += [f"pid {pid}: {cmd}" for pid, cmd in processes_referencing(runtime_dir)]
+    return left
