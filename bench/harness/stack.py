@@ -20,7 +20,7 @@ from reconciler.apply.local_target import scheduler_endpoints
 from reconciler.local.stack import LocalStack
 from reconciler.local.stack_record import STATE_FILE, default_runtime_dir
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # the repo root: `local up` runs from there
 READY_PREFIX = "# Ctrl-C"  # the line `local up` prints on stdout once the stack is ready
 STACK_UP_TIMEOUT = 240.0
 STACK_STOP_TIMEOUT = 90.0

@@ -108,7 +108,7 @@ class DaemonMetrics:
         self.registry.register(_PackingCollector(figure))
 
     def observe_bind(self, seconds: float) -> None:
-        """PodScheduler's bind hook (scheduler.loop.BindObserver)."""
+        """PodScheduler's bind hook (scheduler.effects.BindObserver)."""
         self.pod_bind_seconds.observe(seconds)
 
     def observe_slurm(self, operation: str, seconds: float, ok: bool) -> None:

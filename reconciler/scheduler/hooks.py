@@ -7,10 +7,10 @@ Each request carries `Authorization: Bearer <token>`, an HMAC of the Pod UID und
 the scheduler knows, so a job can speak only for its own Pod. `signalled` answers `gone` once the
 Pod no longer exists (the job may then exit) and `wait` before.
 
-The server is the daemon's guarded one (reconciler.adapters.http_server): a cap on connections, read
-time limits, Content-Length checked; refused calls are counted (`refusals`), never logged one
-by one. A call carries no body: the placeholder script's `curl -X POST` sends no
-Content-Length, so none is required, but a bad or large one is refused.
+The server is the guarded one the daemon also uses (reconciler.adapters.http_server): a cap on
+connections, read time limits, Content-Length checked; refused calls are counted (`refusals`),
+never logged one by one. A call carries no body: the placeholder script's `curl -X POST` sends
+no Content-Length, so none is required, but a bad or large one is refused.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """What the scheduler knows: our Pods, their placeholder jobs, the Nodes, and the notes about
-jobs that job_trust.py checks with Slurm. One lock guards all of it; nothing here does I/O.
+jobs that job_trust.py checks with Slurm. One lock guards the Pods, jobs, Nodes and
+the trust notes; nothing here does I/O.
 
 Every other part reads and writes through this object, so a change to what is cached, or to
 how a gang's members are indexed, is made in one place.
