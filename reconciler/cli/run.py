@@ -130,6 +130,8 @@ def run_daemon(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
+    if args.leader_elect:  # a replica without its elector yet is not the lone one: not leading
+        daemon.lead_with(lambda: False)
     daemon.serve()  # health while the first usable revision is looked for
     startup = Startup(source, preparer(args), converger, kube, release=args.release,
                       namespace=args.namespace)  # fmt: skip

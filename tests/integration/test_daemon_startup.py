@@ -84,3 +84,35 @@ def test_a_broken_first_revision_is_waited_out_not_crashed_on(
         assert daemon.poll() is None
     finally:
         stop_cleanly(daemon, log)
+
+
+def test_a_replica_waiting_for_its_first_revision_never_says_it_leads(
+    kube: KubeEndpoints, namespace: tuple[Kube, str], tmp_path: Path
+) -> None:
+    """With --leader-elect, /metrics serves before the elector exists (while the first usable
+    revision is looked for): reconciler_leader must say 0 then, not the 1 of a lone replica,
+    or a monitor sees two leaders."""
+    _, ns = namespace
+    repo = tmp_path / "repo"
+    shutil.copytree(FIXTURE_REPO, repo)
+    (repo / "reconciler.yaml").write_text(f"release: st\nnamespace: {ns}\n")
+    values = repo / "values.yaml"
+    values.write_text(values.read_text().replace("compute:\n", "compute: [\n", 1))
+    port = free_port()
+    log = tmp_path / "run.log"
+    with log.open("wb") as out:
+        daemon = subprocess.Popen(
+            [sys.executable, "-m", "reconciler", "run", "--source-dir", str(repo),
+             "--kubeconfig", str(kube.kubeconfig), "--no-scheduler", "--node-sync-interval",
+             "0", "--leader-elect", "--identity", "waiting", "--listen", f"127.0.0.1:{port}",
+             "--workdir", str(tmp_path / "w"), "--interval", "1"],
+            stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        status, metrics = wait_for(lambda: (s := _get(port, "/metrics"))[0] and s, 30,
+                                   "the daemon to serve /metrics")  # fmt: skip
+        assert status == 200
+        assert "reconciler_leader 0.0" in metrics, metrics
+        assert _get(port, "/readyz")[0] == 503
+    finally:
+        stop_cleanly(daemon, log)
