@@ -46,26 +46,41 @@ def _get(port: int, path: str) -> tuple[int, str]:
         return 0, ""
 
 
-def test_a_broken_first_revision_is_waited_out_not_crashed_on(
-    kube: KubeEndpoints, namespace: tuple[Kube, str], tmp_path: Path
-) -> None:
-    k, ns = namespace
+def _broken_repo(tmp_path: Path, namespace: str) -> tuple[Path, str]:
+    """The fixture repo for `namespace` with a values.yaml that does not parse; returns the
+    file and its good text."""
     repo = tmp_path / "repo"
     shutil.copytree(FIXTURE_REPO, repo)
-    (repo / "reconciler.yaml").write_text(f"release: st\nnamespace: {ns}\n")
+    (repo / "reconciler.yaml").write_text(f"release: st\nnamespace: {namespace}\n")
     values = repo / "values.yaml"
     good = values.read_text()
     values.write_text(good.replace("compute:\n", "compute: [\n", 1))
+    return values, good
+
+
+def _start_run(
+    kube: KubeEndpoints, tmp_path: Path, *extra: str
+) -> tuple[subprocess.Popen[bytes], int, Path]:
+    """`reconciler run` on tmp_path/repo, its output in tmp_path/run.log."""
     port = free_port()
     log = tmp_path / "run.log"
     with log.open("wb") as out:
         daemon = subprocess.Popen(
-            [sys.executable, "-m", "reconciler", "run", "--source-dir", str(repo),
+            [sys.executable, "-m", "reconciler", "run", "--source-dir", str(tmp_path / "repo"),
              "--kubeconfig", str(kube.kubeconfig), "--no-scheduler", "--node-sync-interval",
-             "0", "--listen", f"127.0.0.1:{port}", "--workdir", str(tmp_path / "w"),
+             "0", *extra, "--listen", f"127.0.0.1:{port}", "--workdir", str(tmp_path / "w"),
              "--interval", "1"],
             stdout=out, stderr=subprocess.STDOUT,
         )  # fmt: skip
+    return daemon, port, log
+
+
+def test_a_broken_first_revision_is_waited_out_not_crashed_on(
+    kube: KubeEndpoints, namespace: tuple[Kube, str], tmp_path: Path
+) -> None:
+    k, ns = namespace
+    values, good = _broken_repo(tmp_path, ns)
+    daemon, port, log = _start_run(kube, tmp_path)
     try:
         # /readyz answers before the first revision is tried: wait for the verdict on it.
         status, text = wait_for(
@@ -92,22 +107,8 @@ def test_a_replica_waiting_for_its_first_revision_never_says_it_leads(
     """With --leader-elect, /metrics serves before the elector exists (while the first usable
     revision is looked for): reconciler_leader must say 0 then, not the 1 of a lone replica,
     or a monitor sees two leaders."""
-    _, ns = namespace
-    repo = tmp_path / "repo"
-    shutil.copytree(FIXTURE_REPO, repo)
-    (repo / "reconciler.yaml").write_text(f"release: st\nnamespace: {ns}\n")
-    values = repo / "values.yaml"
-    values.write_text(values.read_text().replace("compute:\n", "compute: [\n", 1))
-    port = free_port()
-    log = tmp_path / "run.log"
-    with log.open("wb") as out:
-        daemon = subprocess.Popen(
-            [sys.executable, "-m", "reconciler", "run", "--source-dir", str(repo),
-             "--kubeconfig", str(kube.kubeconfig), "--no-scheduler", "--node-sync-interval",
-             "0", "--leader-elect", "--identity", "waiting", "--listen", f"127.0.0.1:{port}",
-             "--workdir", str(tmp_path / "w"), "--interval", "1"],
-            stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+    _broken_repo(tmp_path, namespace[1])
+    daemon, port, log = _start_run(kube, tmp_path, "--leader-elect", "--identity", "waiting")
     try:
         status, metrics = wait_for(lambda: (s := _get(port, "/metrics"))[0] and s, 30,
                                    "the daemon to serve /metrics")  # fmt: skip
