@@ -8,6 +8,7 @@ Audit finding, so it is still seen) under Ignore.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
@@ -18,6 +19,7 @@ from celpy.evaluation import CELEvalError, base_functions
 
 from reconciler.config.policy_file import Expression, Override, Policy, Validation
 from reconciler.errors import Location, ReconcilerError
+from reconciler.policy.cel_compiled import Program, Unsupported, compile_program, to_cel
 from reconciler.policy.inputs import Path, covering, inputs_key, paths_read
 from reconciler.policy.k8s_library import FUNCTIONS
 
@@ -66,7 +68,7 @@ class Finding:
 @dataclass(frozen=True)
 class _Program:
     expression: Expression
-    runner: Any  # celpy.Runner
+    runner: Any  # cel_compiled.Program, or a celpy.Runner (its interpreter)
     reads: frozenset[Path] = frozenset()
 
 
@@ -135,8 +137,12 @@ def _with_actions(policy: Policy, actions: frozenset[str]) -> Policy:
     return replace(policy, actions=actions)
 
 
-def compile_policies(policies: Iterable[Policy]) -> tuple[CompiledPolicy, ...]:
-    """Every expression compiled once; all problems reported together."""
+def compile_policies(
+    policies: Iterable[Policy], *, interpret: bool = False
+) -> tuple[CompiledPolicy, ...]:
+    """Every expression compiled once; all problems reported together. An expression runs as
+    Python closures (cel_compiled.py), or, if it uses a construct they leave out, or with
+    `interpret` (the benchmark's reference), on celpy's interpreter: the same meaning."""
     env = celpy.Environment()
     problems: list[str] = []
     compiled: list[CompiledPolicy] = []
@@ -152,9 +158,12 @@ def compile_policies(policies: Iterable[Policy]) -> tuple[CompiledPolicy, ...]:
             problems.append(
                 f"{expression.where}: policy {policy.name}: unknown function {', '.join(unknown)}"
             )
-        return _Program(
-            expression, env.program(ast, functions=FUNCTIONS), frozenset(paths_read(ast))
-        )
+        runner = None
+        if not interpret:
+            with contextlib.suppress(Unsupported):  # else interpreted: interpreted() says so
+                runner = compile_program(ast, FUNCTIONS)
+        runner = runner or env.program(ast, functions=FUNCTIONS)
+        return _Program(expression, runner, frozenset(paths_read(ast)))
 
     for policy in policies:
         conditions = tuple((c.name, program(policy, c.expression)) for c in policy.match_conditions)
@@ -173,6 +182,16 @@ def compile_policies(policies: Iterable[Policy]) -> tuple[CompiledPolicy, ...]:
     if problems:
         raise PolicyCompileError(problems)
     return tuple(compiled)
+
+
+def interpreted(policies: Iterable[CompiledPolicy]) -> list[Expression]:
+    """The expressions that run on celpy's interpreter rather than compiled."""
+    found = []
+    for compiled in policies:
+        programs = [p for _, p in compiled.conditions]
+        programs += [p for v in compiled.validations for p in (v.check, v.message) if p]
+        found += [p.expression for p in programs if not isinstance(p.runner, Program)]
+    return found
 
 
 def _parse_problem(policy: Policy, expression: Expression, error: celpy.CELParseError) -> str:
@@ -207,17 +226,18 @@ def evaluate(
     failed check is computed for this object."""
     roots = {"object": obj, "params": dict(params), "namespaceObject": dict(namespace_object or {})}
     converted: dict[str, Any] = {}
+    seen: dict[Path, str] = {}  # the JSON of each path read, for the memo keys
 
     def activation() -> dict[str, Any]:  # CEL values, made once, on the first need
         if not converted:
-            converted.update({name: celpy.json_to_cel(value) for name, value in roots.items()})
+            converted.update({name: to_cel(value) for name, value in roots.items()})
         return converted
 
     findings: list[Finding] = []
     for compiled in policies:
         if compiled.policy.target != target:
             continue
-        key = inputs_key(compiled.inputs, roots)
+        key = inputs_key(compiled.inputs, roots, seen)
         failures = compiled.memo.get(key)
         if failures is None:
             failures = _failures(compiled, activation())

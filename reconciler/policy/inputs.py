@@ -36,9 +36,20 @@ def covering(paths: Iterable[Path]) -> tuple[Path, ...]:
     return tuple(sorted(kept))
 
 
-def inputs_key(paths: tuple[Path, ...], roots: Mapping[str, Any]) -> str:
-    """The values at `paths`, as one canonical string."""
-    return json.dumps([_value_at(roots, path) for path in paths], sort_keys=True, default=str)
+def inputs_key(
+    paths: tuple[Path, ...], roots: Mapping[str, Any], seen: dict[Path, str] | None = None
+) -> str:
+    """The values at `paths`, as one canonical string (the JSON of their list). `seen` keeps
+    each path's JSON for the other policies judging the same object (many read
+    object.spec.containers)."""
+    seen = {} if seen is None else seen
+    parts = []
+    for path in paths:
+        text = seen.get(path)
+        if text is None:
+            text = seen[path] = json.dumps(_value_at(roots, path), sort_keys=True, default=str)
+        parts.append(text)
+    return "[" + ", ".join(parts) + "]"
 
 
 def _walk(tree: Tree, found: set[Path], *, is_base: bool) -> None:

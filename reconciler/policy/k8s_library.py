@@ -138,7 +138,11 @@ class Quantity:
 
 def _parse(raw: Any) -> Quantity:
     """A Kubernetes quantity from a string; ints and doubles too, as YAML may hold `cpu: 8`."""
-    text = _quantity_source(raw)
+    return _parsed(_quantity_source(raw))
+
+
+@functools.lru_cache(maxsize=1024, typed=True)  # Pods of a cluster name few distinct amounts
+def _parsed(text: str | int | float) -> Quantity:  # a Quantity is immutable; errors not kept
     if isinstance(text, str) and text != text.strip():
         raise _Failed(f"{text!r} is not a quantity (no spaces around it)")
     if isinstance(text, float) and not math.isfinite(text):

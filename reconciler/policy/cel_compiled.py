@@ -1,0 +1,512 @@
+"""CEL programs compiled to Python closures, with the meaning celpy's interpreter gives them
+(pure: no I/O).
+
+celpy 0.5 stays the language front end: its Lark parse tree, its celtypes values, and the
+operator and function implementations its interpreter calls (`base_functions`, then the
+`functions` given, as to `env.program`). What changes is how a tree runs: celpy's `Evaluator`
+walks the tree on every run, clones an Activation per macro element and subscripts `typing`
+aliases in its hot paths; here each tree becomes nested closures `run(env) -> value` once,
+`env` a dict of the variables.
+
+The semantics are the interpreter's (celpy/evaluation.py, `Evaluator`), node by node:
+- errors are values (CELEvalError, with the interpreter's text and tree), which operators
+  pass on; `&&` and `||` absorb them commutatively (`logical_and`/`logical_or`), `has()` makes
+  one false, a ternary runs only the branch it picks (and makes a TypeError of it an error
+  value), and a run whose result is an error raises it;
+- map, filter and exists_one raise an element's error (the interpreter's nested `evaluate`
+  does), which no operator absorbs; all and exists keep it as a value;
+- operators call celpy's own functions (int64/uint64 overflow, comparisons across types,
+  `in`); what they raise becomes the error value the interpreter makes, or escapes as there;
+- a difference in cost, none in meaning: `a || b` does not run `b` when `a` is true (`&&`:
+  false), and all/exists stop at their answer, when what is skipped cannot raise (`total`);
+  the interpreter runs both and ignores the value.
+Left to the interpreter (`Unsupported`; the engine falls back for that expression): protobuf
+message literals `T{f: v}`, a leading-dot name `.x`, the `google.protobuf` type names, `dyn()`,
+the `reduce` macro, a macro or `has()` with an unusual argument count. The shipped policies,
+the benchmark's and the tests' need none of them (tests/unit/test_policy_cel_compiled.py).
+"""
+
+from __future__ import annotations
+
+import operator
+from collections import ChainMap
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from celpy import celtypes
+from celpy import evaluation as ev
+from celpy.adapter import json_to_cel
+from celpy.celtypes import BoolType, ListType, MapType, StringType
+from celpy.evaluation import Activation, CELEvalError, Evaluator, base_functions
+from lark import Token, Tree
+
+from reconciler.policy.k8s_library import FUNCTIONS as K8S_FUNCTIONS
+
+Env = dict[str, Any]
+Run = Callable[[Env], Any]
+TRUE: Final = BoolType(True)
+FALSE: Final = BoolType(False)
+_MISSING: Final = object()
+# Rules of one child that pass its value on.
+_PASS: Final = frozenset(
+    {"expr", "conditionalor", "conditionaland", "relation", "addition", "multiplication",
+     "unary", "member", "primary", "paren_expr"}
+)  # fmt: skip
+_OPERATORS: Final = {
+    "relation_lt": "_<_", "relation_le": "_<=_", "relation_gt": "_>_", "relation_ge": "_>=_",
+    "relation_eq": "_==_", "relation_ne": "_!=_", "relation_in": "_in_",
+    "addition_add": "_+_", "addition_sub": "_-_",
+    "multiplication_mul": "_*_", "multiplication_div": "_/_", "multiplication_mod": "_%_",
+    "unary_not": "!_", "unary_neg": "-_",
+}  # fmt: skip
+# What each rule's interpreter method turns into an error value (anything else escapes).
+_CAUGHT: Final = {
+    "relation": (TypeError,),
+    "addition": (TypeError, ValueError, OverflowError),
+    "multiplication": (TypeError, ZeroDivisionError, ValueError, OverflowError),
+    "unary": (TypeError, ValueError),
+}
+# celpy's comparisons build their wrapper (evaluation.boolean) on every call: built once here.
+_COMPARISONS: Final = {
+    f: ev.boolean(op)
+    for f, op in ((ev.bool_lt, operator.lt), (ev.bool_le, operator.le), (ev.bool_gt, operator.gt),
+                  (ev.bool_ge, operator.ge), (ev.bool_eq, operator.eq), (ev.bool_ne, operator.ne))
+}  # fmt: skip
+_MACROS: Final = frozenset({"map", "filter", "all", "exists", "exists_one", "reduce", "min"})
+# Functions that return every failure as an error value, never raise, so a short-circuit may
+# skip them: the Kubernetes library's (its `_cel`), and these (int(), bool() ... can raise).
+_TOTAL_BASE: Final = ("size", "contains", "startsWith", "endsWith", "matches", "string", "type")
+_TOTAL: Final = {**{n: base_functions[n] for n in _TOTAL_BASE}, **K8S_FUNCTIONS}
+
+
+class Unsupported(Exception):
+    """A construct left to celpy's interpreter (see the module docstring)."""
+
+
+@dataclass(frozen=True)
+class Program:
+    """One compiled expression; `evaluate` as celpy's `Runner.evaluate`."""
+
+    run: Run
+
+    def evaluate(self, activation: Env) -> Any:
+        value = self.run(activation)
+        if isinstance(value, CELEvalError):
+            raise value
+        return value
+
+
+def compile_program(ast: Tree, functions: Mapping[str, Callable[..., Any]]) -> Program:
+    """The closures of a tree from `celpy.Environment().compile`, `functions` as given to
+    `env.program(ast, functions=...)`. Raises Unsupported."""
+    if any(name.startswith("_") or name in ("!_", "-_") for name in functions):
+        raise Unsupported("functions that replace operators")
+    return Program(_Compiler(functions).node(ast)[0])
+
+
+def to_cel(value: Any) -> Any:
+    """`celpy.json_to_cel`: the same values, faster (dispatch on the exact type)."""
+    kind = type(value)
+    if kind is dict:
+        converted = MapType()
+        dict.update(converted, {to_cel(k): to_cel(v) for k, v in value.items()})
+        return converted
+    if kind is list:
+        return ListType([to_cel(item) for item in value])
+    if kind is str:  # what StringType(value) and IntType(value) make, without their checks
+        return str.__new__(StringType, value)
+    if kind is bool:
+        return TRUE if value else FALSE
+    if kind is int and -(2**63) <= value < 2**63:
+        return int.__new__(celtypes.IntType, value)
+    return json_to_cel(value)  # None, floats, tuples, subclasses, dates: as celpy does
+
+
+def _overload(label: str, ex: BaseException, tree: Tree, *values: Any) -> CELEvalError:
+    types = ", ".join(str(type(v)) for v in values)
+    text = f"found no matching overload for {label} applied to '({types})'"
+    return CELEvalError(text, ex.__class__, ex.args, tree=tree)
+
+
+def _failed(tree: Tree, op: str, ex: BaseException, *values: Any) -> CELEvalError:
+    """The error value of an operator that raised (Evaluator.relation, .addition ...)."""
+    if isinstance(ex, TypeError):
+        return _overload(repr(op), ex, tree, *values)
+    if isinstance(ex, ZeroDivisionError):
+        return CELEvalError("modulus or divide by zero", ex.__class__, ex.args, tree=tree)
+    return CELEvalError("return error for overflow", ex.__class__, ex.args, tree=tree)
+
+
+def _undeclared(name: str, **where: Any) -> CELEvalError:
+    # The interpreter appends its whole activation; the engine cuts the message there.
+    text = f"undeclared reference to '{name}' (in activation '<compiled>')"
+    return CELEvalError(text, KeyError, (name,), **where)
+
+
+def _field(value: Any, name: str, tree: Tree | None) -> Any:
+    """`value.name` (Evaluator.member_dot)."""
+    if type(value) is MapType:
+        found = dict.get(value, name, _MISSING)
+        if found is not _MISSING:
+            return found
+        return CELEvalError(f"no such member in mapping: {name!r}", KeyError, None, tree=tree)
+    if isinstance(value, CELEvalError):
+        return value
+    # (a NameContainer, the interpreter's next case, comes only of `google`: Unsupported)
+    if isinstance(value, celtypes.MessageType):
+        return value.get(name)
+    if isinstance(value, MapType):
+        try:
+            return value[name]
+        except KeyError:
+            text = f"no such member in mapping: {name!r}"
+            return CELEvalError(text, KeyError, None, tree=tree)
+    text = f"{value!r} with type: '{type(value)}' does not support field selection"
+    return CELEvalError(text, TypeError, None, tree=tree)
+
+
+def _contains(item: Any, container: Any) -> Any:
+    """evaluation.operator_in, without its typing.cast(Iterable[Result], ...), whose
+    subscript costs more than most searches."""
+    if isinstance(item, CELEvalError):
+        return item
+    if isinstance(container, CELEvalError):
+        return container
+    result = FALSE
+    for candidate in container:
+        try:
+            if candidate == item:
+                return TRUE
+        except TypeError as ex:
+            result = CELEvalError("no such overload", ex.__class__, ex.args)
+    return result
+
+
+def _call(func: Callable[..., Any], args: list[Any], token: Token) -> Any:
+    """A function or method applied (Evaluator.function_eval, .method_eval)."""
+    try:
+        return func(*args)
+    except ValueError as ex:
+        return CELEvalError("return error for overflow", ex.__class__, ex.args, token=token)
+    except (TypeError, AttributeError) as ex:
+        return CELEvalError("no such overload", ex.__class__, ex.args, token=token)
+
+
+class _Compiler:
+    def __init__(self, functions: Mapping[str, Callable[..., Any]]):
+        self.functions = ChainMap(dict(functions), base_functions)
+
+    def node(self, tree: Tree) -> tuple[Run, bool]:
+        """(run, total): total if running it cannot raise, only return (errors as values)."""
+        while tree.data in _PASS and len(tree.children) == 1:
+            tree = tree.children[0]
+        method = getattr(self, "_" + str(tree.data), None)
+        if method is None:
+            raise Unsupported(str(tree.data))  # member_object, dot_ident, dot_ident_arg
+        return method(tree)
+
+    def nodes(self, trees: list[Any]) -> tuple[list[Run], bool]:
+        compiled = [self.node(t) for t in trees]
+        return [run for run, _ in compiled], all(total for _, total in compiled)
+
+    def _expr(self, tree: Tree) -> tuple[Run, bool]:  # cond ? left : right
+        (cond, left, right), total = self.nodes(tree.children)
+        choose = self.functions["_?_:_"]
+
+        def run(env: Env) -> Any:
+            c = cond(env)
+            x = y = FALSE
+            try:  # as the interpreter's: a TypeError of the branch run is an error value too
+                if type(c) is BoolType:
+                    return left(env) if c else right(env)
+                if c:  # an error is truthy
+                    x = left(env)
+                else:
+                    y = right(env)
+                return choose(c, x, y)
+            except TypeError as ex:
+                return _overload("_?_:_", ex, tree, c, x, y)
+
+        return run, total
+
+    def _conditionalor(self, tree: Tree) -> tuple[Run, bool]:
+        return self._logic(tree, "_||_", True)
+
+    def _conditionaland(self, tree: Tree) -> tuple[Run, bool]:
+        return self._logic(tree, "_&&_", False)
+
+    def _logic(self, tree: Tree, name: str, answer: bool) -> tuple[Run, bool]:
+        (left, left_total), (right, skip) = self.node(tree.children[0]), self.node(tree.children[1])
+        combine = self.functions[name]
+
+        def run(env: Env) -> Any:
+            x = left(env)
+            if skip and type(x) is BoolType and bool(x) is answer:
+                return x  # the right operand cannot raise: its value would be ignored
+            y = right(env)
+            if type(x) is BoolType and type(y) is BoolType:
+                return TRUE if (x or y if answer else x and y) else FALSE
+            try:
+                return combine(x, y)
+            except TypeError as ex:
+                return _overload(name, ex, tree, x, y)
+
+        return run, left_total and skip
+
+    def _relation(self, tree: Tree) -> tuple[Run, bool]:
+        op_tree, right_tree = tree.children
+        if op_tree.data == "relation_in":
+            return self._in(tree)
+        return self._binary(tree, op_tree.children[0], right_tree)
+
+    def _addition(self, tree: Tree) -> tuple[Run, bool]:
+        return self._binary(tree, tree.children[0].children[0], tree.children[1])
+
+    _multiplication = _addition
+
+    def _binary(self, tree: Tree, left_tree: Tree, right_tree: Tree) -> tuple[Run, bool]:
+        op = tree.children[0].data  # a Token: its repr is in the error text, as there
+        (left, right), total = self.nodes([left_tree, right_tree])
+        func, caught = self.functions[_OPERATORS[op]], _CAUGHT[str(tree.data)]
+        func = _COMPARISONS.get(func, func)
+
+        def run(env: Env) -> Any:
+            x, y = left(env), right(env)
+            try:
+                return func(x, y)
+            except caught as ex:
+                return _failed(tree, op, ex, x, y)
+
+        return run, total
+
+    def _in(self, tree: Tree) -> tuple[Run, bool]:
+        op_tree, right_tree = tree.children
+        (left, right), total = self.nodes([op_tree.children[0], right_tree])
+        func = self.functions["_in_"]
+        func = _contains if func is ev.operator_in else func
+
+        def run(env: Env) -> Any:
+            item, container = left(env), right(env)
+            # A string among a map's keys: operator_in, comparing key by key, finds it too.
+            # Not found, it decides (a key of another type makes an error).
+            if type(container) is MapType and type(item) is StringType and item in container:
+                return TRUE
+            try:
+                return func(item, container)
+            except TypeError as ex:
+                return _failed(tree, op_tree.data, ex, item, container)
+
+        return run, total
+
+    def _unary(self, tree: Tree) -> tuple[Run, bool]:
+        op = tree.children[0].data
+        operand, total = self.node(tree.children[1])
+        func = self.functions[_OPERATORS[op]]
+
+        def run(env: Env) -> Any:
+            x = operand(env)
+            try:
+                return func(x)
+            except (TypeError, ValueError) as ex:
+                return _failed(tree, op, ex, x)
+
+        # -x can raise OverflowError (a duration), which the interpreter lets escape
+        return run, total and op == "unary_not"
+
+    def _member_dot(self, tree: Tree) -> tuple[Run, bool]:
+        (base, total), name = self.node(tree.children[0]), str(tree.children[1])
+        return (lambda env: _field(base(env), name, tree)), total
+
+    def _member_index(self, tree: Tree) -> tuple[Run, bool]:
+        (base, index), total = self.nodes(tree.children)
+        getitem = self.functions["_[_]"]
+
+        def run(env: Env) -> Any:
+            value, key = base(env), index(env)
+            if type(value) is MapType and type(key) is StringType:
+                found = dict.get(value, key, _MISSING)
+                if found is not _MISSING:
+                    return found
+            try:
+                return getitem(value, key)
+            except TypeError as ex:
+                return _overload("_[_]", ex, tree, value, key)
+            except KeyError as ex:
+                return CELEvalError("no such key", ex.__class__, ex.args, tree=tree)
+            except IndexError as ex:
+                return CELEvalError("invalid_argument", ex.__class__, ex.args, tree=tree)
+
+        return run, total
+
+    def _function(self, token: Token, args: list[Any]) -> tuple[Run, bool]:
+        """A global call f(a), or a method x.f(a) whose x is args[0]."""
+        params, total = self.nodes(args)
+        name, func = str(token), self.functions.get(str(token))
+
+        def run(env: Env) -> Any:
+            values = [p(env) for p in params]
+            if func is None:
+                return _undeclared(name, token=token)
+            for value in values:  # the receiver's error first, then the arguments'
+                if isinstance(value, CELEvalError):
+                    return value
+            return _call(func, values, token)
+
+        return run, total and func is not None and _TOTAL.get(name) is func
+
+    def _member_dot_arg(self, tree: Tree) -> tuple[Run, bool]:
+        name = tree.children[1]
+        args = tree.children[2].children if len(tree.children) == 3 else []
+        if name in _MACROS:
+            return self._macro(tree, str(name), args)
+        return self._function(name, [tree.children[0], *args])
+
+    def _ident_arg(self, tree: Tree) -> tuple[Run, bool]:
+        name = tree.children[0]
+        args = tree.children[1].children if len(tree.children) == 2 else []
+        if name == "has" and len(args) == 1:
+            return self._has(args[0])
+        if name in ("has", "dyn"):
+            raise Unsupported(f"{name}() with {len(args)} arguments")
+        return self._function(name, args)
+
+    def _has(self, arg: Tree) -> tuple[Run, bool]:
+        while arg.data in _PASS and len(arg.children) == 1:
+            arg = arg.children[0]
+        if arg.data != "member_dot":  # celpy takes any expression: true unless an error
+            inner, total = self.node(arg)
+            return (lambda env: FALSE if isinstance(inner(env), CELEvalError) else TRUE), total
+        (base, total), name = self.node(arg.children[0]), str(arg.children[1])
+
+        def run(env: Env) -> Any:
+            value = base(env)
+            if type(value) is MapType:
+                return TRUE if name in value else FALSE
+            return FALSE if isinstance(_field(value, name, None), CELEvalError) else TRUE
+
+        return run, total
+
+    def _macro(self, tree: Tree, name: str, args: list[Any]) -> tuple[Run, bool]:
+        target, _ = self.node(tree.children[0])
+        if name == "min":  # celpy's built-in: Python min(), whose TypeError escapes
+
+            def smallest(env: Env) -> Any:
+                items = target(env)
+                if isinstance(items, CELEvalError):
+                    return items
+                try:
+                    return min(items)
+                except ValueError as ex:
+                    text = "Attempt to reduce an empty sequence or a sequence with a None value"
+                    return CELEvalError(text, ex.__class__, ex.args, tree=tree)
+
+            return smallest, False
+        idents = list(args[0].find_data("ident")) if len(args) == 2 else []
+        if name == "reduce" or len(idents) != 1:
+            raise Unsupported(f"macro {name} with {len(args)} arguments")
+        var = str(idents[0].children[0])
+        body, body_total = self.node(args[1])
+        if name in ("all", "exists"):
+            return self._quantifier(target, var, body, body_total, name == "exists"), False
+        keep = {"map": None, "filter": True, "exists_one": False}[name]
+
+        def run(env: Env) -> Any:
+            items = target(env)
+            if isinstance(items, CELEvalError):
+                return items
+            local, out = dict(env), []
+            for item in items:  # not iterable: the TypeError escapes, as there
+                local[var] = item
+                value = body(local)
+                if isinstance(value, CELEvalError):
+                    raise value  # as the interpreter's nested evaluate()
+                if keep is None:
+                    out.append(value)
+                elif value:
+                    out.append(item)
+            if keep is False:
+                return TRUE if len(out) == 1 else FALSE
+            return ListType(out)
+
+        return run, False  # it raises an element's error
+
+    def _quantifier(self, target: Run, var: str, body: Run, total: bool, answer: bool) -> Run:
+        """all (answer False) and exists (True): logical_and/or folded over every element, an
+        element's error a value. Once the fold holds the answer nothing changes it: the rest
+        is skipped when the body cannot raise."""
+        combine = self.functions["_||_" if answer else "_&&_"]
+
+        def run(env: Env) -> Any:
+            items = target(env)
+            if isinstance(items, CELEvalError):
+                return items
+            local, folded = dict(env), BoolType(not answer)
+            for item in items:
+                local[var] = item
+                try:
+                    value = body(local)
+                except CELEvalError as raised:  # from a map() inside: caught, as there
+                    value = raised
+                if type(value) is BoolType and type(folded) is BoolType:
+                    folded = TRUE if (folded or value if answer else folded and value) else FALSE
+                else:
+                    try:
+                        folded = combine(folded, value)
+                    except TypeError as ex:
+                        folded = CELEvalError("no such overload", ex.__class__, ex.args)
+                if total and type(folded) is BoolType and bool(folded) is answer:
+                    return folded
+            return folded
+
+        return run
+
+    def _ident(self, tree: Tree) -> tuple[Run, bool]:
+        name = str(tree.children[0])
+        if name == "google":  # the environment's protobuf type names
+            raise Unsupported("google.protobuf names")
+        function = self.functions.get(name, _MISSING)  # a bare function name is its value
+
+        def run(env: Env) -> Any:
+            value = env.get(name, _MISSING)
+            if value is not _MISSING:
+                return value
+            return _undeclared(name, tree=tree) if function is _MISSING else function
+
+        return run, True
+
+    def _literal(self, tree: Tree) -> tuple[Run, bool]:
+        try:
+            value = Evaluator(tree, Activation()).visit(tree)
+        except Exception as error:
+            raise Unsupported(f"literal {tree.children}: {error}") from None
+        return (lambda env: value), True
+
+    def _list_lit(self, tree: Tree) -> tuple[Run, bool]:
+        items, total = self.nodes(tree.children[0].children if tree.children else [])
+
+        def run(env: Env) -> Any:
+            values = [item(env) for item in items]
+            for value in values:
+                if isinstance(value, CELEvalError):
+                    return value
+            return ListType(values)
+
+        return run, total
+
+    def _map_lit(self, tree: Tree) -> tuple[Run, bool]:
+        parts, total = self.nodes(tree.children[0].children if tree.children else [])
+
+        def run(env: Env) -> Any:
+            try:  # as Evaluator.primary: the errors of the parts' runs too
+                values = [part(env) for part in parts]
+                result = MapType()
+                for key, value in zip(values[0::2], values[1::2], strict=False):
+                    if key in result:
+                        raise ValueError(f"Duplicate key {key!r}")
+                    result[key] = value
+                return result
+            except (ValueError, TypeError) as ex:
+                return CELEvalError(ex.args[0], ex.__class__, ex.args, tree=tree)
+
+        return run, total
