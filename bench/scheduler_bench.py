@@ -148,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     checks: list[str] = []
     try:
         raw = run_raw(stack, args.pods, args.workers)
+        raw_like = run_raw(stack, args.pods, args.workers, like_placeholders=True)
         sched = run_scheduler(stack, args.pods, args.workers, args.creators, args.timeout,
                               args.steady, args.paced_pods, args.paced_rate,
                               captured, repo=args.repo)  # fmt: skip
@@ -174,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
                     repo=args.repo, gang=size, prefix="gbacklog", name_suffix="-gang-backlog",
                 )  # fmt: skip
                 checks += [f"gang backlog: {c}" for c in gangs.backlog.checks]
-        targets = report(args, stack, raw, sched, backlog, captured, load, gangs)
+        targets = report(args, stack, raw, sched, backlog, captured, load, gangs, raw_like)
         if gangs is not None:
             print()
             gang_report(print, args, raw, sched, backlog, gangs)

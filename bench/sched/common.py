@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import logging
 from dataclasses import replace
 from pathlib import Path
@@ -31,6 +32,8 @@ RAW_CPUS, RAW_MEMORY_MB = 1, 100  # ... which is what the raw jobs ask for
 GRACE_SECONDS = 5
 SETTLE_TIMEOUT = 180.0  # cancelled jobs gone, deleted Pods gone
 P50_TARGET = 1.0
+P99_TARGET = 3.0  # burst
+WRITES_TARGET = 2.0  # API server writes per bound Pod, happy path
 RATIO_TARGET = 0.8
 
 # Jobs in these states still hold (or wait for) resources; COMPLETING is Slurm ending one.
@@ -77,11 +80,29 @@ class LogCapture(logging.Handler):
 
 
 def copy_counters(counters: Counters) -> Counters:
-    return Counters(**vars(counters))
+    return Counters(**{k: copy.copy(v) for k, v in vars(counters).items()})  # api_writes too
 
 
 def counters_since(before: Counters, after: Counters) -> Counters:
     return Counters(**{k: v - getattr(before, k) for k, v in vars(after).items()})
+
+
+def requests_text(counters: Counters, bound: int) -> str:
+    """The scheduler's slurmrestd requests per bound Pod, by operation."""
+    made = counters.slurm_requests
+    total = sum(made.values())
+    kinds = ", ".join(f"{op} {n / bound:.2f}" for op, n in sorted(made.items()))
+    return f"{total / bound:.2f} ({kinds})" if bound else "n/a"
+
+
+def writes_text(counters: Counters, bound: int) -> str:
+    """The scheduler's API server writes per bound Pod, by kind."""
+    writes = counters.api_writes
+    total = sum(writes.values())
+    kinds = ", ".join(
+        f"{kind.replace(':', ' ')} {n / bound:.2f}" for kind, n in sorted(writes.items())
+    )
+    return f"{total / bound:.2f} ({kinds})" if bound else "n/a"
 
 
 def bench_settings(workers: int, name_suffix: str = "", repo: Path = REPO) -> SchedulerSettings:

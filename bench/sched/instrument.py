@@ -34,6 +34,9 @@ class Instrument:
     submit_sent: dict[str, float] = field(default_factory=dict)
     submitted: dict[str, float] = field(default_factory=dict)
     started_hook: dict[str, float] = field(default_factory=dict)
+    # When the scheduler first held the job RUNNING from its start watch or a poll (a hook's
+    # time is started_hook): the first of the three is when it knew of the allocation.
+    start_seen: dict[str, float] = field(default_factory=dict)
     bind_sent: dict[str, float] = field(default_factory=dict)
     bind_returned: dict[str, float] = field(default_factory=dict)
     early_hooks: set[str] = field(default_factory=set)
@@ -112,7 +115,20 @@ class Instrument:
                     with self.lock:
                         self.stale_after.setdefault(uid, job.state if job else "no job")
 
+            self._note_running(scheduler)
+
         scheduler._poll_jobs = timed_poll  # type: ignore[method-assign]
+        starts = scheduler._starts
+        refresh = starts._refresh
+
+        def timed_refresh(key: str, job_id: int, api: Any) -> None:
+            refresh(key, job_id, api)
+            job = scheduler.job_of(key)
+            if job is not None and job.state == "RUNNING":
+                with self.lock:
+                    self.start_seen.setdefault(key, time.time())
+
+        starts._refresh = timed_refresh  # type: ignore[method-assign]
         bind_pod = kube.bind_pod
 
         def timed_bind(*args: Any, **kwargs: Any) -> None:
@@ -138,6 +154,18 @@ class Instrument:
             return answer
 
         scheduler.on_hook = timed_hook  # type: ignore[method-assign]
+
+    def allocation_known(self, uid: str) -> float | None:
+        """When the scheduler first knew the job was allocated: start watch, poll or hook."""
+        times = [t for t in (self.start_seen.get(uid), self.started_hook.get(uid)) if t]
+        return min(times) if times else None
+
+    def _note_running(self, scheduler: PodScheduler) -> None:
+        now = time.time()
+        running = [k for k, j in scheduler.known_jobs().items() if j.state == "RUNNING"]
+        with self.lock:
+            for key in running:
+                self.start_seen.setdefault(key, now)
 
     def count_hook_errors(self, scheduler: PodScheduler) -> None:
         """After start(): socketserver prints a traceback to stderr for every request whose

@@ -2,25 +2,32 @@
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from bench.harness.procs import JobMemory, job_memory, mem_available
 from bench.harness.report import say
 from bench.harness.stack import Stack
 from bench.harness.timing import wait_until
 from bench.sched.common import HOLDING, RAW_CPUS, RAW_MEMORY_MB, RAW_SCRIPT, SETTLE_TIMEOUT
+from reconciler import wellknown as wk
 from reconciler.adapters.slurm.client import connect
 from reconciler.adapters.slurm.jwt import MintedTokens
 from reconciler.adapters.slurm.model import JobSpec
-from reconciler.scheduler.placeholder import JOB_PATH
+from reconciler.scheduler.placeholder import JOB_PATH, PLACEHOLDER_SCRIPT
 
 
 @dataclass
 class RawResult:
     count: int
+    nodes: int
+    like_placeholders: bool  # the jobs ran the placeholder script against a stub hooks API
     submit_seconds: float
     per_submit: list[float]
     all_running_after: float | None
@@ -41,10 +48,18 @@ class RawResult:
         return self.count / self.all_running_after if self.all_running_after else None
 
 
-def raw_spec(index: int, nodes: int = 1) -> JobSpec:
+def raw_spec(index: int, nodes: int = 1, hooks_url: str | None = None) -> JobSpec:
+    """A plain `sleep` job; with `hooks_url`, one that runs the placeholder script against
+    it instead, so that its processes cost what a placeholder's do (like for like)."""
+    environment = {"PATH": JOB_PATH}
+    if hooks_url is not None:
+        environment |= {
+            wk.ENV_HOOKS_URL: hooks_url, wk.ENV_POD_UID: f"raw-{index}",
+            wk.ENV_POD: f"bench/raw-{index}", wk.ENV_HOOK_TOKEN: "raw",
+        }  # fmt: skip
     return JobSpec(
-        script=RAW_SCRIPT,
-        environment={"PATH": JOB_PATH},
+        script=RAW_SCRIPT if hooks_url is None else PLACEHOLDER_SCRIPT,
+        environment=environment,
         name=f"bench-raw-{index:04d}" if nodes == 1 else f"bench-raw{nodes}n-{index:04d}",
         nodes=nodes,
         tasks=nodes,
@@ -55,10 +70,51 @@ def raw_spec(index: int, nodes: int = 1) -> JobSpec:
     )
 
 
-def run_raw(stack: Stack, count: int, submitters: int, nodes: int = 1) -> RawResult:
-    """COUNT jobs of NODES nodes (one task, 1 CPU, per node; the script runs on the first)."""
+class _StubHooks(BaseHTTPRequestHandler):
+    """Answers a placeholder script as the scheduler would on the happy path: `started` ok,
+    `signalled` gone (its Pod is gone)."""
+
+    def do_POST(self) -> None:
+        answer = b"gone" if "/signalled" in self.path else b"ok"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def stub_hooks() -> Iterator[str]:
+    """A hooks API on 127.0.0.1 that answers every call at once; yields its URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _StubHooks)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, name="bench-stub-hooks", daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def run_raw(
+    stack: Stack, count: int, submitters: int, nodes: int = 1, *, like_placeholders: bool = False
+) -> RawResult:
+    """COUNT jobs of NODES nodes (one task, 1 CPU, per node; the script runs on the first);
+    `like_placeholders`: running the placeholder script against a stub hooks API."""
+    if not like_placeholders:
+        return _run_raw(stack, count, submitters, nodes, None)
+    with stub_hooks() as url:
+        return _run_raw(stack, count, submitters, nodes, url)
+
+
+def _run_raw(
+    stack: Stack, count: int, submitters: int, nodes: int, hooks_url: str | None
+) -> RawResult:
     api = connect(stack.rest_url, MintedTokens(stack.jwt_key, stack.user))
-    specs = [raw_spec(i, nodes) for i in range(count)]
+    specs = [raw_spec(i, nodes, hooks_url) for i in range(count)]
     before = mem_available()
     try:
         api.ping()
@@ -70,7 +126,8 @@ def run_raw(stack: Stack, count: int, submitters: int, nodes: int = 1) -> RawRes
             per_submit.append(time.perf_counter() - t0)
             return job_id
 
-        say(f"raw: submitting {count} jobs of {nodes} nodes with {submitters} submitters")
+        what = "placeholder-script" if hooks_url else "sleep"
+        say(f"raw: submitting {count} {what} jobs of {nodes} nodes with {submitters} submitters")
         started = time.perf_counter()
         with ThreadPoolExecutor(submitters, thread_name_prefix="bench-raw") as pool:
             ids = list(pool.map(submit, specs))
@@ -109,5 +166,6 @@ def run_raw(stack: Stack, count: int, submitters: int, nodes: int = 1) -> RawRes
             raise SystemExit(f"raw jobs still hold resources {SETTLE_TIMEOUT:.0f} s after cancel")
     finally:
         api.close()
-    return RawResult(count, submit_seconds, per_submit, all_running, processes_after, memory,
-                     mem_drop, cancel_seconds, settled_after)  # fmt: skip
+    return RawResult(count, nodes, hooks_url is not None, submit_seconds, per_submit,
+                     all_running, processes_after, memory, mem_drop, cancel_seconds,
+                     settled_after)  # fmt: skip

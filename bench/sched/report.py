@@ -18,11 +18,12 @@ from bench.sched.common import (
     GRACE_SECONDS,
     MEMORY,
     P50_TARGET,
+    P99_TARGET,
     RATIO_TARGET,
-    RAW_CPUS,
-    RAW_MEMORY_MB,
-    SETTLE_TIMEOUT,
+    WRITES_TARGET,
     LogCapture,
+    requests_text,
+    writes_text,
 )
 from bench.sched.gangs import GangRun
 from bench.sched.phases import BacklogResult, SchedResult
@@ -34,6 +35,8 @@ from bench.sched.rows import (
     hook_race_rows,
     kinds,
     latency_rows,
+    per_pod_cpu,
+    raw_rows,
     stage_rows,
     worker_rows,
 )
@@ -44,7 +47,7 @@ from reconciler.adapters.slurm.jwt import MintedTokens
 def report(
     args: argparse.Namespace, stack: Stack, raw: RawResult, sched: SchedResult,
     backlog: BacklogResult | None, captured: LogCapture, load_at_start: float,
-    gangs: GangRun | None = None,
+    gangs: GangRun | None = None, raw_like: RawResult | None = None,
 ) -> list[Target]:  # fmt: skip
     """Print everything; returns the targets, met or not."""
     out = print
@@ -64,31 +67,9 @@ def report(
         f"+ kube-apiserver 1.20.2 on loopback, ready in {stack.seconds_to_ready:.1f} s"
     )
     out()
-    out(
-        f"1. raw slurmrestd: {raw.count} batch jobs (sleep 600, {RAW_CPUS} CPU, "
-        f"{RAW_MEMORY_MB} MB), {args.workers} concurrent submitters, one shared client"
-    )
-    out(
-        f"  submitted in {raw.submit_seconds:.2f} s: {raw.rate:.1f} submits/s "
-        f"(per submit: median {statistics.median(raw.per_submit) * 1000:.0f} ms, "
-        f"p90 {percentile(raw.per_submit, 90) * 1000:.0f} ms)"
-    )
-    if raw.all_running_after is not None and raw.running_rate is not None:
-        out(f"  all {raw.count} RUNNING {raw.all_running_after:.1f} s after the first submit: "
-            f"{raw.running_rate:.1f} jobs RUNNING/s, submit -> all RUNNING")  # fmt: skip
-    else:
-        out(f"  NOT all {raw.count} RUNNING within {SETTLE_TIMEOUT:.0f} s")
-    if raw.processes_after is not None:
-        out(f"  all {raw.count} jobs' processes (slurmstepd, sh, sleep) up "
-            f"{raw.processes_after:.1f} s after the first submit: "
-            f"{raw.count / raw.processes_after:.1f} jobs/s")  # fmt: skip
-    if raw.memory is not None:
-        out(f"  while running: {raw.memory.text(raw.count)}; MemAvailable "
-            f"{raw.mem_drop / 2**30:+.2f} GiB lower")  # fmt: skip
-    settled = f"{raw.settled_after:.1f} s" if raw.settled_after is not None else "never"
-    out(f"  cancelled in {raw.cancel_seconds:.2f} s; no job left and every CPU free after "
-        f"{settled}")  # fmt: skip
-    out()
+    raw_rows(out, "1. raw slurmrestd", raw, args.workers)
+    if raw_like is not None:
+        raw_rows(out, "1b. raw slurmrestd, like for like", raw_like, args.workers)
 
     # ---- 2. burst
     bound = sched.bound
@@ -107,10 +88,12 @@ def report(
     )
     out(f"  bound {len(bound)}/{sched.count}")
     burst_p50: float | None = None
+    burst_p99: float | None = None
+    burst_cpu: float | None = None
     if bound:
         out()
         own = latency_rows(out, bound)
-        burst_p50 = percentile(own, 50)
+        burst_p50, burst_p99 = percentile(own, 50), percentile(own, 99)
         stage_rows(out, bound, inst, ("create returned", lambda p: p.created))
         worker_rows(out, bound, inst, sched.workers, sched.batch_seconds)
         hook_race_rows(out, bound, inst, sched.counters_bound.pods_deleted, requeued)
@@ -131,6 +114,10 @@ def report(
     cpu_rows(out, sched.cpu, sched.batch_seconds if bound else 0.0,
              "from the first create to the last bind", sched.watch_events,
              sched.watch_bytes)  # fmt: skip
+    burst_cpu = per_pod_cpu(sched.cpu, len(bound))
+    out(f"  the scheduler's CPU per bound Pod: {burst_cpu * 1000:.1f} ms; its API server writes "
+        f"per bound Pod: {writes_text(c, len(bound))}; its slurmrestd requests per bound Pod: "
+        f"{requests_text(c, len(bound))}")  # fmt: skip
     out(
         f"  counters at the last bind: submitted {c.submitted}, bound {c.bound}, refused "
         f"{c.refused}, pods_deleted {c.pods_deleted}, jobs_cancelled {c.jobs_cancelled}, hooks "
@@ -195,6 +182,7 @@ def report(
     # ---- 5. backlog
     ratio_submits: float | None = None
     ratio_running: float | None = None
+    ratio_like: float | None = None
     if backlog is not None:
         bb = backlog.bound
         binst = backlog.instrument
@@ -230,6 +218,10 @@ def report(
             out(f"  throughput / raw submit rate:               {text}")
             text, ratio_running = ratio_text(backlog.throughput, raw.running_rate)
             out(f"  throughput / raw submit -> all RUNNING rate: {text}")
+            if raw_like is not None:
+                text, ratio_like = ratio_text(backlog.throughput, raw_like.running_rate)
+                out(f"  throughput / like-for-like raw RUNNING rate: {text} (raw jobs running the "
+                    "placeholder script)")  # fmt: skip
             if raw.processes_after:
                 text, _ = ratio_text(backlog.throughput, raw.count / raw.processes_after)
                 out(
@@ -240,6 +232,9 @@ def report(
             out()
             cpu_rows(out, backlog.cpu, backlog.seconds, "from its start to the last bind")
         bc = backlog.counters
+        out(f"  the scheduler's CPU per bound Pod: {per_pod_cpu(backlog.cpu, len(bb)) * 1000:.1f} "
+            f"ms; its API server writes per bound Pod: {writes_text(bc, len(bb))}; its slurmrestd "
+            f"requests per bound Pod: {requests_text(bc, len(bb))}")  # fmt: skip
         out(
             f"  counters at the last bind: submitted {bc.submitted}, bound {bc.bound}, refused "
             f"{bc.refused}, pods_deleted {bc.pods_deleted}, jobs_cancelled {bc.jobs_cancelled}, "
@@ -291,10 +286,10 @@ def report(
     out(f"  warnings logged by `local up` (node agent): {len(up_warnings)}"
         + (f", e.g. {up_warnings[0][:160]}" if up_warnings else ""))  # fmt: skip
 
-    def p50_target(label: str, value: float | None) -> Target:
+    def seconds_target(label: str, value: float | None, limit: float = P50_TARGET) -> Target:
         if value is None:
             return Target(label, "n/a", False)
-        return Target(label, f"{value:.2f} s", value < P50_TARGET)
+        return Target(label, f"{value:.2f} s", value < limit)
 
     def ratio_target(label: str, value: float | None) -> Target:
         if value is None:
@@ -302,9 +297,22 @@ def report(
         return Target(label, f"{value:.2f}", value >= RATIO_TARGET)
 
     paced_label = f"paced, {paced.rate:g}/s" if paced is not None else "paced (not run)"
+    writes = sum(c.api_writes.values()) / len(bound) if bound else None
     return [
-        p50_target(f"p50 create -> bound, burst of {sched.count}", burst_p50),
-        p50_target(f"p50 create -> bound, {paced_label}", paced_p50),
+        seconds_target(f"p50 create -> bound, burst of {sched.count}", burst_p50),
+        seconds_target(f"p99 create -> bound, burst of {sched.count}", burst_p99, P99_TARGET),
+        seconds_target(f"p50 create -> bound, {paced_label}", paced_p50),
         ratio_target("backlog Pods bound/s / raw submits/s", ratio_submits),
         ratio_target("backlog Pods bound/s / raw jobs RUNNING/s", ratio_running),
+        ratio_target("backlog / like-for-like raw RUNNING/s", ratio_like),
+        Target(
+            "API writes per bound Pod, burst",
+            "n/a" if writes is None else f"{writes:.2f}",
+            writes is not None and writes <= WRITES_TARGET,
+        ),
+        Target(
+            "scheduler CPU per bound Pod, burst (no target)",
+            "n/a" if burst_cpu is None else f"{burst_cpu * 1000:.1f} ms",
+            True,
+        ),
     ]

@@ -7,14 +7,17 @@ import logging
 import math
 import os
 import re
+import statistics
 from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from bench.harness.loadgen import PodTimes
 from bench.harness.report import HEADER, fmt_row, percentile, spread
+from bench.sched.common import RAW_CPUS, RAW_MEMORY_MB, SETTLE_TIMEOUT
 from bench.sched.instrument import Instrument
 from bench.sched.phases import Cleanup
+from bench.sched.raw import RawResult
 from reconciler.scheduler.loop import Counters
 
 
@@ -51,13 +54,14 @@ def stage_rows(
         ("seen by the scheduler", lambda p: inst.seen.get(p.uid)),
         ("submit sent", lambda p: inst.submit_sent.get(p.uid)),
         ("job submitted", lambda p: inst.submitted.get(p.uid)),
-        ("`started` hook", lambda p: inst.started_hook.get(p.uid)),
+        ("allocation known", lambda p: inst.allocation_known(p.uid)),
         ("bind sent", lambda p: inst.bind_sent.get(p.uid)),
         ("bind returned", lambda p: inst.bind_returned.get(p.uid)),
         ("seen bound", lambda p: p.bound),
     ]
     out("  where the time goes, per Pod (wrappers record when the scheduler's watch handler, "
-        "submit, hook handler and bind ran):")  # fmt: skip
+        "submit, start watch, poll, hook handler and bind ran; allocation known = the first of "
+        "the start watch, a poll and the `started` hook to show the job RUNNING):")  # fmt: skip
     between_marks_rows(out, marks, pods, 44)
 
 
@@ -89,12 +93,12 @@ def worker_rows(
         f"  its workers' time in calls: submit {submit:.1f} s, bind {bind:.1f} s, of {workers} "
         f"workers x {seconds:.1f} s = {capacity:.1f} worker-s ({(submit + bind) / capacity:.0%})"
     )
-    # Pairs of Pods waiting for their bind at the same time (the second's hook came before the
-    # first's bind was sent): how often the later hook was bound first.
+    # Pairs of Pods waiting for their bind at the same time (the second's allocation was known
+    # before the first's bind was sent): how often the later one was bound first.
     hooked = sorted(
-        (inst.started_hook[u], inst.bind_sent[u])
+        (known, inst.bind_sent[u])
         for u in uids
-        if u in inst.started_hook and u in inst.bind_sent
+        if (known := inst.allocation_known(u)) is not None and u in inst.bind_sent
     )
     pairs = later_first = 0
     for i, (_, bind_i) in enumerate(hooked):
@@ -106,7 +110,7 @@ def worker_rows(
     if pairs:
         out(
             f"  bind order: of {pairs} pairs of Pods waiting for a bind at once, "
-            f"{later_first / pairs:.0%} were bound latest `started` hook first (FIFO 0%, "
+            f"{later_first / pairs:.0%} were bound latest allocation first (FIFO 0%, "
             "random 50%, a stack 100%)"
         )
 
@@ -209,3 +213,37 @@ def shape(message: str) -> str:
     text = re.sub(r"[0-9a-f]{8}-[0-9a-f-]{27}", "<uid>", message)
     text = re.sub(r"\d+(\.\d+)?", "N", text)
     return text[:150]
+
+
+def per_pod_cpu(cpu: dict[str, float], bound: int) -> float:
+    """The scheduler's process (this one) CPU seconds per bound Pod."""
+    return cpu["benchmark process: PodScheduler"] / bound if bound else 0.0
+
+
+def raw_rows(out: Callable[..., None], title: str, raw: RawResult, workers: int) -> None:
+    script = "the placeholder script, stub hooks API" if raw.like_placeholders else "sleep 600"
+    out(
+        f"{title}: {raw.count} batch jobs of {raw.nodes} node(s) ({script}, {RAW_CPUS} CPU, "
+        f"{RAW_MEMORY_MB} MB), {workers} concurrent submitters, one shared client"
+    )
+    out(
+        f"  submitted in {raw.submit_seconds:.2f} s: {raw.rate:.1f} submits/s "
+        f"(per submit: median {statistics.median(raw.per_submit) * 1000:.0f} ms, "
+        f"p90 {percentile(raw.per_submit, 90) * 1000:.0f} ms)"
+    )
+    if raw.all_running_after is not None and raw.running_rate is not None:
+        out(f"  all {raw.count} RUNNING {raw.all_running_after:.1f} s after the first submit: "
+            f"{raw.running_rate:.1f} jobs RUNNING/s, submit -> all RUNNING")  # fmt: skip
+    else:
+        out(f"  NOT all {raw.count} RUNNING within {SETTLE_TIMEOUT:.0f} s")
+    if raw.processes_after is not None:
+        out(f"  all {raw.count} jobs' processes (slurmstepd, sh, sleep) up "
+            f"{raw.processes_after:.1f} s after the first submit: "
+            f"{raw.count / raw.processes_after:.1f} jobs/s")  # fmt: skip
+    if raw.memory is not None:
+        out(f"  while running: {raw.memory.text(raw.count)}; MemAvailable "
+            f"{raw.mem_drop / 2**30:+.2f} GiB lower")  # fmt: skip
+    settled = f"{raw.settled_after:.1f} s" if raw.settled_after is not None else "never"
+    out(f"  cancelled in {raw.cancel_seconds:.2f} s; no job left and every CPU free after "
+        f"{settled}")  # fmt: skip
+    out()

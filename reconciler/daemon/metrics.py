@@ -134,6 +134,8 @@ _SCHEDULER_COUNTERS = {
     "polls": "Polls of Slurm's job list",
     "polls_unchanged": "Polls answered 304 Not Modified",
     "hooks": "Calls from placeholder jobs to the hooks API",
+    "start_looks": "Looks at Slurm's job states while placeholder jobs were pending",
+    "starts_seen": "Pending placeholder jobs those looks found started",
 }
 
 
@@ -151,6 +153,15 @@ class _SchedulerCollector(Collector):
             family = CounterMetricFamily(f"reconciler_scheduler_{field}", text)
             family.add_metric([], float(getattr(counters, field)))
             yield family
+        writes = CounterMetricFamily(
+            "reconciler_scheduler_api_writes",
+            "Writes to the API server about Pods, by kind (and Event reason)",
+            labels=["kind", "reason"],
+        )
+        for key, count in sorted(counters.api_writes.items()):
+            kind, _, reason = key.partition(":")
+            writes.add_metric([kind, reason], float(count))
+        yield writes
 
 
 _PACKING_GAUGES = {

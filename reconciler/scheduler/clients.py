@@ -10,6 +10,7 @@ key (minted tokens); with a provided token only the operator's own user is possi
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
@@ -41,12 +42,13 @@ class SlurmClients:
         self.scontrol = scontrol
         self._key = jwt_key
         self.observe = observe
+        self.requests: Counter[str] = Counter()  # slurmrestd requests made, by operation
+        self._lock = threading.Lock()
         self.operator: SlurmRestApi = connect(url, operator, observe=self._relay)
         self.nodes = NodeControl(self.operator, scontrol)
         self._operator_user = operator.user
         self._by_user: dict[str, SlurmRestApi] = {}
         self._release: tuple[int, int] | None = None
-        self._lock = threading.Lock()
 
     @property
     def release(self) -> tuple[int, int]:
@@ -109,6 +111,8 @@ class SlurmClients:
             return client
 
     def _relay(self, operation: str, seconds: float, ok: bool) -> None:
+        with self._lock:
+            self.requests[operation] += 1
         observe = self.observe
         if observe is not None:
             observe(operation, seconds, ok)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 
 
 @dataclass
@@ -17,3 +18,9 @@ class Counters:
     polls: int = 0
     polls_unchanged: int = 0
     hooks: int = 0
+    start_looks: int = 0  # looks for started jobs while some were pending (starts.py)
+    starts_seen: int = 0  # pending jobs those looks found started
+    # Writes to the API server by kind: binding, annotation, status, delete, "event:<reason>"
+    api_writes: Counter[str] = field(default_factory=Counter)
+    # slurmrestd requests by operation (SlurmClients.requests: the scheduler's clients' own)
+    slurm_requests: Counter[str] = field(default_factory=Counter)

@@ -25,6 +25,10 @@ ACTIVE_STATES = frozenset(
      "SIGNALING", "STAGE_OUT"}
 )  # fmt: skip
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+# A Pod bound within this long of its job's submit learns its job id from its Binding: two
+# writes on the happy path (binding, Event). One that waits longer is told (annotation, Event).
+# Counted from Slurm's submit time, in whole seconds: 2 to 3 s after the submit.
+ANNOUNCE_AFTER_SECONDS = 3.0
 
 Obj = Mapping[str, Any]
 
@@ -38,6 +42,13 @@ class Admit:
 class Bind:
     job_id: int
     slurm_node: str
+
+
+@dataclass(frozen=True)
+class Announce:
+    """Record the job id on a Pod that still waits for its job to start, and say so."""
+
+    job_id: int
 
 
 @dataclass(frozen=True)
@@ -59,7 +70,7 @@ class RecheckAt:
     when: float
 
 
-Step = Admit | Bind | DeletePod | CancelJob | RecheckAt
+Step = Admit | Announce | Bind | DeletePod | CancelJob | RecheckAt
 
 
 def next_steps(
@@ -83,7 +94,7 @@ def next_steps(
         return [CancelJob(job.job_id, "its Pod was refused")] if job.state in ACTIVE_STATES else []
     if spec.get("nodeName"):
         return _bound(job)
-    return _unbound(job)
+    return _unbound(pod, job, now)
 
 
 def recorded_job_id(pod: Obj) -> int | None:
@@ -143,11 +154,14 @@ def _without_job(pod: Obj) -> list[Step]:
     return [Admit()]
 
 
-def _unbound(job: SlurmJob) -> list[Step]:
+def _unbound(pod: Obj, job: SlurmJob, now: float) -> list[Step]:
     if job.state == "RUNNING" and job.nodes:
         return [Bind(job.job_id, _first_node(job.nodes))]
-    if job.state in ACTIVE_STATES:
-        return []  # pending, or its node is booting
+    if job.state in ACTIVE_STATES:  # pending, or its node is booting
+        if recorded_job_id(pod) == job.job_id:
+            return []
+        due = job.submit_time + ANNOUNCE_AFTER_SECONDS
+        return [Announce(job.job_id)] if now >= due else [RecheckAt(due)]
     return [DeletePod(wk.EVENT_SLURM_ENDED, ended_message(job))]
 
 

@@ -55,6 +55,7 @@ class Effects:
         self._clock = clock
         self.on_bind: BindObserver | None = None
         self.credentials: HookCredentials | None = None  # set by PodScheduler.start
+        self.on_submitted: Callable[[], None] = lambda: None  # a job is pending: look soon
         self._bind_lock = threading.Lock()
 
     # ---- Slurm --------------------------------------------------------------------------
@@ -100,6 +101,7 @@ class Effects:
             if known is None or known.job_id != job.job_id:  # a hook may have told us more
                 state.record_locked(key, job)
         self.counters.submitted += 1
+        self.on_submitted()
         if self._slurm.submits_as_user:  # user, group and priority went with the submit
             return job.job_id
         if priority_update_needed(request):
@@ -169,10 +171,13 @@ class Effects:
             waited = seconds_since_created(pod, self._clock())
             if waited is not None:
                 on_bind(waited)
+        with self._state.lock:
+            described = self._state.described.pop(meta["uid"], None)
         self.pods_out.event(
             pod, wk.EVENT_SCHEDULED, "Binding",
             f"Successfully assigned {meta['namespace']}/{meta['name']} to {node}: Slurm job "
-            f"{step.job_id} runs on Slurm node {step.slurm_node}",
+            f"{step.job_id}" + (f" ({described})" if described else "")
+            + f" runs on Slurm node {step.slurm_node}",
         )  # fmt: skip
 
     def delete_pod(self, pod: Obj, step: DeletePod) -> None:

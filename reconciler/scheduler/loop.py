@@ -3,9 +3,11 @@
 single Pod's steps in pods.py and a gang's in gangs.py, the hooks API's answers in
 hook_answers.py and what is checked with Slurm before it is believed in job_trust.py.
 
-Latency does not come from polling. A Pod event queues its Pod at once; a placeholder job calls
-the hooks API when Slurm starts it and when Slurm signals it. The poll of Slurm's jobs is the
-safety net for a missed call: guarded by `update_time`, a steady state costs one 304 a cycle.
+Latency does not come from polling. A Pod event queues its Pod at once; while jobs we submitted
+are pending, a fast look at their states binds each Pod when Slurm allocates its node
+(starts.py); a placeholder job calls the hooks API when its script starts and when Slurm
+signals it. The poll of Slurm's jobs is the safety net for a missed call: guarded by
+`update_time`, a steady state costs one 304 a cycle.
 
 Each Pod is handled by `decide.next_steps` on a work queue (one worker per Pod at a time), so
 a restart anywhere resumes from what the Pod and the job say.
@@ -44,6 +46,7 @@ from reconciler.scheduler.pod_policies import PodPolicies
 from reconciler.scheduler.pod_writer import PodWriter, load_hooks_key
 from reconciler.scheduler.pods import PodSteps
 from reconciler.scheduler.settings import SchedulerSettings
+from reconciler.scheduler.starts import StartWatch
 from reconciler.scheduler.state import SchedulerState
 from reconciler.scheduler.workqueue import WorkQueue
 
@@ -78,15 +81,22 @@ class PodScheduler:
         self._failures: dict[str, int] = {}
         self._jobs_since: int | None = None
         self._pods_listed = False  # our Pods' records are known: duplicates may be cancelled
-        self.counters = Counters()
+        self.counters = Counters(slurm_requests=slurm.requests)
         self.hooks: HooksServer | None = None
         self._state = SchedulerState()
         self._queue = WorkQueue()
-        self._pods_out = PodWriter(kube, settings.name)
+        self._poll_lock = threading.Lock()  # the poll thread and the start watch share it
+        self._pods_out = PodWriter(kube, settings.name, self.counters)
         self._trust = JobTrust(self._state, slurm, settings, self._queue, self.counters)
         self._effects = Effects(
             self._state, slurm, self._pods_out, self._trust, self.counters, clock
         )
+        self._packer = Packer(slurm, settings, self._stopping)
+        self._starts = StartWatch(
+            self._state, lambda: self._slurm.operator, self._queue, self.counters,
+            poll_all=lambda: self._poll_jobs(), repack=self._packer.repack, stopping=self._stopping,
+        )  # fmt: skip
+        self._effects.on_submitted = self._starts.nudge
         placement = Placement(self._state, kube)
         self._intake = Intake(kube, slurm, settings, self._effects, placement, clock)
         parts = Parts(
@@ -95,7 +105,6 @@ class PodScheduler:
         )  # fmt: skip
         self._pod_steps = PodSteps(parts)
         self._gang_steps = GangSteps(parts, kube, slurm)
-        self._packer = Packer(slurm, settings, self._stopping)
         self._hook_answers = HookAnswers(
             self._state, self._trust, self._queue, self.counters,
             repack=self._packer.repack, stopping=self._stopping,
@@ -139,6 +148,7 @@ class PodScheduler:
         self._poll_jobs()  # again, with the Pods' records: which job is each Pod's
         self.hooks.start()
         self._spawn("poll", self._poll_forever)
+        self._spawn("starts", self._starts.run_forever, self.settings.poll_seconds)
         for index in range(self.settings.workers):
             self._spawn(f"worker-{index}", self._work)
         log.info(
@@ -268,6 +278,10 @@ class PodScheduler:
 
     def _poll_jobs(self) -> None:
         """One 304 when nothing changed; otherwise refresh every placeholder job we know."""
+        with self._poll_lock:
+            self._poll_jobs_locked()
+
+    def _poll_jobs_locked(self) -> None:
         self.counters.polls += 1
         sent = time.monotonic()
         state = self._state
@@ -290,7 +304,8 @@ class PodScheduler:
             state.take_listing_locked(merged, sent)
         self._jobs_since = snapshot.as_of
         for uid in [*merged.changed, *merged.vanished]:
-            self._queue.add(uid)
+            job = merged.jobs.get(uid)  # a started job's Pod is a bind: it waits behind no new Pod
+            self._queue.add(uid, urgent=job is not None and job.state == "RUNNING")
         if merged.changed:
             self._packer.repack.set()  # jobs started or ended: the fullest nodes changed
         if self._pods_listed:  # which job is a duplicate needs the Pods' records

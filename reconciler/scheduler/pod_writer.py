@@ -11,6 +11,7 @@ import base64
 import contextlib
 import logging
 import secrets
+import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
@@ -20,6 +21,7 @@ from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
 from reconciler.errors import KubeApiError, ReconcilerError
 from reconciler.scheduler.admission import fingerprint
+from reconciler.scheduler.counters import Counters
 
 log = logging.getLogger(__name__)
 
@@ -28,10 +30,16 @@ Obj = Mapping[str, Any]
 
 
 class PodWriter:
-    def __init__(self, kube: Kube, reporter: str) -> None:
+    def __init__(self, kube: Kube, reporter: str, counters: Counters | None = None) -> None:
         self._kube = kube
         self._reporter = reporter  # the scheduler name, as Events' reporting controller
+        self._writes = (counters or Counters()).api_writes  # by kind: what a Pod costs
+        self._writes_lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="scheduler-writes")
+
+    def _wrote(self, kind: str) -> None:
+        with self._writes_lock:
+            self._writes[kind] += 1
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
@@ -39,6 +47,7 @@ class PodWriter:
     def bind(self, pod: Obj, node: str, annotations: Mapping[str, str]) -> bool:
         """Bind; False when the Pod was bound already (by our last run: the watch brings it)."""
         meta = pod["metadata"]
+        self._wrote("binding")
         try:
             self._kube.bind_pod(
                 meta["namespace"], meta["name"], node, pod_uid=meta["uid"],
@@ -53,6 +62,7 @@ class PodWriter:
     def delete(self, pod: Obj) -> None:
         """With the Pod's own grace period."""
         meta = pod["metadata"]
+        self._wrote("delete")
         self._kube.delete("v1", "Pod", meta["name"], meta["namespace"])
 
     def get(self, namespace: str, name: str) -> Obj | None:
@@ -64,6 +74,7 @@ class PodWriter:
         meta = pod["metadata"]
         self.annotate(pod, {wk.ANNOTATION_REJECTED: fingerprint(pod)})
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        self._wrote("status")
         with contextlib.suppress(KubeApiError):  # the Pod may be gone: the Event still says it
             self._kube.apply(
                 {"apiVersion": "v1", "kind": "Pod",
@@ -78,6 +89,7 @@ class PodWriter:
     def annotate(self, pod: Obj, annotations: Mapping[str, str | None]) -> None:
         """Merge-patch annotations (None removes one); a Pod gone meanwhile is fine."""
         meta = pod["metadata"]
+        self._wrote("annotation")
         try:
             self._kube.request_json(
                 "PATCH",
@@ -95,6 +107,7 @@ class PodWriter:
 
     def event(self, pod: Obj, reason: str, action: str, message: str, type: str = "Normal") -> None:
         """Sent in the background: Events never hold up scheduling."""
+        self._wrote(f"event:{reason}")
         self._later(
             self._kube.create_event, pod, reason=reason, message=message[:EVENT_MESSAGE_LIMIT],
             action=action, type=type, reporting_controller=self._reporter,

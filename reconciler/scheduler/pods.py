@@ -12,7 +12,9 @@ from reconciler import wellknown as wk
 from reconciler.adapters.slurm.model import SlurmJob
 from reconciler.kuberules.node_affinity import node_matches
 from reconciler.scheduler.decide import (
+    ANNOUNCE_AFTER_SECONDS,
     Admit,
+    Announce,
     Bind,
     CancelJob,
     DeletePod,
@@ -62,6 +64,8 @@ class PodSteps:
     def _execute(self, uid: str, pod: Obj | None, job: SlurmJob | None, step: Step) -> None:
         if isinstance(step, Admit) and pod is not None:
             self._admit(pod)
+        elif isinstance(step, Announce) and pod is not None:
+            self._announce(pod, step)
         elif isinstance(step, Bind) and pod is not None:
             self.bind(pod, step)
         elif isinstance(step, DeletePod) and pod is not None:
@@ -85,11 +89,25 @@ class PodSteps:
         job_id = self._effects.submit_job(uid, spec, request, [pod], "placeholder")
         if job_id is None:
             return
+        # Nothing written on the Pod yet: if Slurm starts the job soon, the Binding carries its
+        # id and the bind's Event says all this (decide.Announce, issue 19).
+        with self._state.lock:
+            self._state.described[uid] = describe_job(spec)
+        self._queue.add_after(uid, ANNOUNCE_AFTER_SECONDS)
+
+    def _announce(self, pod: Obj, step: Announce) -> None:
+        """The Pod waits for its job to start: record the job on it, and say what it asked."""
+        uid = pod["metadata"]["uid"]
+        recorded = {wk.ANNOTATION_JOB_ID: str(step.job_id)}
+        self._state.note_annotations(pod, recorded)  # announced once, whatever the watch lags
         pods_out = self._effects.pods_out
-        pods_out.annotate_later(pod, {wk.ANNOTATION_JOB_ID: str(job_id)})
+        pods_out.annotate_later(pod, recorded)
+        with self._state.lock:
+            described = self._state.described.get(uid)
         pods_out.event(
             pod, wk.EVENT_SUBMITTED, "Submit",
-            f"submitted placeholder Slurm job {job_id} ({describe_job(spec)})",
+            f"submitted placeholder Slurm job {step.job_id}"
+            + (f" ({described})" if described else "") + "; waiting for Slurm to start it",
         )  # fmt: skip
 
     # ---- bind -------------------------------------------------------------------------

@@ -45,6 +45,9 @@ class SchedulerState:
         self.early: dict[str, SlurmJob] = {}  # key -> its job, started before the submit returned
         self.uncertain: dict[str, float] = {}  # key -> when a submit failed without a verdict
         self.listed_at = 0.0  # when the last job list read was asked for (monotonic)
+        # key -> its job as submitted, in a few words: said by the Event of its bind, or of
+        # its announce if it waits (decide.Announce); in memory only, as Events are.
+        self.described: dict[str, str] = {}
 
     # ---- what the watches bring -------------------------------------------------------
 
@@ -150,7 +153,7 @@ class SchedulerState:
 
     def forget_key_locked(self, key: str) -> None:
         """The key's Pod is gone: what was noted about its job goes with it."""
-        for notes in (self.gone, self.disowned, self.uncertain):
+        for notes in (self.gone, self.disowned, self.uncertain, self.described):
             notes.pop(key, None)
 
     # ---- what a signalled job waits for -----------------------------------------------

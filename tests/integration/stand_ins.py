@@ -146,3 +146,35 @@ class SpareApiServer:
             return apiserver_ready(self._paths, self.ports, self._token)
         except OSError:
             return False
+
+
+class HooksStub:
+    """A hooks API for placeholder jobs that refuses every `started` call (503: the script
+    retries, then gives up) and answers `signalled` with `gone`, so a job still ends with its
+    Pod. Counts the calls by kind."""
+
+    def __init__(self) -> None:
+        self.calls: dict[str, int] = {"started": 0, "signalled": 0}
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                kind = "signalled" if "/signalled" in self.path else "started"
+                stub.calls[kind] += 1
+                status, body = (200, b"gone") if kind == "signalled" else (503, b"no")
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()

@@ -42,6 +42,7 @@ from reconciler.scheduler.pod_policies import PodPolicies, startup_pod_policies
 from reconciler.scheduler.settings import settings_from_values
 from tests.integration.helpers import stop_cleanly, unique, wait_for
 from tests.integration.local_up import RunningUp, local_up
+from tests.integration.stand_ins import HooksStub
 
 pytestmark = pytest.mark.integration
 
@@ -551,6 +552,41 @@ def test_repo_pod_policies_deny_with_an_event_and_warn_without_stopping_the_job(
         unlabel = {"metadata": {"labels": {"workload": None}}}
         env.kube.request_json("PATCH", f"/api/v1/namespaces/{NAMESPACE}", body=unlabel,
                               content_type="application/merge-patch+json")  # fmt: skip
+
+
+# ---- binding on the allocation --------------------------------------------------------------
+
+
+def test_a_pod_is_bound_when_slurm_allocates_not_when_its_script_calls(
+    env: Env, pods: list[str]
+) -> None:
+    """Its job's `started` hook is refused and the safety-net poll is ten minutes away: only
+    the scheduler's look at Slurm's job states can bind it. The Binding carries the job id (no
+    patch before it) and one Scheduled Event says what was submitted (issue 19)."""
+    env.scheduler.stop()  # one scheduler at a time
+    hooks = HooksStub()
+    try:
+        env.scheduler = env.new_scheduler(hooks_url=hooks.url, poll_seconds=600.0)
+        name = unique("alloc")
+        _create(env, pods, _pod_spec(name, cpu="100m", memory="64Mi"))
+        pod = _wait_bound(env, name, timeout=15)
+        job_id = _job_id(pod)
+        assert _job_state(env, job_id) == "RUNNING"
+        assert env.scheduler.counters.starts_seen >= 1
+        assert env.scheduler.counters.api_writes["annotation"] == 0
+        scheduled = wait_for(lambda: _events(env, name, "Scheduled"), 10, "the Scheduled Event")
+        assert len(scheduled) == 1
+        assert f"Slurm job {job_id} (default partition, 1 CPUs, 64 MB)" in scheduled[0]["message"]
+        assert not _events(env, name, wk.EVENT_SUBMITTED)
+        env.kube.delete("v1", "Pod", name, NAMESPACE)
+        _wait_gone(env, name)
+        ended = ("CANCELLED", "COMPLETED")
+        wait_for(lambda: _job_state(env, job_id) in ended, 20, "its job to end with the Pod")
+        assert hooks.calls["started"] >= 1  # the script did call, and was refused
+    finally:
+        env.scheduler.stop()
+        hooks.close()
+        env.scheduler = env.new_scheduler()
 
 
 # ---- teardown, both ways ------------------------------------------------------------------

@@ -3,6 +3,7 @@ what DaemonMetrics makes of them. Fakes stand in for HTTP and Kubernetes."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -187,7 +188,7 @@ class FakeKube:
 
 def scheduler_with(kube: FakeKube, now: float) -> PodScheduler:
     settings = SchedulerSettings(name="s", release="r", namespace="ns", watch_namespaces=None)
-    slurm: Any = SimpleNamespace(observe=None)
+    slurm: Any = SimpleNamespace(observe=None, requests=Counter())
     scheduler = PodScheduler(kube, slurm, settings, hooks_key=b"k", clock=lambda: now)  # type: ignore[arg-type]
     scheduler._on_slurmd_pod("ADDED", {"metadata": {"name": "slurm-0"}, "spec": {"nodeName": "n0"}})
     scheduler._on_node("ADDED", {"metadata": {"name": "n0", "labels": {}}})

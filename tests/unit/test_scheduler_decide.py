@@ -16,7 +16,9 @@ from reconciler.adapters.slurm.model import SlurmJob
 from reconciler.scheduler.admission import fingerprint
 from reconciler.scheduler.decide import (
     ACTIVE_STATES,
+    ANNOUNCE_AFTER_SECONDS,
     Admit,
+    Announce,
     Bind,
     CancelJob,
     DeletePod,
@@ -231,12 +233,31 @@ def test_running_job_binds_its_pod_to_the_first_node() -> None:
 
 
 def test_running_job_without_nodes_yet_waits() -> None:
-    assert steps(a_pod(), slurm_job(state="RUNNING", nodes="")) == []
+    pod = a_pod(annotations={wk.ANNOTATION_JOB_ID: "12"})
+    assert steps(pod, slurm_job(state="RUNNING", nodes="")) == []
 
 
 @pytest.mark.parametrize("state", sorted(ACTIVE_STATES - {"RUNNING"}))
 def test_pending_or_otherwise_active_job_waits(state: str) -> None:
-    assert steps(a_pod(), slurm_job(state=state)) == []
+    pod = a_pod(annotations={wk.ANNOTATION_JOB_ID: "12"})
+    assert steps(pod, slurm_job(state=state)) == []
+
+
+def test_a_job_that_starts_soon_writes_nothing_on_its_pod_before_the_bind() -> None:
+    submitted = int(NOW)
+    job = slurm_job(submit_time=submitted)
+    assert steps(a_pod(), job) == [RecheckAt(submitted + ANNOUNCE_AFTER_SECONDS)]
+
+
+@pytest.mark.parametrize("state", sorted(ACTIVE_STATES - {"RUNNING"}))
+def test_a_pod_that_waits_for_its_job_is_told_its_job_id(state: str) -> None:
+    job = slurm_job(state=state, submit_time=int(NOW - ANNOUNCE_AFTER_SECONDS))
+    assert steps(a_pod(), job) == [Announce(12)]
+
+
+def test_a_pod_that_records_another_job_is_told_its_new_one() -> None:
+    pod = a_pod(annotations={wk.ANNOTATION_JOB_ID: "11"})
+    assert steps(pod, slurm_job(submit_time=0)) == [Announce(12)]
 
 
 @pytest.mark.parametrize("state", ENDED)

@@ -42,6 +42,8 @@ class Codec:
     submission: Callable[[JobSpec], dict[str, Any]]
     job_update: Callable[[JobUpdate], dict[str, Any]]
     node_update: Callable[[NodeUpdate], dict[str, Any]] | None = None
+    # An entry of `GET /jobs/state/` as (job id, state); None where the version has no such list.
+    job_state: Callable[[Wire], tuple[int, str] | None] | None = None
     # How `?update_time=` carries seconds since the epoch.
     since: Callable[[int], str | int] = int
 

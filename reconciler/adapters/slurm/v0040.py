@@ -38,6 +38,7 @@ from reconciler.adapters.slurm.codec import (
 )
 from reconciler.adapters.slurm.model import (
     CAN_DELETE_NODES,
+    CAN_LIST_JOB_STATES,
     CAN_SHARE_TOPO,
     CAN_SUBMIT_AS_USER,
     CAN_UPDATE_NODES,
@@ -79,6 +80,15 @@ def node_from_wire(d: Wire) -> SlurmNode:
 def _job_state(value: Any) -> str:
     states = [w.upper() for w in words(value)]
     return next((s for s in JOB_FLAG_STATES if s in states), states[0] if states else "")
+
+
+def job_state_from_wire(d: Wire) -> tuple[int, str] | None:
+    """One entry of `GET /jobs/state/` ({"job_id": "7", "state": ["RUNNING"]}); None for an
+    array or heterogeneous job's ("7_1", "7+0"), which are never placeholders."""
+    job_id = text(d.get("job_id"))
+    if not job_id.isascii() or not job_id.isdigit():
+        return None
+    return int(job_id), _job_state(d.get("state"))
 
 
 def _exit_code(value: Any) -> int | None:
@@ -215,12 +225,14 @@ def _codec(version: str) -> Codec:
                 CAN_SUBMIT_AS_USER,
                 CAN_SHARE_TOPO,
                 CAN_DELETE_NODES,
+                CAN_LIST_JOB_STATES,
             }
         ),
         node=node_from_wire,
         partition=partition_from_wire,
         reservation=reservation_from_wire,
         job=job_from_wire,
+        job_state=job_state_from_wire,
         submission=submission_to_wire,
         job_update=update_to_wire,
         node_update=node_update_to_wire,

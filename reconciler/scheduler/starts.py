@@ -1,0 +1,149 @@
+"""Binding on Slurm's allocation: while placeholder jobs we submitted are PENDING, ask Slurm
+often which of them it started, so their Pods are bound as soon as Slurm allocates the node,
+not when the job's script has been launched and has called the `started` hook (on a busy
+machine that came seconds later: issue 19).
+
+On slurmrestd v0.0.40+ a look is `GET /jobs/state/` (ids and states, a few ms), then a GET of
+each job that left PENDING (its nodes), or the whole list when many did. v0.0.38 has no state
+list: a look is the `update_time`-guarded poll, 304 while nothing changed.
+
+Adaptive: every FAST_SECONDS while a pending job is young (submitted within YOUNG_SECONDS:
+slurmctld allocates on its own tick, about once a second, so a new job usually starts within
+one); once every pending job is older (they wait for resources), each look that finds nothing
+waits longer, up to SLOW_SECONDS. Never sooner than DUTY times the last look's own duration, so
+a loaded slurmrestd is not asked faster than it answers. With nothing pending it sleeps until
+the next submit. The `started` hook and the safety-net poll stay: whichever tells
+first binds the Pod.
+
+The job holds the node from its allocation until the Pod is gone, script started or not: a
+Pod deleted before the script starts is released like any other (its job is cancelled once
+the Pod is gone, or kill-wait after the delete), and a cancelled job whose script never ran
+has nothing to wait for.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from reconciler.adapters.slurm.model import CAN_LIST_JOB_STATES, SlurmRestApi
+from reconciler.errors import ReconcilerError
+from reconciler.scheduler.counters import Counters
+from reconciler.scheduler.state import SchedulerState
+from reconciler.scheduler.workqueue import WorkQueue
+
+log = logging.getLogger(__name__)
+
+FAST_SECONDS = 0.2
+SLOW_SECONDS = 2.0
+YOUNG_SECONDS = 10.0
+BACKOFF = 1.5  # the wait grows by this after a look that found no job started
+DUTY = 3.0  # wait at least this many times the last look's own duration
+# Past this share of the listed jobs, one whole list is cheaper than a GET per started job
+# (about 0.5 ms a listed job against 3 ms a GET on 24.11, docs/slurm-versions.md).
+WHOLE_LIST_SHARE = 1 / 6
+
+
+class StartWatch:
+    def __init__(
+        self,
+        state: SchedulerState,
+        operator: Callable[[], SlurmRestApi],
+        queue: WorkQueue,
+        counters: Counters,
+        *,
+        poll_all: Callable[[], None],
+        repack: threading.Event,
+        stopping: threading.Event,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._state = state
+        self._operator = operator  # the scheduler's operator client (tests may swap it)
+        self._queue = queue
+        self.counters = counters
+        self._poll_all = poll_all  # the safety-net poll, update_time-guarded
+        self._repack = repack
+        self._stopping = stopping
+        self._clock = clock  # epoch seconds, as Slurm's submit times
+        self._submitted = threading.Event()
+        self._wait = FAST_SECONDS
+
+    def nudge(self) -> None:
+        """A job was submitted: look soon."""
+        self._submitted.set()
+
+    def run_forever(self, idle_seconds: float) -> None:
+        while not self._stopping.is_set():
+            if not self._pending():
+                self._submitted.wait(idle_seconds)
+                self._submitted.clear()
+                self._wait = FAST_SECONDS
+                continue
+            self._submitted.clear()
+            self._stopping.wait(self._wait)
+            began = time.monotonic()
+            try:
+                found = self.look()
+            except ReconcilerError as exc:
+                log.warning("scheduler: looking for started jobs failed: %s", exc)
+                found = 0
+            self._wait = self._next_wait(found, time.monotonic() - began)
+
+    def _next_wait(self, found: int, spent: float) -> float:
+        young = self._clock() - YOUNG_SECONDS
+        with self._state.lock:
+            fresh = any(
+                j.state == "PENDING" and j.submit_time >= young for j in self._state.jobs.values()
+            )
+        wait = FAST_SECONDS if found or fresh else min(self._wait * BACKOFF, SLOW_SECONDS)
+        return max(wait, DUTY * spent)
+
+    def look(self) -> int:
+        """One look; how many pending jobs it found started (or otherwise moved on)."""
+        pending = self._pending()
+        if not pending:
+            return 0
+        self.counters.start_looks += 1
+        api = self._operator()
+        if CAN_LIST_JOB_STATES not in api.capabilities:
+            before = self.counters.polls_unchanged
+            self._poll_all()
+            return 0 if self.counters.polls_unchanged > before else 1
+        states = api.job_states()
+        moved = [i for i in pending if states.get(i, "PENDING") != "PENDING"]
+        if len(moved) > max(1, len(states) * WHOLE_LIST_SHARE):
+            self._poll_all()
+        else:
+            for job_id in moved:
+                self._refresh(pending[job_id], job_id, api)
+        if moved:
+            self.counters.starts_seen += len(moved)
+            self._repack.set()  # jobs started: the fullest nodes changed
+        return len(moved)
+
+    def _pending(self) -> dict[int, str]:
+        """Job id -> key, of the PENDING jobs we hold for Pods (or gangs)."""
+        with self._state.lock:
+            abandoned = self._state.abandoned
+            return {
+                job.job_id: key
+                for key, job in self._state.jobs.items()
+                if job.state == "PENDING" and job.job_id not in abandoned
+            }
+
+    def _refresh(self, key: str, job_id: int, api: SlurmRestApi) -> None:
+        """The job as Slurm has it now, unless the key has moved on or learned more meanwhile
+        (a hook, a list): then that is newer."""
+        asked = time.monotonic()
+        job = api.job(job_id)
+        if job is None:  # purged already: the poll confirms it (job_trust.py)
+            return
+        state = self._state
+        with state.lock:
+            current = state.jobs.get(key)
+            if current is None or current.job_id != job_id or state.learned.get(key, 0) > asked:
+                return
+            state.record_locked(key, job)
+        self._queue.add(key, urgent=True)  # a bind waits behind no new Pod
