@@ -33,7 +33,7 @@ VIOLATIONS: dict[str, str] = {
     "no-team": "team-label",
     "wrong-team": "team-label-matches-namespace",
     "no-account": "account-of-the-cost-center",
-    "root-inference": "inference-no-root-user",
+    "root-inference": "pod-user-id-allowed",  # shipped; the repo's inference-no-root-user too
     "no-timeout": "prod-pods-set-a-timeout",
     "long-timeout": "dev-pods-short-timeout",
     "bad-partition": "partition-exists",
@@ -45,7 +45,7 @@ VIOLATIONS: dict[str, str] = {
     "env-case": "env-names-upper-case",
     "long-comment": "comment-at-most-120",
     "bad-excluded": "excluded-nodes-exist",
-    "priority": "priority-at-most-1000",
+    "priority": "pod-priority-at-most-max",  # shipped; the repo's priority-at-most-1000 too
     "no-requests": "pod-requests-cpu-and-memory",
     "grace": "pod-grace-below-kill-wait",
     "bad-integer": "pod-integer-annotations",

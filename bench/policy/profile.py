@@ -1,37 +1,33 @@
-"""Where the time of (c) goes (cProfile), and what would make it cheaper (experiments)."""
+"""Where the time of (c) goes (cProfile), and what its parts cost (experiments)."""
 
 from __future__ import annotations
 
 import cProfile
-import functools
 import gc
-import logging
 import os
 import pstats
 import time
-import typing
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 from unittest import mock
 
 import celpy
-from celpy.celparser import CELParser
-from celpy.evaluation import Evaluator
 
 from bench.policy.measure import forget, params, policy_step
 from bench.policy.pods import Sample
 from reconciler.policy import engine
-from reconciler.policy.engine import compile_policies
+from reconciler.policy.cel_compiled import to_cel
+from reconciler.policy.inputs import inputs_key
 from reconciler.scheduler.pod_policies import PodPolicies
 
 # ---- profile and experiments ------------------------------------------------------------------
 
 AREAS = (  # (label, substrings of a profiled function's file), first match wins
-    ("celpy interpreter (lark tree walk)", ("celpy/evaluation.py", "lark/")),
+    ("compiled CEL (closures) and to_cel", ("reconciler/policy/cel_compiled.py",)),
+    ("celpy types and operators", ("celpy/celtypes.py", "celpy/evaluation.py")),
+    ("celpy interpreter (lark tree walk)", ("lark/",)),
     ("typing at run time (own time)", ("typing.py",)),
-    ("celpy types", ("celpy/celtypes.py",)),
-    ("json_to_cel (the activation)", ("celpy/adapter.py",)),
     (
         "Kubernetes CEL library + quantity",
         (
@@ -41,17 +37,17 @@ AREAS = (  # (label, substrings of a profiled function's file), first match wins
             "decimal",
         ),
     ),
+    ("memo keys (inputs.py, json)", ("reconciler/policy/inputs.py", "json/")),
     ("logging (disabled debug calls)", ("logging/",)),
     ("engine + PodPolicies", ("reconciler/policy/engine.py", "reconciler/scheduler/")),
     ("regular expressions", ("re2", "re/", "sre_", "re.py")),
 )
 CUMULATIVE = (  # (basename:function, what it is)
-    ("__init__.py:evaluate", "Runner.evaluate: all program runs"),
-    ("typing.py:inner", "typing subscripts at run time (Tuple[Result, Result] ...)"),
-    ("__init__.py:new_activation", "a new Activation per program run"),
-    ("evaluation.py:set_activation", "its clone + load_values per program run"),
-    ("adapter.py:json_to_cel", "json_to_cel (once per Pod)"),
+    ("cel_compiled.py:evaluate", "Program.evaluate: all program runs"),
+    ("cel_compiled.py:to_cel", "to_cel: the activation (once per Pod)"),
+    ("inputs.py:inputs_key", "the memo keys (every Pod, every policy)"),
     ("k8s_library.py:call", "Kubernetes CEL library calls"),
+    ("typing.py:inner", "typing subscripts at run time"),
 )
 
 
@@ -93,7 +89,7 @@ def profile(samples: Sequence[Sample], full: PodPolicies) -> None:
 
 
 def experiments(samples: Sequence[Sample], full: PodPolicies) -> None:
-    """Where a faster engine could come from, measured here without changing reconciler/."""
+    """What the parts of the policy step cost, measured here without changing reconciler/."""
     n = len(samples)
     print()
     print("EXPERIMENTS: CPU per Pod, best of 3 passes over all Pods each (so compare them with the")
@@ -120,77 +116,37 @@ def experiments(samples: Sequence[Sample], full: PodPolicies) -> None:
     per_pod = runs["programs"] / n
     print(
         f"  CEL programs run per Pod (matchConditions, validations, messages): {per_pod:.1f}, "
-        f"{reference / per_pod * 1e6:.0f} us each on average"
+        f"{reference / per_pod * 1e6:.0f} us each on average (with the engine's share)"
     )
 
     reads = _best_per_pod(lambda i: full.reads_namespace, n)
     print(f"  PodPolicies.reads_namespace (recomputed per Pod): {reads * 1e6:.0f} us")
 
     base = params()
-
-    def activation(s: Sample) -> dict[str, Any]:
-        return {
-            "object": celpy.json_to_cel(s.pod),
-            "params": celpy.json_to_cel(dict(base)),
-            "namespaceObject": celpy.json_to_cel(dict(s.namespace)),
-        }
-
-    convert = _best_per_pod(lambda i: activation(samples[i]), n)
+    roots = [
+        {"object": s.pod, "params": dict(base), "namespaceObject": dict(s.namespace)}
+        for s in samples
+    ]
+    convert = _best_per_pod(lambda i: {k: to_cel(v) for k, v in roots[i].items()}, n)
+    celpys = _best_per_pod(lambda i: {k: celpy.json_to_cel(v) for k, v in roots[i].items()}, n)
     print(
-        f"  json_to_cel of Pod + params + Namespace: {convert * 1e6:.0f} us "
-        f"({convert / reference:.1%}); evaluate() converts once per Pod (at its first memo "
-        "miss), not per policy"
+        f"  to_cel of Pod + params + Namespace: {convert * 1e6:.0f} us ({convert / reference:.1%};"
+        f" celpy's json_to_cel: {celpys * 1e6:.0f} us); once per Pod, at its first memo miss"
     )
     keyed = [p for p in full.policies if hasattr(p, "inputs")]
-    if keyed:
-        from reconciler.policy.inputs import inputs_key
+    memo_keys = _best_per_pod(lambda i: [inputs_key(p.inputs, roots[i], {}) for p in keyed], n)
+    shared: dict[Any, str] = {}
 
-        base_roots = dict(base)
+    def keys(i: int) -> None:
+        shared.clear()
+        for p in keyed:
+            inputs_key(p.inputs, roots[i], shared)
 
-        def keys(i: int) -> None:
-            roots = {
-                "object": samples[i].pod,
-                "params": base_roots,
-                "namespaceObject": samples[i].namespace,
-            }
-            for p in keyed:
-                inputs_key(p.inputs, roots)
-
-        memo_keys = _best_per_pod(keys, n)
-        print(
-            f"  the memo's keys (inputs_key, JSON of what each policy reads) for all "
-            f"{len(keyed)} policies: {memo_keys * 1e6:.0f} us per Pod, paid by every Pod"
-        )
-
-    env = celpy.Environment()
-    trivial = env.program(env.compile("true"))
-    acts = [activation(s) for s in samples]
-    fixed = _best_per_pod(lambda i: trivial.evaluate(acts[i]), n)
-    prepared = []
-    for act in acts:
-        one = trivial.new_activation().clone()
-        one.identifiers.load_values(act)
-        prepared.append(one)
-    reuse = _best_per_pod(lambda i: Evaluator(trivial.ast, prepared[i]).evaluate(), n)
+    memo_keys_shared = _best_per_pod(keys, n)
     print(
-        f"  fixed cost of a program run (`true` through Runner.evaluate: new Activation, clone, "
-        f"load_values): {fixed * 1e6:.0f} us x {per_pod:.1f} = {fixed * per_pod * 1e3:.2f} ms "
-        f"({fixed * per_pod / reference:.1%})"
-    )
-    print(
-        f"    on one Activation built per Pod (Evaluator(ast, act).evaluate()): {reuse * 1e6:.0f} "
-        f"us a run: would save {(fixed - reuse) * per_pod * 1e3:.2f} ms "
-        f"({(fixed - reuse) * per_pod / reference:.1%})"
-    )
-
-    plain, hashed = float("inf"), float("inf")
-    for _ in range(3):  # interleaved: the two are compared with each other
-        plain = min(plain, _best_per_pod(step, n, passes=1))
-        hashed = min(hashed, _with_cached_union_hash(lambda: _best_per_pod(step, n, passes=1)))
-    print(
-        "  typing.Union hashes memoized (celpy subscripts Tuple[Result, Result] & co. in its hot "
-        "paths; each subscript hashes the Result Union anew, through a frozenset of its members): "
-        f"{hashed * 1e3:.2f} ms against {plain * 1e3:.2f} ({hashed / plain - 1:+.0%})"
+        f"  the memo's keys (inputs_key, JSON of what each policy reads) for all {len(keyed)} "
+        f"policies: {memo_keys_shared * 1e6:.0f} us per Pod, paid by every Pod "
+        f"({memo_keys * 1e6:.0f} us without sharing a path's JSON between policies)"
     )
 
     per_policy = []
@@ -206,76 +162,15 @@ def experiments(samples: Sequence[Sample], full: PodPolicies) -> None:
     per_policy.sort(reverse=True)
     forget(full)
     together = sum(t for t, _, _ in per_policy)
-    print("  per policy (judge with that policy alone, minus json_to_cel):")
+    print("  per policy (judge with that policy alone, minus to_cel):")
     for t, name, origin in per_policy[:8]:
-        print(f"    {t * 1e3:6.2f} ms  {name} ({origin})")
+        print(f"    {t * 1e6:6.0f} us  {name} ({origin})")
     rest = per_policy[8:]
     print(
-        f"    {sum(t for t, _, _ in rest) * 1e3:6.2f} ms  the other {len(rest)}; all "
-        f"{len(per_policy)} + one json_to_cel: {(together + convert) * 1e3:.2f} ms "
+        f"    {sum(t for t, _, _ in rest) * 1e6:6.0f} us  the other {len(rest)}; all "
+        f"{len(per_policy)} + one to_cel: {(together + convert) * 1e3:.2f} ms "
         f"(reference {reference * 1e3:.2f})"
     )
-    transpiled_experiment(samples, full, reference)
-
-
-def _with_cached_union_hash(measure: Callable[[], float]) -> float:
-    """Run `measure` with typing's Union.__hash__ memoized per object (restored after)."""
-    union = typing._UnionGenericAlias  # type: ignore[attr-defined]
-    original = union.__hash__
-    memo: dict[int, tuple[Any, int]] = {}
-
-    def cached(self: Any) -> int:
-        found = memo.get(id(self))
-        if found is None:
-            found = memo[id(self)] = (self, original(self))
-        return found[1]
-
-    union.__hash__ = cached
-    try:
-        return measure()
-    finally:
-        union.__hash__ = original
-
-
-def transpiled_experiment(samples: Sequence[Sample], full: PodPolicies, reference: float) -> None:
-    """celpy 0.5's other runner, CompiledRunner (CEL transpiled to Python): faster, but right?
-    Compiled with the engine's own compile_policies under a patched Environment; celpy's parser
-    is a singleton made for one tree class, so it is rebuilt for the transpiler and after it."""
-    celpy_log = logging.getLogger("celpy")
-    level = celpy_log.level
-    celpy_log.setLevel(logging.CRITICAL)  # it logs every failed exec() as an "Internal error"
-    try:
-        CELParser.CEL_PARSER = None
-        environment = functools.partial(celpy.Environment, runner_class=celpy.CompiledRunner)
-        with mock.patch.object(engine.celpy, "Environment", environment):
-            try:
-                compiled = compile_policies(p.policy for p in full.policies)
-            except Exception as error:  # report it, do not stop the benchmark
-                print(f"  celpy CompiledRunner: does not compile these policies ({error})")
-                return
-        fast = PodPolicies(compiled, full.params)
-        differ = failed = 0
-        for s in samples:
-            got = fast.judge(s.pod, s.namespace).findings
-            differ += got != full.judge(s.pod, s.namespace).findings
-            failed += sum(f.reason == "InternalError" for f in got)
-        n = len(samples)
-
-        def judge_fast(i: int) -> None:
-            forget(fast)
-            fast.judge(samples[i].pod, samples[i].namespace)
-
-        t = _best_per_pod(judge_fast, n)
-        print(
-            f"  celpy's CompiledRunner (CEL transpiled to Python): {t * 1e3:.2f} ms "
-            f"({t / reference - 1:+.0%}), but its findings differ on {differ} of {n} Pods: "
-            f"{failed / n:.1f} of the {len(fast.policies)} policies fail per Pod (its generated "
-            "code errors on has(), `cond ? a : b` and more), so that time is mostly of failing "
-            "code; it also runs through module globals (not thread-safe): not a way out"
-        )
-    finally:
-        CELParser.CEL_PARSER = None
-        celpy_log.setLevel(level)
 
 
 def _best_per_pod(call: Callable[[int], Any], count: int, passes: int = 3) -> float:

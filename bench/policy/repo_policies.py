@@ -6,6 +6,10 @@ from __future__ import annotations
 # Quantity comparisons on requests/limits, label and annotation checks with the string helpers,
 # namespaceObject matchConditions, list macros over containers, messageExpressions.
 REPO_POLICY_FILE = "policies/site-pods.yaml"
+# The benchmark measures 25 policies, as when it was written with 5 shipped: the 7 shipped now
+# and 18 of these. Left out: the two that the policies shipped since (issue 17) make redundant,
+# pod-priority-at-most-max and pod-user-id-allowed (root is refused in every namespace).
+NOT_MEASURED = frozenset({"priority-at-most-1000", "inference-no-root-user"})
 REPO_POLICIES = r"""
 apiVersion: policy.reconciler.sunk.dev/v1alpha1
 kind: Policy
