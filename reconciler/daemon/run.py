@@ -38,7 +38,7 @@ from reconciler.adapters.http_server import (
     body_length,
 )
 from reconciler.daemon.converge import Converger, Outcome
-from reconciler.daemon.metrics import DaemonMetrics
+from reconciler.daemon.metrics import CONVERGE_RESYNC, CONVERGE_REVISION, DaemonMetrics
 from reconciler.daemon.webhook import judge
 from reconciler.errors import ReconcilerError, SourceError
 from reconciler.scheduler.loop import PodScheduler
@@ -223,13 +223,16 @@ class Daemon:
             return None
 
     def _converge(self, revision: Revision, *, resync: bool) -> Outcome:
+        cpu = time.thread_time()  # a convergence runs on this thread alone
         outcome = self._converger.converge(revision, resync=resync)
+        cpu = time.thread_time() - cpu
         # A failed revision leaves the converger's policies as they were, which before any
         # success are none: the scheduler keeps the ones it started with.
         if self._pod_scheduler is not None and outcome.state != "failed":
             self._pod_scheduler.set_policies(self._converger.pod_policies)
         self._tried = revision.id
-        self.metrics.record(outcome, self._clock())
+        kind = CONVERGE_RESYNC if resync else CONVERGE_REVISION
+        self.metrics.record(outcome, self._clock(), kind=kind, cpu_seconds=cpu)
         self._ready.set()
         return outcome
 

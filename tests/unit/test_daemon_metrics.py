@@ -3,6 +3,8 @@ what DaemonMetrics makes of them. Fakes stand in for HTTP and Kubernetes."""
 
 from __future__ import annotations
 
+import argparse
+import time
 from collections import Counter
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -11,13 +13,17 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from kubernetes.client import ApiClient
 from prometheus_client import generate_latest
 
+from reconciler.adapters.kube import Kube
 from reconciler.adapters.slurm.client import SlurmRestClient
 from reconciler.adapters.slurm.model import JobSpec, JobUpdate
 from reconciler.adapters.slurm.transport import Response, wire_errors
 from reconciler.adapters.slurm.v0038 import CODEC as V0038
+from reconciler.daemon.converge import Converger, Outcome
 from reconciler.daemon.metrics import DaemonMetrics
+from reconciler.daemon.run import Daemon, RunSettings
 from reconciler.errors import KubeApiError, SlurmApiError, SlurmArgumentError, SlurmUnavailableError
 from reconciler.scheduler import clients as clients_module
 from reconciler.scheduler.clients import SlurmClients
@@ -26,6 +32,8 @@ from reconciler.scheduler.effects import seconds_since_created
 from reconciler.scheduler.loop import PodScheduler
 from reconciler.scheduler.packing import Fragmentation
 from reconciler.scheduler.settings import SchedulerSettings
+from reconciler.sources import Revision
+from reconciler.sources.directory import DirectorySource
 
 Seen = list[tuple[str, float, bool]]
 CREATED = "2024-05-01T12:00:00Z"
@@ -283,3 +291,50 @@ def test_the_bin_packed_partitions_fragmentation_is_a_gauge_once_known() -> None
     text = generate_latest(metrics.registry).decode()
     assert "reconciler_scheduler_packed_idle_nodes 2.0" in text
     assert "reconciler_scheduler_packed_stranded_gpus 3.0" in text
+
+
+class BusyConverger(Converger):
+    """Converges nothing: spends `cpu` seconds of its thread's CPU and says unchanged."""
+
+    def __init__(self) -> None:
+        super().__init__(argparse.Namespace(), Kube(ApiClient()))  # Kubernetes is never called
+        self.cpu = 0.0
+
+    def converge(self, revision: Revision, *, resync: bool = False) -> Outcome:
+        started, wall = time.thread_time(), time.monotonic()
+        while time.thread_time() - started < self.cpu:
+            pass
+        return Outcome(revision, "unchanged", seconds=time.monotonic() - wall)
+
+
+def test_a_convergence_is_timed_and_its_cpu_counted_by_kind(tmp_path: Path) -> None:
+    """A revision converged for the first time is a `revision`, the same one again a `resync`:
+    the resync's duration and CPU are what every --resync costs."""
+    (tmp_path / "values.yaml").write_text("compute: {nodes: {}}\n")
+    converger = BusyConverger()
+    daemon = Daemon(DirectorySource(tmp_path), converger, RunSettings(listen_port=0))
+    revision = Revision("abc", tmp_path, "directory")
+    try:
+        text = generate_latest(daemon.metrics.registry).decode()
+        assert 'reconciler_converge_duration_seconds_count{kind="resync"} 0.0' in text
+        assert 'reconciler_converge_cpu_seconds_total{kind="revision"} 0.0' in text
+        daemon._converge(revision, resync=False)
+        converger.cpu = 0.05
+        daemon._converge(revision, resync=True)
+        daemon._converge(revision, resync=True)
+    finally:
+        daemon.stop()
+
+    def value(name: str, kind: str) -> float:
+        return daemon.metrics.registry.get_sample_value(name, {"kind": kind}) or 0.0
+
+    assert value("reconciler_converge_duration_seconds_count", "revision") == 1
+    assert value("reconciler_converge_duration_seconds_count", "resync") == 2
+    assert value("reconciler_converge_duration_seconds_sum", "resync") >= 0.1
+    assert value("reconciler_converge_cpu_seconds_total", "revision") < 0.05
+    assert 0.1 <= value("reconciler_converge_cpu_seconds_total", "resync") < 0.5
+    # The outcome's own histogram is unchanged: three unchanged convergences.
+    states = daemon.metrics.registry.get_sample_value(
+        "reconciler_reconcile_duration_seconds_count", {"state": "unchanged"}
+    )
+    assert states == 3
