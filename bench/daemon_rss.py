@@ -51,10 +51,8 @@ import argparse
 import contextlib
 import os
 import shutil
-import subprocess
 import sys
 import time
-from pathlib import Path
 
 if __package__ in (None, ""):  # `python bench/daemon_rss.py`: make `bench` importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -63,7 +61,6 @@ from bench.daemon.common import (
     NAMESPACE,
     OTHER_SCHEDULER,
     REPO,
-    ROOT,
     WRITTEN_TIMEOUT,
     Ours,
     create_pods,
@@ -71,33 +68,13 @@ from bench.daemon.common import (
     written,
 )
 from bench.daemon.memory import Recorder, measure
-from bench.daemon.process import Daemon, start_daemon, stop_daemon
+from bench.daemon.process import Daemon, own_stack, running_daemon
 from bench.daemon.report import report
 from bench.harness.procs import MIB, sample
 from bench.harness.report import say
-from bench.harness.stack import (
-    STACK_STOP_TIMEOUT,
-    STACK_UP_TIMEOUT,
-    start_local_up,
-    stop_local_up,
-    stop_on_sigterm,
-)
+from bench.harness.stack import stop_on_sigterm
 from reconciler.adapters.kube import Kube
 from reconciler.errors import ReconcilerError
-from reconciler.local.stack import LocalStack
-from reconciler.local.stack_record import new_temp_runtime_dir
-
-
-def start_stack(repo: Path, runtime: Path) -> subprocess.Popen[str]:
-    """`reconciler local up REPO --runtime-dir RUNTIME` in the background, until ready."""
-    return start_local_up(
-        repo,
-        runtime,
-        ["--runtime-dir", str(runtime)],
-        runtime / "logs" / "bench-local-up.log",
-        timeout=STACK_UP_TIMEOUT,
-        stop_timeout=STACK_STOP_TIMEOUT,
-    )
 
 
 def run_ours(
@@ -154,6 +131,54 @@ def run_ours(
     return result, names
 
 
+def run_points(
+    args: argparse.Namespace, daemon: Daemon, kube: Kube, recorder: Recorder, load: float
+) -> None:
+    """The baseline, the other Pods, the rounds of ours, the report."""
+    points = [measure(daemon.pid, "baseline", "baseline: ready, 0 Pods", args.settle)]
+    other_seconds = None
+    if args.other_pods:
+        d = daemon
+
+        def other_progress(done: int, seconds: float) -> str:
+            return (
+                f"created {done}/{args.other_pods} Pods of {OTHER_SCHEDULER} in "
+                f"{seconds:.1f} s ({done / seconds:.0f}/s); daemon VmRSS "
+                f"{sample(d.pid).rss / MIB:.1f} MiB"
+            )
+
+        _, _, other_seconds = create_pods(
+            kube, "other", args.other_pods, OTHER_SCHEDULER, args.creators, other_progress
+        )
+        daemon.alive()
+        points.append(
+            measure(
+                daemon.pid,
+                "other",
+                f"+{args.other_pods} Pods, another schedulerName",
+                args.settle,
+            )
+        )
+    rounds: list[Ours] = []
+    for index in range(1, args.rounds + 1):
+        suffix = "" if index == 1 else str(index)
+        what = "" if args.rounds == 1 else f" (round {index})"
+        say(f"round {index} of {args.rounds}" if args.rounds > 1 else "Pods of ours")
+        ours, names = run_ours(
+            daemon, kube, f"ours{suffix}", args.pods, args.creators, args.timeout
+        )
+        rounds.append(ours)
+        label = f"+{args.pods} Pods of ours, all refused{what}"
+        points.append(measure(daemon.pid, f"ours{suffix}", label, args.settle))
+        if not args.no_delete:
+            ours.delete_seconds = delete_pods(kube, names, args.creators)
+            label = f"after deleting them{what}"
+            points.append(measure(daemon.pid, f"deleted{suffix}", label, args.settle))
+    daemon.alive()
+    recorder.stop()
+    report(args, daemon, points, rounds, other_seconds, recorder, load)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench.daemon_rss",
@@ -203,84 +228,24 @@ def main(argv: list[str] | None = None) -> int:
     stop_on_sigterm()  # run the finally blocks: the daemon and stack must stop
     wall = time.monotonic()
     load = os.getloadavg()[0]
-    runtime = new_temp_runtime_dir("sunk-reconciler-bench-rss-")
-    repo = runtime / "config-repo"
-    shutil.copytree(REPO, repo)
-    say(f"starting a local stack in {runtime} from a copy of {REPO.relative_to(ROOT)}")
-    stack = start_stack(repo, runtime)
-    daemon: Daemon | None = None
-    kube: Kube | None = None
-    recorder: Recorder | None = None
     try:
-        kube = Kube.from_kubeconfig(
-            LocalStack.open(runtime).kube_paths.kubeconfig, field_manager="daemon-rss-bench"
-        )
-        kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
-        say("stack ready; starting `reconciler run`")
-        daemon = start_daemon(repo, runtime)
-        say(
-            f"daemon ready in {daemon.seconds_to_ready:.1f} s (pid {daemon.pid}, port "
-            f"{daemon.port}, scheduling as {daemon.scheduler_name})"
-        )
-        recorder = Recorder(daemon.pid, runtime / "logs" / "bench-rss-samples.json")
-        points = [measure(daemon.pid, "baseline", "baseline: ready, 0 Pods", args.settle)]
-        other_seconds = None
-        if args.other_pods:
-            d = daemon
-
-            def other_progress(done: int, seconds: float) -> str:
-                return (
-                    f"created {done}/{args.other_pods} Pods of {OTHER_SCHEDULER} in "
-                    f"{seconds:.1f} s ({done / seconds:.0f}/s); daemon VmRSS "
-                    f"{sample(d.pid).rss / MIB:.1f} MiB"
-                )
-
-            _, _, other_seconds = create_pods(
-                kube, "other", args.other_pods, OTHER_SCHEDULER, args.creators, other_progress
-            )
-            daemon.alive()
-            points.append(
-                measure(
-                    daemon.pid,
-                    "other",
-                    f"+{args.other_pods} Pods, another schedulerName",
-                    args.settle,
-                )
-            )
-        rounds: list[Ours] = []
-        for index in range(1, args.rounds + 1):
-            suffix = "" if index == 1 else str(index)
-            what = "" if args.rounds == 1 else f" (round {index})"
-            say(f"round {index} of {args.rounds}" if args.rounds > 1 else "Pods of ours")
-            ours, names = run_ours(
-                daemon, kube, f"ours{suffix}", args.pods, args.creators, args.timeout
-            )
-            rounds.append(ours)
-            label = f"+{args.pods} Pods of ours, all refused{what}"
-            points.append(measure(daemon.pid, f"ours{suffix}", label, args.settle))
-            if not args.no_delete:
-                ours.delete_seconds = delete_pods(kube, names, args.creators)
-                label = f"after deleting them{what}"
-                points.append(measure(daemon.pid, f"deleted{suffix}", label, args.settle))
-        daemon.alive()
-        recorder.stop()
-        report(args, daemon, points, rounds, other_seconds, recorder, load)
+        with own_stack(
+            "sunk-reconciler-bench-rss-",
+            lambda repo: shutil.copytree(REPO, repo),
+            "daemon-rss-bench",
+        ) as stack:
+            kube = stack.kube
+            kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+            with running_daemon(stack.repo, stack.runtime) as daemon:
+                recorder = Recorder(daemon.pid, stack.runtime / "logs" / "bench-rss-samples.json")
+                try:
+                    run_points(args, daemon, kube, recorder, load)
+                finally:
+                    with contextlib.suppress(Exception):
+                        recorder.stop()
     except ReconcilerError as exc:
         say(f"failed: {exc}")
         return 1
-    finally:
-        if recorder is not None:
-            with contextlib.suppress(Exception):
-                recorder.stop()
-        if daemon is not None:
-            say("stopping the daemon")
-            code = stop_daemon(daemon)
-            say(f"the daemon exited {code}")
-        if kube is not None:
-            kube.close()
-        say("stopping the local stack")
-        stopped = stop_local_up(runtime, stack, timeout=STACK_STOP_TIMEOUT)
-        say(f"stopped {len(stopped)} components; logs stay in {runtime}/logs")
     print(f"wall time of the run: {time.monotonic() - wall:.0f} s (stack up and down included)")
     return 0
 

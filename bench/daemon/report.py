@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from bench.daemon.common import NAMESPACE, WARNING, Ours
 from bench.daemon.memory import Point, Recorder
 from bench.daemon.process import Daemon
-from bench.harness.procs import MIB
+from bench.harness.procs import MIB, Sample
 
 
 def report(
@@ -35,18 +35,7 @@ def report(
     )
     out(f"each point: median of {args.settle:g} s of samples (1/s) once the daemon was quiet")
     out()
-    out(f"  {'point':<46}{'VmRSS':>10}{'RssAnon':>10}{'VmHWM':>10}{'threads':>9}{'CPU s':>8}")
-    for p in points:
-        out(
-            f"  {p.label:<46}{p.rss / MIB:>6.1f} MiB{p.anon / MIB:>6.1f} MiB"
-            f"{p.hwm / MIB:>6.1f} MiB{p.threads:>9}{p.cpu:>8.1f}"
-        )
-    peak = max(recorder.samples, key=lambda s: s.rss, default=None)
-    if peak is not None:
-        out(
-            f"  highest VmRSS sampled during the run (1/s): {peak.rss / MIB:.1f} MiB (the peak to "
-            "quote: the kernel updates VmHWM lazily, it can read below an earlier VmRSS)"
-        )
+    memory_table(out, [(p.label, p) for p in points], recorder)
     out()
     base = by["baseline"]
     if "other" in by:
@@ -138,3 +127,26 @@ def round_rows(
         f"  daemon CPU for them: {ours.cpu_seconds:.1f} s "
         f"({ours.cpu_seconds / ours.count * 1000:.1f} ms per Pod)"
     )
+
+
+def memory_table(
+    out: Callable[..., None],
+    rows: Sequence[tuple[str, Sample | Point]],
+    recorder: Recorder,
+    width: int = 46,
+) -> None:
+    """The daemon's memory at each point, and the highest VmRSS the recorder sampled."""
+    out(f"  {'point':<{width}}{'VmRSS':>10}{'RssAnon':>10}{'VmHWM':>10}{'threads':>9}{'CPU s':>8}")
+    for label, s in rows:
+        out(
+            f"  {label:<{width}}{s.rss / MIB:>6.1f} MiB{s.anon / MIB:>6.1f} MiB"
+            f"{s.hwm / MIB:>6.1f} MiB{s.threads:>9}{s.cpu:>8.1f}"
+        )
+    peak = max(recorder.samples, key=lambda s: s.rss, default=None)
+    if peak is not None:
+        threads = max(s.threads for s in recorder.samples)
+        out(
+            f"  highest VmRSS sampled during the run (1/s): {peak.rss / MIB:.1f} MiB, RssAnon "
+            f"{peak.anon / MIB:.1f} MiB (the peak to quote: the kernel updates VmHWM lazily, it "
+            f"can read below an earlier VmRSS); {threads} threads at the most"
+        )
