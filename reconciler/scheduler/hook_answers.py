@@ -1,6 +1,7 @@
-"""What the scheduler answers a placeholder job's hook call (hooks.py serves them): a start is
-noted once Slurm agrees (job_trust.py) and its key looked at at once; a signal is answered
-`gone` only once the Pods the job holds are released."""
+"""What the scheduler answers a placeholder job's hook call (hooks.py serves them): a start the
+scheduler has not seen yet is a hint for the start watch to look at Slurm now (starts.py: only
+Slurm's word binds a Pod, and a burst of scripts calling back costs no GET each); a signal is
+noted (job_trust.py) and answered `gone` only once the Pods the job holds are released."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from collections.abc import Callable
 from reconciler.scheduler.counters import Counters
 from reconciler.scheduler.gang import is_gang_key
 from reconciler.scheduler.hooks import HookCall
-from reconciler.scheduler.job_trust import JobTrust
+from reconciler.scheduler.job_trust import JobTrust, hook_agrees
 from reconciler.scheduler.state import SchedulerState
 from reconciler.scheduler.workqueue import WorkQueue
 
@@ -28,6 +29,7 @@ class HookAnswers:
         *,
         repack: threading.Event,
         stopping: threading.Event,
+        look_now: Callable[[], None],
     ) -> None:
         self._state = state
         self._trust = trust
@@ -35,6 +37,7 @@ class HookAnswers:
         self.counters = counters
         self._repack = repack  # a job started or ended: the fullest nodes changed
         self._stopping = stopping
+        self._look_now = look_now  # the start watch: a job says it started
 
     def answer(self, call: HookCall) -> str:
         """`call.pod_uid` is a Pod UID, or a gang's key for a gang's job."""
@@ -46,10 +49,12 @@ class HookAnswers:
                 return "ok" if call.kind == "started" else "gone"
             known = state.jobs.get(key)
             about = gang or key in state.pods or (known is not None and known.job_id == call.job_id)
-        if about:
-            # Only as Slurm has the job: the caller holds the key's token, which its job's
-            # user can read, and could name any job and node (job_trust.py).
-            self._trust.take_hook(call, known)
+        if about and call.kind == "started" and not (known and hook_agrees(known, call)):
+            # The caller holds the key's token, which its job's user can read, and could name
+            # any job and node: the start watch reads the job from Slurm.
+            self._look_now()
+        elif about:
+            self._trust.take_hook(call, known)  # only as Slurm has the job (job_trust.py)
         self._queue.add(key, urgent=True)  # a bind waits behind no new Pod
         self._repack.set()
         if call.kind == "started":

@@ -160,7 +160,7 @@ class JobTrust:
     def _hook_job(self, call: HookCall, known: SlurmJob | None) -> SlurmJob | None:
         """The job a hook call is about, as Slurm has it (a GET, unless what we know of it
         already says the same), or None if the call does not hold."""
-        if known is not None and known.job_id == call.job_id and _agrees(known, call):
+        if known is not None and known.job_id == call.job_id and hook_agrees(known, call):
             return _after_hook(known, call)
         found = self._slurm.operator.job(call.job_id)  # an error: 503, and the job calls again
         with self._state.lock:
@@ -207,7 +207,7 @@ def _claims(owner: Ownership | None, job: SlurmJob, key: str) -> bool:
     return claim is not None and claim.key == key
 
 
-def _agrees(known: SlurmJob, call: HookCall) -> bool:
+def hook_agrees(known: SlurmJob, call: HookCall) -> bool:
     """What we know of the job already vouches for the call: any signal ends it, and a start
     on one of the nodes Slurm gave it."""
     if call.kind == "signalled":

@@ -81,6 +81,8 @@ class PodScheduler:
         self._failures: dict[str, int] = {}
         self._jobs_since: int | None = None
         self._pods_listed = False  # our Pods' records are known: duplicates may be cancelled
+        # start()'s first job list, merged again once the Pods' records are known
+        self._first_listing: tuple[tuple[SlurmJob, ...], float] | None = None
         self.counters = Counters(slurm_requests=slurm.requests)
         self.hooks: HooksServer | None = None
         self._state = SchedulerState()
@@ -108,6 +110,7 @@ class PodScheduler:
         self._hook_answers = HookAnswers(
             self._state, self._trust, self._queue, self.counters,
             repack=self._packer.repack, stopping=self._stopping,
+            look_now=self._starts.look_now,
         )  # fmt: skip
 
     @property
@@ -144,8 +147,12 @@ class PodScheduler:
         self._mirror("Pod", self.settings.namespace, self._on_slurmd_pod, label_selector=slurmd)
         self._mirror("Node", None, self._on_node)
         self._pods_listed = True
-        self._jobs_since = None
-        self._poll_jobs()  # again, with the Pods' records: which job is each Pod's
+        with self._poll_lock:  # the same list again, with the Pods' records: which job is whose
+            first, self._first_listing = self._first_listing, None
+            if first is not None:  # not read twice: on a busy Slurm it is megabytes
+                self._take_listing(*first)
+        if first is None:
+            self._poll_jobs()
         self.hooks.start()
         self._spawn("poll", self._poll_forever)
         self._spawn("starts", self._starts.run_forever, self.settings.poll_seconds)
@@ -294,15 +301,22 @@ class PodScheduler:
                 with state.lock:
                     state.listed_at = sent  # no job was made since the last list either
                 return
+        if not self._pods_listed:
+            self._first_listing = (snapshot.items, sent)
+        self._jobs_since = snapshot.as_of
+        self._take_listing(snapshot.items, sent)
+
+    def _take_listing(self, items: tuple[SlurmJob, ...], sent: float) -> None:
+        """A job list asked for at `sent` into the cache; the keys it changed looked at."""
         owner = self._trust.ownership()
+        state = self._state
         with state.lock:
             merged = merge_listing(
-                state.jobs, state.learned, snapshot.items, sent=sent, owner=owner,
+                state.jobs, state.learned, items, sent=sent, owner=owner,
                 records=state.records_locked, abandoned=state.abandoned,
                 submitting=state.submitting,
             )  # fmt: skip
             state.take_listing_locked(merged, sent)
-        self._jobs_since = snapshot.as_of
         for uid in [*merged.changed, *merged.vanished]:
             job = merged.jobs.get(uid)  # a started job's Pod is a bind: it waits behind no new Pod
             self._queue.add(uid, urgent=job is not None and job.state == "RUNNING")

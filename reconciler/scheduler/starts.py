@@ -12,8 +12,8 @@ slurmctld allocates on its own tick, about once a second, so a new job usually s
 one); once every pending job is older (they wait for resources), each look that finds nothing
 waits longer, up to SLOW_SECONDS. Never sooner than DUTY times the last look's own duration, so
 a loaded slurmrestd is not asked faster than it answers. With nothing pending it sleeps until
-the next submit. The `started` hook and the safety-net poll stay: whichever tells
-first binds the Pod.
+the next submit. A job's `started` hook makes it look at once (still paced): the hook is a
+hint, never believed itself. The safety-net poll stays: whichever tells first binds the Pod.
 
 The job holds the node from its allocation until the Pod is gone, script started or not: a
 Pod deleted before the script starts is released like any other (its job is cancelled once
@@ -27,6 +27,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 from reconciler.adapters.slurm.model import CAN_LIST_JOB_STATES, SlurmRestApi
 from reconciler.errors import ReconcilerError
@@ -44,6 +45,7 @@ DUTY = 3.0  # wait at least this many times the last look's own duration
 # Past this share of the listed jobs, one whole list is cheaper than a GET per started job
 # (about 0.5 ms a listed job against 3 ms a GET on 24.11, docs/slurm-versions.md).
 WHOLE_LIST_SHARE = 1 / 6
+READERS = 4  # GETs of started jobs in flight at once: a burst's starts are read in parallel
 
 
 class StartWatch:
@@ -68,11 +70,19 @@ class StartWatch:
         self._stopping = stopping
         self._clock = clock  # epoch seconds, as Slurm's submit times
         self._submitted = threading.Event()
+        self._hinted = threading.Event()  # a job's script said it started: look now
         self._wait = FAST_SECONDS
+        self._spent = 0.0  # what the last look's state list took: the pace slurmrestd allows
+        self._looked = 0.0  # when the last look began (monotonic)
+        self._readers = ThreadPoolExecutor(READERS, thread_name_prefix="scheduler-starts-read")
 
     def nudge(self) -> None:
         """A job was submitted: look soon."""
         self._submitted.set()
+
+    def look_now(self) -> None:
+        """A job's `started` hook: look without waiting (paced by DUTY all the same)."""
+        self._hinted.set()
 
     def run_forever(self, idle_seconds: float) -> None:
         while not self._stopping.is_set():
@@ -82,14 +92,17 @@ class StartWatch:
                 self._wait = FAST_SECONDS
                 continue
             self._submitted.clear()
-            self._stopping.wait(self._wait)
-            began = time.monotonic()
+            self._hinted.wait(self._wait)
+            self._hinted.clear()
+            self._stopping.wait(max(0.0, self._looked + DUTY * self._spent - time.monotonic()))
+            self._looked = time.monotonic()
             try:
                 found = self.look()
             except ReconcilerError as exc:
                 log.warning("scheduler: looking for started jobs failed: %s", exc)
                 found = 0
-            self._wait = self._next_wait(found, time.monotonic() - began)
+            self._wait = self._next_wait(found, self._spent)
+        self._readers.shutdown(wait=False)
 
     def _next_wait(self, found: int, spent: float) -> float:
         young = self._clock() - YOUNG_SECONDS
@@ -107,17 +120,21 @@ class StartWatch:
             return 0
         self.counters.start_looks += 1
         api = self._operator()
+        began = time.monotonic()
         if CAN_LIST_JOB_STATES not in api.capabilities:
             before = self.counters.polls_unchanged
             self._poll_all()
+            self._spent = time.monotonic() - began
             return 0 if self.counters.polls_unchanged > before else 1
         states = api.job_states()
+        self._spent = time.monotonic() - began
         moved = [i for i in pending if states.get(i, "PENDING") != "PENDING"]
-        if len(moved) > max(1, len(states) * WHOLE_LIST_SHARE):
+        if len(moved) > max(READERS, len(states) * WHOLE_LIST_SHARE):
             self._poll_all()
         else:
-            for job_id in moved:
-                self._refresh(pending[job_id], job_id, api)
+            reads = [self._readers.submit(self._refresh, pending[i], i, api) for i in moved]
+            for read in reads:
+                read.result()  # a failed read raises here: logged, and the next look retries
         if moved:
             self.counters.starts_seen += len(moved)
             self._repack.set()  # jobs started: the fullest nodes changed

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import requests
+from requests.adapters import HTTPAdapter
 
 from reconciler.adapters.slurm.jwt import TokenSource
 from reconciler.errors import SlurmApiError, SlurmAuthError, SlurmUnavailableError
@@ -21,6 +22,9 @@ DEFAULT_TIMEOUT_SECONDS = 30.0
 # or 304 from `jobs(since=...)` is a success. It runs on the caller's thread: keep it cheap,
 # and it must not raise.
 SlurmObserver = Callable[[str, float, bool], None]
+
+
+POOL_CONNECTIONS = 32  # kept-alive connections to slurmrestd per client
 
 
 @dataclass(frozen=True)
@@ -107,6 +111,12 @@ class Transport:
         self._tokens = tokens
         self._timeout = timeout
         self._session = requests.Session()
+        # One client serves the scheduler's workers, its start watch, poll and hook threads at
+        # once: with requests' default pool of 10, connections beyond it were opened and thrown
+        # away per request ("Connection pool is full" in the scale benchmark).
+        adapter = HTTPAdapter(pool_maxsize=POOL_CONNECTIONS)
+        self._session.mount("http://", adapter)
+        self._session.mount("https://", adapter)
 
     def request(
         self,
