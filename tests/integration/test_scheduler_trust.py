@@ -184,7 +184,7 @@ def _waiting_pod(env: Env, pods: list[str], plain_jobs: list[int]) -> tuple[str,
     uid = _create(env, pods, _small(name, annotations={
         wk.ANNOTATION_REQUIRED_NODES: "slurm-cpu-0", wk.ANNOTATION_EXCLUSIVE: "none",
     }))["metadata"]["uid"]  # fmt: skip
-    job_id = wait_for(lambda: _recorded_job(env, name), 20, "the waiting Pod's job")
+    job_id = wait_for(lambda: _recorded_job(env, name), 30, "the waiting Pod's job")
     assert _job_state(env, job_id) == "PENDING"
     return name, uid, job_id
 
