@@ -121,24 +121,33 @@ class StartWatch:
         self.counters.start_looks += 1
         api = self._operator()
         began = time.monotonic()
-        if CAN_LIST_JOB_STATES not in api.capabilities:
-            before = self.counters.polls_unchanged
+        if CAN_LIST_JOB_STATES not in api.capabilities:  # 22.05: the update_time poll
             self._poll_all()
             self._spent = time.monotonic() - began
-            return 0 if self.counters.polls_unchanged > before else 1
-        states = api.job_states()
-        self._spent = time.monotonic() - began
-        moved = [i for i in pending if states.get(i, "PENDING") != "PENDING"]
-        if len(moved) > max(READERS, len(states) * WHOLE_LIST_SHARE):
-            self._poll_all()
+            moved = self._moved(pending)
         else:
-            reads = [self._readers.submit(self._refresh, pending[i], i, api) for i in moved]
-            for read in reads:
-                read.result()  # a failed read raises here: logged, and the next look retries
+            states = api.job_states()
+            self._spent = time.monotonic() - began
+            moved = [i for i in pending if states.get(i, "PENDING") != "PENDING"]
+            if len(moved) > max(READERS, len(states) * WHOLE_LIST_SHARE):
+                self._poll_all()
+            else:
+                reads = [self._readers.submit(self._refresh, pending[i], i, api) for i in moved]
+                for read in reads:
+                    read.result()  # a failed read raises here: logged, the next look retries
         if moved:
             self.counters.starts_seen += len(moved)
             self._repack.set()  # jobs started: the fullest nodes changed
         return len(moved)
+
+    def _moved(self, pending: dict[int, str]) -> list[int]:
+        """Of `pending` (job id -> key), the jobs the cache no longer holds PENDING."""
+        with self._state.lock:
+            jobs = self._state.jobs
+            return [
+                i for i, key in pending.items()
+                if (job := jobs.get(key)) is None or job.job_id != i or job.state != "PENDING"
+            ]  # fmt: skip
 
     def _pending(self) -> dict[int, str]:
         """Job id -> key, of the PENDING jobs we hold for Pods (or gangs)."""
