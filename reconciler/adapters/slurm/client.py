@@ -228,10 +228,8 @@ class SlurmRestClient:
         submitted are pending, to bind their Pods as soon as Slurm allocates."""
         decode = self._codec.job_state
         if decode is None:
-            raise SlurmUnsupportedError(
-                f"slurmrestd {self.api_version} cannot list job states",
-                endpoint=f"GET {self._codec.base}/jobs/state/",
-                hint="poll GET /jobs/ with update_time instead",
+            raise self._unsupported(
+                "list job states", "GET /jobs/state/", "poll GET /jobs/ with update_time instead"
             )
         body = self._timed("job_states", self._checked, "GET", "/jobs/state/")
         entries = _listed(f"GET {self._codec.base}/jobs/state/", body, "jobs")
@@ -268,26 +266,33 @@ class SlurmRestClient:
         """Drain, resume, retire or weigh a node (v0.0.40+; v0.0.38 has no such endpoint)."""
         encode = self._codec.node_update
         if encode is None:
-            raise SlurmUnsupportedError(
-                f"slurmrestd {self.api_version} cannot update nodes",
-                endpoint=f"POST {self._codec.base}/node/{{name}}",
-                hint="use scontrol, or a Slurm whose slurmrestd serves v0.0.40 or later",
-            )
+            raise self._unsupported(
+                "update nodes", "POST /node/{name}",
+                "use scontrol, or a Slurm whose slurmrestd serves v0.0.40 or later",
+            )  # fmt: skip
         path, body = f"/node/{_segment(name)}", encode(update)
         self._timed("update_node", self._checked, "POST", path, json=body)
 
     def delete_node(self, name: str) -> None:
         """Remove a dynamic node (one a `slurmd -Z` registered) from slurmctld (v0.0.40+)."""
         if CAN_DELETE_NODES not in self.capabilities:
-            raise SlurmUnsupportedError(
-                f"slurmrestd {self.api_version} cannot delete nodes",
-                endpoint=f"DELETE {self._codec.base}/node/{{name}}",
-                hint="use a Slurm whose slurmrestd serves v0.0.40 or later",
-            )
+            raise self._unsupported(
+                "delete nodes", "DELETE /node/{name}",
+                "use a Slurm whose slurmrestd serves v0.0.40 or later",
+            )  # fmt: skip
         self._timed("delete_node", self._checked, "DELETE", f"/node/{_segment(name)}")
 
     def close(self) -> None:
         self._http.close()
+
+    def _unsupported(self, what: str, endpoint: str, hint: str) -> SlurmUnsupportedError:
+        """`endpoint` is "METHOD /path" under the version's base."""
+        method, _, path = endpoint.partition(" ")
+        return SlurmUnsupportedError(
+            f"slurmrestd {self.api_version} cannot {what}",
+            endpoint=f"{method} {self._codec.base}{path}",
+            hint=hint,
+        )
 
     def __repr__(self) -> str:
         return f"SlurmRestClient({self._http.url!r}, {self.api_version})"
