@@ -8,6 +8,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 
 from reconciler.errors import ReconcilerError
 from reconciler.logs import configure_logging
@@ -18,6 +19,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="reconciler",
         description="Slurm on Kubernetes, driven by git (SUNK-compatible).",
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"reconciler {metadata.version('reconciler')}"
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     # Here, not at the top: the group modules import each other through this package, which

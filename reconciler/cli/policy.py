@@ -66,13 +66,15 @@ def _suite(root: Path) -> tuple[list[Policy | Override], dict[str, Any], list[Pa
     if (root / VALUES_FILE).exists():
         config = load_config(read_repo(root), read_library())
         return list(config.policies), params_of(config), tests
-    shipped = Path(__file__).parent.parent / "shipped_policies"
-    if root.resolve() == shipped.resolve():
-        return [], default_params(), tests  # the shipped policies themselves
+    files = {path.name: path.read_text() for path in sorted(root.glob("*.yaml"))}
+    # The shipped policies themselves, wherever this copy of them lies (a checkout's
+    # policies/ beside an installed reconciler, say): loading them again would define each twice.
+    if files == read_shipped_policies():
+        return [], default_params(), tests
     docs = [
         doc
-        for path in sorted(root.glob("*.yaml"))
-        for doc in parse_policy_file(path.read_text(), str(path), "repo")
+        for name, text in files.items()
+        for doc in parse_policy_file(text, str(root / name), "repo")
     ]
     return docs, default_params(), tests
 

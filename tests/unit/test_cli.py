@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,13 @@ def write_repo(root: Path, values: str, **files: str) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     return root
+
+
+def test_version_is_the_installed_distributions() -> None:
+    done = run("--version")
+    assert (done.returncode, done.stderr) == (0, "")
+    project = tomllib.loads((FIXTURE.parents[1] / "pyproject.toml").read_text())["project"]
+    assert done.stdout == f"reconciler {project['version']}\n"
 
 
 def test_render_is_a_yaml_stream_on_stdout_and_byte_identical() -> None:

@@ -264,6 +264,20 @@ def test_the_shipped_policies_pass_their_own_cases(capsys: pytest.CaptureFixture
     assert "FAIL" not in out and " 0 failed" in out
 
 
+def test_a_copy_of_the_shipped_policies_tests_as_them_and_an_edited_copy_as_a_repos(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An installed reconciler (the image) tests a checkout's policies/ as the shipped ones;
+    a copy with a change is a repo's policies, whose names then clash with the shipped."""
+    shutil.copytree(ROOT / "policies", tmp_path / "policies")
+    assert main(["policy", "test", str(tmp_path / "policies")]) == 0
+    assert " 0 failed" in capsys.readouterr().out
+    with (tmp_path / "policies" / "sunk-pods.yaml").open("a") as edited:
+        edited.write("# edited\n")
+    assert main(["policy", "test", str(tmp_path / "policies")]) != 0
+    assert "is defined twice" in capsys.readouterr().err
+
+
 def test_the_fixture_repo_passes_its_cases(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["policy", "test", str(FIXTURE_REPO)]) == 0
 
