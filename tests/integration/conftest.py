@@ -36,12 +36,15 @@ SESSION_CLUSTER = SimpleCluster(nodes=4, spares=3, gpus=4, partitions=("debug", 
 HERE = Path(__file__).parent
 
 _TIMINGS: dict[str, float] = {}
+_FIGURES: dict[str, str] = {}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if HERE in item.path.parents:
             item.add_marker(pytest.mark.integration)
+    # Last: CI starts the image build at the beginning, and the other tests run meanwhile.
+    items.sort(key=lambda item: item.get_closest_marker("image") is not None)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
@@ -49,6 +52,10 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.section("local stack timings")
         for what, seconds in _TIMINGS.items():
             terminalreporter.write_line(f"{what}: {seconds:.3f} s")
+    if _FIGURES:
+        terminalreporter.section("figures")
+        for what, value in _FIGURES.items():
+            terminalreporter.write_line(f"{what}: {value}")
 
 
 def unavailable(reason: str) -> None:
@@ -75,6 +82,12 @@ def require_slurm_binaries(*, accounting: bool = False) -> None:
 def stack_timings() -> dict[str, float]:
     """Record `what -> seconds` here; the terminal summary prints them."""
     return _TIMINGS
+
+
+@pytest.fixture(scope="session")
+def figures() -> dict[str, str]:
+    """Record `what -> value with its unit` here; the terminal summary prints them."""
+    return _FIGURES
 
 
 @pytest.fixture

@@ -1,12 +1,13 @@
 """deploy/ agrees with the code it runs: every setting in its config files is a real
 `reconciler run` option with a valid value, and the Deployment runs the image the
-Containerfile builds, as the user that image declares. (No container engine runs here, so the
-image itself is not built in tests; tests/integration/test_deploy.py checks the rest against
-the API server.)"""
+Containerfile builds, by the tag it is built with, as the user that image declares.
+(tests/integration/test_image.py builds and runs the image; tests/integration/test_deploy.py
+checks the manifests against the API server.)"""
 
 from __future__ import annotations
 
 import re
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -55,8 +56,38 @@ def test_the_deployment_runs_the_containerfile_image_as_its_user() -> None:
         int(uid[1]), int(uid[2]),
     )  # fmt: skip
     # git clones and gpg homes need a writable HOME on a read-only root filesystem.
-    assert "ENV HOME=/tmp" in containerfile
+    assert re.search(r"^ENV (.*\\\n)*.*\bHOME=/tmp\b", containerfile, re.M)
     mounts = {m["mountPath"] for m in pod["containers"][0]["volumeMounts"]}
     assert {"/tmp", "/var/lib/reconciler"} <= mounts
-    for package in ("slurm-client", "git", "gnupg"):
+    for package in ("git", "gnupg"):
         assert re.search(rf"\b{package}\b", containerfile), package
+
+
+def _arg_default(text: str, name: str) -> str:
+    found = re.search(rf"^ARG {name}=(\S+)$", text, re.M)
+    assert found, f"no `ARG {name}=` default"
+    return found[1].strip('"')
+
+
+def test_the_image_tag_in_deploy_is_the_version_the_containerfile_labels() -> None:
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    containerfile = (ROOT / "Containerfile").read_text()
+    assert _arg_default(containerfile, "VERSION") == version
+    assert f"podman build -t ghcr.io/sunk-reconciler/reconciler:{version} ." in containerfile
+    [kustomization] = _docs(ROOT / "deploy/base/kustomization.yaml")
+    assert kustomization["images"] == [
+        {"name": "reconciler", "newName": "ghcr.io/sunk-reconciler/reconciler", "newTag": version}
+    ]
+    patch = (ROOT / "deploy/argocd/repo-server-patch.yaml").read_text()
+    assert f"image: ghcr.io/sunk-reconciler/reconciler:{version}\n" in patch
+
+
+def test_the_image_builds_the_slurm_the_local_stack_tests() -> None:
+    """The image's clients are the Slurm the integration tests run: same release, same
+    tarball (setup.sh builds it for the tests; the Containerfile for the image)."""
+    containerfile = (ROOT / "Containerfile").read_text()
+    setup = (ROOT / "reconciler/local/setup.sh").read_text()
+    for name in ("SLURM_VERSION", "SLURM_SHA256"):
+        assert _arg_default(containerfile, name) == _arg_default(
+            setup.replace("\nSLURM_", "\nARG SLURM_"), name
+        ), name
