@@ -211,7 +211,12 @@ ensure_deb_src() {
 
 fetch_source() {
   cd "$WORK/src"
-  "${APT[@]}" source kubernetes
+  # Debian 12's 1.20 by version: once the trixie deb-src entry for Slurm exists (a second run,
+  # or a cleared kube cache), plain `apt-get source kubernetes` would take trixie's 1.32.
+  local version
+  version=$(apt-cache showsrc kubernetes | awk '/^Version: 1\.20\./ {print $2}' | sort -V | tail -1)
+  [ -n "$version" ] || { echo "no kubernetes 1.20 source package in apt's deb-src entries"; return 1; }
+  "${APT[@]}" source "kubernetes=$version"
   local dir
   dir=$(find . -maxdepth 1 -type d -name 'kubernetes-1.20*' | head -1)
   [ -n "$dir" ] || { echo "no kubernetes-1.20* directory after apt-get source"; return 1; }
