@@ -14,6 +14,7 @@ from reconciler.compile.control_plane import control_plane_objects
 from reconciler.compile.nodesets import NodeSet, compose_all
 from reconciler.compile.profile import Profile
 from reconciler.compile.reservations import Reservation, compile_reservations
+from reconciler.compile.s6_services import s6_config_map_data, s6_map_name, s6_services
 from reconciler.compile.secrets import GeneratedSecret, generated_secrets
 from reconciler.compile.slurm_conf import (
     Partition,
@@ -161,13 +162,9 @@ def _script_maps(release: str, namespace: str, values: dict[str, Any]) -> list[d
                     manifests.script_map_name(release, kind), namespace, release, data
                 )
             )
-    s6 = (values.get("compute") or {}).get("s6") or {}
-    if s6:
-        data = {}
-        for name, script in s6.items():
-            data[str(name)] = script["script"]
-            data[f"{name}.type"] = script["type"]
-        maps.append(manifests.config_map(manifests.s6_map_name(release), namespace, release, data))
+    if services := s6_services(values):
+        data = s6_config_map_data(services)
+        maps.append(manifests.config_map(s6_map_name(release), namespace, release, data))
     return maps
 
 

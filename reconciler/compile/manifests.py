@@ -9,6 +9,7 @@ from typing import Any
 
 from reconciler import wellknown as wk
 from reconciler.compile.munge import munge_container, munge_socket_mount, munge_volumes
+from reconciler.compile.s6_services import s6_services, s6_volume, s6_volume_mounts
 from reconciler.compile.slurm_nodes import SlurmNodeSpec
 
 SLURMD_CONTAINER = "slurmd"
@@ -51,10 +52,6 @@ def config_map(
 
 def slurm_conf_map_name(release: str) -> str:
     return f"{release}-slurm-conf"
-
-
-def s6_map_name(release: str) -> str:
-    return f"{release}-s6"
 
 
 def script_map_name(release: str, kind: str) -> str:
@@ -207,10 +204,7 @@ def _volume_mounts(definition: dict[str, Any], values: dict[str, Any]) -> list[d
             mounts.append(
                 {"name": f"slurm-{kind}", "mountPath": f"{CONF_MOUNT}/{kind}.d", "readOnly": True}
             )
-    if compute.get("s6"):
-        mounts.append(
-            {"name": "s6-scripts", "mountPath": "/etc/s6-overlay/scripts", "readOnly": True}
-        )
+    mounts += s6_volume_mounts(s6_services(values))
     mounts.append({"name": "dshm", "mountPath": "/dev/shm"})
     for mount in compute.get("mounts") or []:
         mounts.append({"name": pvc_volume_name(mount["pvc"]), "mountPath": mount["name"]})
@@ -232,13 +226,8 @@ def _volumes(
             volumes.append(
                 {"name": f"slurm-{kind}", "configMap": {"name": name, "defaultMode": 0o755}}
             )
-    if compute.get("s6"):
-        volumes.append(
-            {
-                "name": "s6-scripts",
-                "configMap": {"name": s6_map_name(release), "defaultMode": 0o755},
-            }
-        )
+    if services := s6_services(values):
+        volumes.append(s6_volume(release, services))
     volumes.append({"name": "dshm", "emptyDir": {"medium": "Memory"}})
     for mount in compute.get("mounts") or []:
         volumes.append(

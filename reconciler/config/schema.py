@@ -124,6 +124,10 @@ ALL_VALUES: dict[str, str] = {**VALUES, **CONTROL_PLANE_VALUES}
 MOUNT: dict[str, str] = {"name": "string", "pvc": "string"}
 S6_SCRIPT: dict[str, str] = {"type": "string", "script": "string"}
 S6_TYPES = ("oneshot", "longrun")
+# An s6-rc service name that is also a ConfigMap key and a file name; s6-rc reserves s6rc-*,
+# and s6-overlay's own bundles are base, user and user2.
+S6_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,62}")
+S6_RESERVED = ("base", "user", "user2")
 SCOPE_TYPES = ("cluster", "namespace")
 
 
@@ -227,6 +231,16 @@ def _check_type(doc: YamlFile, path: KeyPath, value: Any, expected: str) -> None
 
 
 def _check_s6(doc: YamlFile, path: KeyPath, script: Any) -> None:
+    name = path[-1]
+    if not isinstance(name, str) or not S6_NAME.fullmatch(name) or name in S6_RESERVED or (
+        name.startswith("s6rc-")
+    ):
+        raise ConfigTypeError(
+            f"{name!r} cannot name an s6 service",
+            where=doc.location(path),
+            hint="letters, digits, `_ -`, starting with a letter or digit, at most 63; not "
+            f"{', '.join(S6_RESERVED)} or s6rc-* (s6-overlay's and s6-rc's own)",
+        )
     if not isinstance(script, dict):
         _wrong(doc, path, "mapping with `type` and `script`", script)
     _check_table(doc, path, script, S6_SCRIPT)

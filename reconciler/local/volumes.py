@@ -149,7 +149,7 @@ class Materializer:
             return  # optional and missing: an empty volume
         files = volume_files(mount, data)
         if mount.sub_path:
-            files = {"": files.get(mount.sub_path) or _missing_key(mount)}
+            files = sub_path_files(mount, files)
         with self._write_lock:
             for name, (content, mode) in files.items():
                 write_file(target / name if name else target, content, mode)
@@ -179,6 +179,19 @@ class Materializer:
                 f"{kind.lower()} {mount.object_name} ...); the Pod starts once it exists",
             )
         return decoded_data(obj)
+
+
+def sub_path_files(
+    mount: Mount, files: Mapping[str, tuple[bytes, int]]
+) -> dict[str, tuple[bytes, int]]:
+    """What a subPath mount shows: one file of the volume ("" -> the mount path itself), or a
+    folder of it, which a volume's `items` make with nested paths (s6-rc.d/<service>/type)."""
+    sub = mount.sub_path.strip("/")
+    if sub in files:
+        return {"": files[sub]}
+    inside = {name[len(sub) + 1 :]: file for name, file in files.items()
+              if name.startswith(f"{sub}/")}  # fmt: skip
+    return inside or {"": _missing_key(mount)}
 
 
 def _missing_key(mount: Mount) -> tuple[bytes, int]:

@@ -82,7 +82,7 @@ def test_config_maps() -> None:
     maps = _objects(fixture_state(), "ConfigMap")
     assert set(maps) == {"slurm-slurm-conf", "slurm-prolog", "slurm-s6", "slurm-slurmdbd-conf"}
     assert set(maps["slurm-slurm-conf"]["data"]) == {"slurm.conf", "gres.conf"}
-    assert maps["slurm-s6"]["data"]["motd.type"] == "oneshot"
+    assert maps["slurm-s6"]["data"]["motd.type"] == "oneshot\n"  # test_s6_services.py: the rest
 
 
 def test_extra_config_replaces_a_rendered_setting_in_place() -> None:

@@ -97,6 +97,27 @@ def test_sub_path_mounts_one_key_as_a_file(tmp_path: Path) -> None:
     assert target.read_bytes() == b"k" and mode_of(target) == 0o600
 
 
+def test_sub_path_mounts_a_folder_that_items_lay_out(tmp_path: Path) -> None:
+    """An s6 service folder: flat keys, nested item paths, a subPath naming the folder; an
+    empty value is an empty file, and a sibling folder stays out."""
+    data = {"a.type": "longrun\n", "a.run": "#!/bin/sh\n", "a.dep": "", "b.type": "oneshot\n"}
+    files = materializer(tmp_path, {("ConfigMap", "s6"): config_map("s6", data)})
+    items = [{"key": "a.type", "path": "rc/a/type"},
+             {"key": "a.run", "path": "rc/a/run", "mode": 0o755},
+             {"key": "a.dep", "path": "rc/a/dependencies.d/base"},
+             {"key": "b.type", "path": "rc/b/type"}]  # fmt: skip
+    volume = {"name": "v", "configMap": {"name": "s6", "items": items}}
+    files.mount_all(pod([volume], [{"name": "v", "mountPath": "/etc/s6/a", "subPath": "rc/a"}]))
+    service = tmp_path / "pods/ns_p-0/etc/s6/a"
+    assert sorted(str(p.relative_to(service)) for p in service.rglob("*") if p.is_file()) == [
+        "dependencies.d/base", "run", "type"
+    ]  # fmt: skip
+    assert (service / "type").read_text() == "longrun\n" and mode_of(service / "run") == 0o755
+    assert (service / "dependencies.d/base").read_bytes() == b""
+    with pytest.raises(VolumeError, match="no key 'rc/c'"):
+        files.mount_all(pod([volume], [{"name": "v", "mountPath": "/c", "subPath": "rc/c"}]))
+
+
 def test_a_missing_object_stops_the_pod_unless_optional(tmp_path: Path) -> None:
     files = materializer(tmp_path, {})
     required = pod([{"name": "k", "secret": {"secretName": "gone"}}],
