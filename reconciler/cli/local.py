@@ -8,6 +8,7 @@ daemons must have a living parent) and it runs the node agent. Ctrl-C, SIGTERM, 
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import signal
@@ -26,6 +27,7 @@ from reconciler.compile.desired import DesiredState, compile_desired_state
 from reconciler.config.files import read_library, read_repo
 from reconciler.config.repo import Config, load_config
 from reconciler.errors import LocalStackError
+from reconciler.local.directory import SECRET_KEY, SECRET_NAME, LocalDirectory
 from reconciler.local.kubelet_model import NodeTemplate, node_templates, required_labels
 from reconciler.local.kubelet_server import KubeletServer
 from reconciler.local.nodeagent import NodeAgent
@@ -55,6 +57,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--slurm", choices=RELEASES, default=None,
         help=f"Slurm release: {DEFAULT_RELEASE} (built by setup.sh; the default) or Debian's "
         f"22.05 (default: ${RELEASE_ENV}, else {DEFAULT_RELEASE})",
+    )  # fmt: skip
+    up.add_argument(
+        "--directory", action="store_true",
+        help="also run an LDAP server (slapd) with users alice and bob, for directoryService; "
+        "it prints the values and Secret that point the Pods at it",
     )  # fmt: skip
     _runtime_args(up)
     up.set_defaults(func=run_up)
@@ -104,6 +111,8 @@ def run_up(args: argparse.Namespace) -> int:
         make_fake_gpus(site.paths, _max_gpus(probe))
         stack.record_foreground_pid(os.getpid())
         kube = Kube.from_kubeconfig(stack.kube_paths.kubeconfig)
+        if args.directory:
+            _start_directory(stack, kube, config.settings.namespace)
         agent = start_node_agent(stack, kube, _templates(probe, args.nodes))
         apply_repo(config, stack)
         state = compile_desired_state(config, site_profile(site))
@@ -121,6 +130,23 @@ def run_up(args: argparse.Namespace) -> int:
         stack.down()
         _progress("local stack stopped")
     return 0 if ready else 130
+
+
+def _start_directory(stack: LocalStack, kube: Kube, namespace: str) -> None:
+    """slapd, and the Secret its values name (the bind password's SSSD snippet), as an admin
+    would `kubectl create secret` it."""
+    directory = LocalDirectory(stack.runtime_dir / "directory", stack.supervisor)
+    record = directory.start()
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    secret = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+              "metadata": {"name": SECRET_NAME, "namespace": namespace},
+              "data": {SECRET_KEY: base64.b64encode(directory.secret_file.read_bytes())
+                       .decode()},
+              }  # fmt: skip
+    kube.create(secret)
+    _progress(f"directory: slapd at {record.uri}; users alice and bob, keys in "
+              f"{directory.keys}; to use it, copy {directory.values_file} into the repo's "
+              "values.d/ and apply")  # fmt: skip
 
 
 def _interrupt(*_: object) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from reconciler import wellknown as wk
+from reconciler.compile.directory import with_directory
 from reconciler.compile.manifests import (
     CONF_MOUNT,
     field_env,
@@ -119,6 +120,7 @@ def _controller(release: str, namespace: str, values: Obj, profile: Profile) -> 
     pod = pod_spec(values, controller, containers, volumes,
                    security={"runAsUser": SLURM_UID, "runAsGroup": SLURM_UID,
                              "fsGroup": SLURM_UID}, grace=10)  # fmt: skip
+    pod = with_directory(pod, release, values)
     # slurmctld starts only on the host SlurmctldHost names: the Pod's hostname is that name.
     pod["hostname"] = name
     deployment = deployment_for(
@@ -231,6 +233,7 @@ def _login(release: str, namespace: str, values: Obj, ssh_port: int) -> list[Obj
     }
     pod = pod_spec(values, login, [container, munge_container(container["image"])], volumes,
                    security=None, grace=10)  # fmt: skip
+    pod = with_directory(pod, release, values, login=True)
     statefulset = statefulset_for(release, namespace, name, "login", selector, "sshd", pod,
                                   replicas=login.get("replicas", 1))  # fmt: skip
     return [statefulset, _login_service(release, namespace, login, selector, ssh_port)]

@@ -8,7 +8,7 @@ from typing import Any
 import hostlist
 
 from reconciler import wellknown as wk
-from reconciler.compile import manifests
+from reconciler.compile import directory, manifests
 from reconciler.compile.accounting import Accounting, compile_accounting
 from reconciler.compile.control_plane import control_plane_objects
 from reconciler.compile.nodesets import NodeSet, compose_all
@@ -162,6 +162,9 @@ def _script_maps(release: str, namespace: str, values: dict[str, Any]) -> list[d
                     manifests.script_map_name(release, kind), namespace, release, data
                 )
             )
+    if directory.directory_enabled(values):
+        maps.append(manifests.config_map(directory.config_map_name(release), namespace, release,
+                                         directory.config_map_data(values)))  # fmt: skip
     if services := s6_services(values):
         data = s6_config_map_data(services)
         maps.append(manifests.config_map(s6_map_name(release), namespace, release, data))

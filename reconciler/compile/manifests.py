@@ -8,6 +8,7 @@ import re
 from typing import Any
 
 from reconciler import wellknown as wk
+from reconciler.compile.directory import with_directory
 from reconciler.compile.munge import munge_container, munge_socket_mount, munge_volumes
 from reconciler.compile.s6_services import s6_services, s6_volume, s6_volume_mounts
 from reconciler.compile.slurm_nodes import SlurmNodeSpec
@@ -115,7 +116,7 @@ def statefulset(
                         **_strings(definition.get("annotations")),
                     },
                 },
-                "spec": _pod_spec(release, definition, values),
+                "spec": with_directory(_pod_spec(release, definition, values), release, values),
             },
         },
     }

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconciler import wellknown as wk
+from reconciler.compile.directory import with_directory
 from reconciler.compile.manifests import config_map, image_ref
 from reconciler.compile.munge import munge_container, munge_socket_mount, munge_volumes
 from reconciler.compile.profile import Profile
@@ -156,6 +157,7 @@ def slurmdbd_objects(
     pod = pod_spec(values, accounting, [container, munge_container(container["image"])],
                    volumes, security={"runAsUser": SLURM_UID, "runAsGroup": SLURM_UID,
                                       "fsGroup": SLURM_UID})  # fmt: skip
+    pod = with_directory(pod, release, values)
     pod["hostname"] = name  # slurmdbd starts only on the host DbdHost names
     return [
         config_map(slurmdbd_map_name(release), namespace, release,

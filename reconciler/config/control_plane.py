@@ -81,13 +81,11 @@ PASSED_WHOLE = (
     "resources", "securityContext", "nodeSelector", "tolerations", "affinity", "annotations",
     "imagePullSecrets", "compute.nodes", "compute.s6", "compute.mounts", "slurmConfig.reservations",
     "slurmConfig.accounting", "slurmConfig.slurmd.prolog", "slurmConfig.slurmd.epilog",
-    "login.service.annotations",
+    "login.service.annotations", "directoryService.directories",
 )  # fmt: skip
 
 # Keys of seed 001's table that this project accepts but does not act on, and why.
 NOT_ACTED_ON: dict[str, str] = {
-    "directoryService": "the directory service (SSSD) is not rendered yet; users come from "
-    "the login Pod's authorized keys (login.authorizedKeysSecret)",
     "network": "CoreWeave VPC networking has no equivalent on a generic Kubernetes cluster",
     "login.service.exposePublicIP": "a public IP is a CoreWeave load-balancer feature; set the "
     "provider's annotation in login.service.annotations instead",

@@ -21,6 +21,12 @@ from reconciler.config.control_plane import (
     check_control_plane,
     unused_key_paths,
 )
+from reconciler.config.directory import (
+    DIRECTORY_ENTRY,
+    DIRECTORY_VALUES,
+    check_directory_service,
+    unknown_directory_keys,
+)
 from reconciler.config.yamlfile import KeyPath, YamlFile, format_path, lookup
 from reconciler.errors import ConfigTypeError
 
@@ -120,7 +126,7 @@ VALUES: dict[str, str] = {
     "imagePullSecrets": "list of mappings",
 }
 
-ALL_VALUES: dict[str, str] = {**VALUES, **CONTROL_PLANE_VALUES}
+ALL_VALUES: dict[str, str] = {**VALUES, **CONTROL_PLANE_VALUES, **DIRECTORY_VALUES}
 MOUNT: dict[str, str] = {"name": "string", "pvc": "string"}
 S6_SCRIPT: dict[str, str] = {"type": "string", "script": "string"}
 S6_TYPES = ("oneshot", "longrun")
@@ -155,11 +161,15 @@ def check_values_file(doc: YamlFile, warnings: list[Warning_]) -> None:
         _check_s6(doc, ("compute", "s6", name), script)
     _check_scope(doc)
     _check_pod_policy(doc)
+    directories, _ = lookup(doc.data, ["directoryService", "directories"])
+    for index, entry in enumerate(directories if isinstance(directories, list) else []):
+        _check_table(doc, ("directoryService", "directories", index), entry, DIRECTORY_ENTRY)
+    check_directory_service(doc)
     for name, definition in (compute.get("nodes") or {}).items():
         _check_name(doc, ("compute", "nodes", name), name)
         check_node_definition(doc, ("compute", "nodes", name), definition, warnings)
     known = set(ALL_VALUES) | _pod_policy_namespace_keys(doc.data)
-    for path, why in unused_key_paths(doc.data, known):
+    for path, why in [*unused_key_paths(doc.data, known), *unknown_directory_keys(doc.data)]:
         warnings.append(Warning_(str(doc.location(path)), why))
 
 

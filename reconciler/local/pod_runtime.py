@@ -20,11 +20,13 @@ from typing import Any
 
 from reconciler import wellknown as wk
 from reconciler.compile.control_plane import STATE_DIR
+from reconciler.compile.directory import SSHD_SNIPPET_PATH, SSS_DIR
 from reconciler.compile.manifests import CONF_MOUNT
 from reconciler.compile.munge import MUNGE_CONTAINER, MUNGE_KEY_DIR, MUNGE_SOCKET_DIR
 from reconciler.compile.slurmdbd import DB_PASSWORD_DIR, SLURMDBD_CONF_DIR
 from reconciler.compile.workloads import JWT_DIR
 from reconciler.errors import LocalStackError
+from reconciler.local.directory_runtime import LocalSssd, has_sssd
 from reconciler.local.ports import is_accepting
 from reconciler.local.slurm import SlurmCluster, SlurmPaths
 from reconciler.local.volumes import (
@@ -55,6 +57,7 @@ def host_layout(paths: SlurmPaths, pods_root: Path) -> HostLayout:
             PurePosixPath(MUNGE_KEY_DIR): paths.munge,  # munge.key
             PurePosixPath(MUNGE_SOCKET_DIR): paths.munge,  # one munged for the host
             PurePosixPath(STATE_DIR): paths.state,  # the controller's claim
+            PurePosixPath(SSS_DIR): paths.run / "sss",  # one sssd for the host
         },
         pods_root,
     )
@@ -80,6 +83,7 @@ class LocalPodRuntime:
         self._read = read
         self._lock = threading.Lock()
         self._munge_users: set[str] = set()
+        self._sssd = LocalSssd(cluster.supervisor, files, cluster.paths.run / "pod-views")
         self._owned: dict[str, list[str]] = {}  # Pod key -> daemons it started
         # Pod key -> container -> (log file, where this start's output begins)
         self._logs: dict[str, dict[str, tuple[Path, int]]] = {}
@@ -107,9 +111,11 @@ class LocalPodRuntime:
             self._join_munge(key)
         starter = self._starters.get(_app(pod))
         try:
+            self._directory_view(key, pod)
             daemons = starter(pod) if starter is not None else []
         except BaseException:
             self._leave_munge(key)
+            self._sssd.leave(key)
             raise
         with self._lock:
             self._owned[key] = daemons
@@ -145,6 +151,7 @@ class LocalPodRuntime:
             else:
                 self._cluster.supervisor.stop(name, grace=grace)
         self._leave_munge(key)
+        self._sssd.leave(key)
 
     def exited(self) -> list[str]:
         """Pods (namespace/name) one of whose daemons is no longer running."""
@@ -153,6 +160,17 @@ class LocalPodRuntime:
         supervisor = self._cluster.supervisor
         return [key for key, names in owned.items()
                 if any(supervisor.running(name) is None for name in names)]  # fmt: skip
+
+    def _directory_view(self, key: str, pod: Obj) -> None:
+        """A Pod with the sssd sidecar: sssd runs, and the Pod's main daemon starts in its
+        container's view of the directory's files (nsswitch.conf, sudoers, the sss sockets)."""
+        main = _DAEMON_OF_APP.get(_app(pod), "").format(pod=pod["metadata"]["name"])
+        if not has_sssd(pod):
+            self._cluster.supervisor.wrappers.pop(main, None)
+            return
+        self._sssd.join(key, pod)
+        container = pod["spec"]["containers"][0]["name"]
+        self._cluster.supervisor.wrappers[main] = self._sssd.view(pod, container).prefix()
 
     # ---- munge: one munged for every Pod on this host ---------------------------------------
 
@@ -234,6 +252,7 @@ class LocalPodRuntime:
         directory = self._files.pod_dir(pod) / "sshd"
         config = sshd_config(
             directory, port, self._authorized_keys(pod), self._cluster.env(),
+            include=SSHD_SNIPPET_PATH if _mounts(pod, SSHD_SNIPPET_PATH) else None,
         )  # fmt: skip
         directory.mkdir(parents=True, exist_ok=True)
         _host_key(directory / "ssh_host_ed25519_key")
@@ -263,9 +282,15 @@ def _host_key(path: Path) -> None:
 
 
 def sshd_config(
-    directory: Path, port: int, authorized_keys: Path | None, env: Mapping[str, str]
+    directory: Path,
+    port: int,
+    authorized_keys: Path | None,
+    env: Mapping[str, str],
+    include: str | None = None,
 ) -> str:
-    """A login node's sshd on loopback: keys only, and the stack's Slurm in every session."""
+    """A login node's sshd on loopback: keys only, and the stack's Slurm in every session;
+    `include`: the Pod's own sshd_config.d snippet (the directory's AuthorizedKeysCommand),
+    read where the Pod mounts it."""
     session_env = {k: env[k] for k in ("SLURM_CONF", "PATH", "LD_LIBRARY_PATH") if k in env}
     lines = [
         f"Port {port}",
@@ -283,6 +308,8 @@ def sshd_config(
         "PrintMotd no",
         "SetEnv " + " ".join(f"{k}={v}" for k, v in session_env.items()),
     ]
+    if include:
+        lines.insert(0, f"Include {include}")
     return "\n".join(lines) + "\n"
 
 
@@ -341,6 +368,10 @@ def _wait_until(probe: Callable[[], bool], timeout: float, what: str) -> None:
 
 def _app(pod: Obj) -> str:
     return ((pod.get("metadata") or {}).get("labels") or {}).get(wk.LABEL_NAME, "")
+
+
+def _mounts(pod: Obj, path: str) -> bool:
+    return any(str(m.path) == path for m in pod_mounts(pod))
 
 
 def _has_container(pod: Obj, name: str) -> bool:

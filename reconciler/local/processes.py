@@ -234,6 +234,9 @@ class Supervisor:
         self.pid_dir = pid_dir
         self.log_dir = log_dir
         self._children: dict[str, subprocess.Popen[bytes]] = {}
+        # Daemon name -> argv put before its own (a Pod's view of the files: pod_namespace.py).
+        # The pidfile still names the daemon's own program: the prefix execs it.
+        self.wrappers: dict[str, list[str]] = {}
 
     def pidfile(self, name: str) -> Path:
         return self.pid_dir / f"{name}.pid"
@@ -248,8 +251,10 @@ class Supervisor:
         *,
         env: Mapping[str, str] | None = None,
         cwd: Path | None = None,
+        program: str | None = None,
     ) -> PidRecord:
-        """Start `argv` in the foreground with output appended to its log; write its pidfile."""
+        """Start `argv` in the foreground with output appended to its log; write its pidfile.
+        `program`: the daemon a starting script execs, when argv[0] is that script's shell."""
         existing = self.read(name)
         if existing is not None and belongs_to(existing):
             raise LocalStackError(
@@ -262,7 +267,7 @@ class Supervisor:
         with log.open("ab") as out:
             try:
                 child = subprocess.Popen(
-                    list(argv),
+                    [*self.wrappers.get(name, ()), *argv],
                     stdin=subprocess.DEVNULL,
                     stdout=out,
                     stderr=subprocess.STDOUT,
@@ -275,7 +280,8 @@ class Supervisor:
             except OSError as exc:
                 raise LocalStackError(f"cannot start {name} ({argv[0]}): {exc}") from exc
         self._children[name] = child
-        record = PidRecord(name, child.pid, argv[0], process_start_ticks(child.pid) or 0)
+        record = PidRecord(name, child.pid, program or argv[0],
+                           process_start_ticks(child.pid) or 0)  # fmt: skip
         self._write(record)
         return record
 

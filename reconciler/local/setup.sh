@@ -43,6 +43,8 @@ PACKAGES=(
   munge slurmctld slurmd slurmrestd slurm-client slurm-wlm-jwt-plugin
   etcd-server mariadb-server slurmdbd
   openssh-server openssh-client   # the login Pod's sshd, and ssh to reach it
+  s6 execline                     # compute.s6: s6-svscan supervises longruns, execlineb runs up
+  slapd sssd-ldap sssd-tools libnss-sss sudo   # `local up --directory`: LDAP, sssd, sudo
   golang-go rsync make build-essential dpkg-dev golang-github-modern-go-reflect2-dev
   openssl curl ca-certificates gnupg
   libjwt-dev libhttp-parser-dev libjson-c-dev libyaml-dev libmunge-dev libmariadb-dev
@@ -146,8 +148,13 @@ install_packages() {
   say "packages missing: $missing"
   block_service_starts
   step "apt-get update" "${APT[@]}" update
+  # libnss-sss's postinst adds `sss` to the host's /etc/nsswitch.conf: the local stack's
+  # Pods get their own (reconciler/local/pod_namespace.py); the host's stays as it was.
+  local nsswitch; nsswitch=$(mktemp)
+  cp -p /etc/nsswitch.conf "$nsswitch"
   # shellcheck disable=SC2086  # word splitting of the package list is intended
   step "apt-get install" "${APT[@]}" install -y --no-install-recommends $missing
+  cp -p "$nsswitch" /etc/nsswitch.conf && rm -f "$nsswitch"
   missing=$(missing_packages | tr '\n' ' ')
   [ -z "${missing// /}" ] || fail "step 'apt-get install' left packages missing: $missing"
 }

@@ -239,7 +239,7 @@ login: {service: {exposePublicIP: true}}
 slurmConfig: {killWiat: 3}
 """)  # fmt: skip
     texts = [w.message for w in state.warnings]
-    assert any(t.startswith("directoryService is accepted but not acted on") for t in texts)
+    assert not any(t.startswith("directoryService") for t in texts)  # acted on: see test_directory
     assert any(t.startswith("network is accepted but not acted on") for t in texts)
     assert any(t.startswith("login.service.exposePublicIP is accepted") for t in texts)
     assert "slurmConfig.killWiat is not a key this reconciler reads; it is ignored; " \

@@ -1,0 +1,243 @@
+"""The directory service (seed 001, `directoryService`): users and groups from LDAP through an
+sssd sidecar, sudo for `sudoGroups`, and SSH keys from LDAP's `sshPublicKey`.
+
+What a Pod gets when an enabled directory is configured:
+- an `sssd` sidecar (the Pod's own image, as SUNK's images carry sssd) that builds /etc/sssd
+  from our ConfigMap plus the Secrets values name, then runs `sssd -i`; its readiness probe
+  resolves each directory's canary user;
+- the `sss` emptyDir at /var/lib/sss in the sidecar and the main container: the NSS and SSH
+  responders' sockets and the memory cache, which the main container's libnss_sss reads;
+- /etc/nsswitch.conf with `sss` for passwd and group, and /etc/sudoers.d/sunk-directory;
+- on login Pods, /etc/ssh/sshd_config.d/sunk-directory.conf: keys from sss_ssh_authorizedkeys.
+
+No password is ever in the ConfigMap: the bind password comes from the SSSD snippet in the
+Secret `user.existingSecret` names (seed 001), copied into /etc/sssd/conf.d at start.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from reconciler.config.directory import sudo_group_list
+
+Obj = dict[str, Any]
+SSSD_CONTAINER = "sssd"
+SSS_VOLUME = "sss"
+SSS_DIR = "/var/lib/sss"
+CONF_VOLUME = "directory"
+CONF_DIR = "/etc/sunk/directory"  # the ConfigMap, as the sidecar reads it
+SECRETS_DIR = "/etc/sunk/directory/secrets"  # user.existingSecret, one folder per directory
+TLS_DIR = "/etc/sunk/directory/tls"  # ldapsCert, one folder per directory
+SUDOERS_PATH = "/etc/sudoers.d/sunk-directory"
+SSHD_SNIPPET_PATH = "/etc/ssh/sshd_config.d/sunk-directory.conf"
+NSSWITCH_PATH = "/etc/nsswitch.conf"
+AUTHORIZED_KEYS_COMMAND = "/usr/bin/sss_ssh_authorizedkeys"
+DEFAULT_DEBUG_LEVEL = 0x0200  # seed 001's default
+
+# The sidecar's start: /etc/sssd as sssd demands it (root-owned, 0600 files, snippets in
+# conf.d), the emptyDir's folders sssd expects the package to have made, a CA from ldapsCert
+# when its Secret has one, then sssd in the foreground, logging to the container's output.
+SSSD_START = f"""set -eu
+install -d -m 0755 {SSS_DIR} {SSS_DIR}/pipes {SSS_DIR}/pubconf {SSS_DIR}/gpo_cache
+install -d -m 0775 {SSS_DIR}/mc
+install -d -m 0700 {SSS_DIR}/db {SSS_DIR}/secrets {SSS_DIR}/pipes/private {SSS_DIR}/deskprofile
+install -d -m 0711 /etc/sssd /etc/sssd/conf.d
+install -m 0600 {CONF_DIR}/sssd.conf /etc/sssd/sssd.conf
+for f in {SECRETS_DIR}/*/*.conf; do [ -e "$f" ] && install -m 0600 "$f" /etc/sssd/conf.d/; done
+for d in {TLS_DIR}/*; do
+  [ -f "$d/ca.crt" ] || continue
+  printf '[domain/%s]\\nldap_tls_cacert = %s/ca.crt\\n' "${{d##*/}}" "$d" \\
+    > "/etc/sssd/conf.d/50-${{d##*/}}-ca.conf"
+  chmod 0600 "/etc/sssd/conf.d/50-${{d##*/}}-ca.conf"
+done
+exec sssd -i --logger=stderr
+"""
+
+
+def enabled_directories(values: Obj) -> list[Obj]:
+    service = values.get("directoryService") or {}
+    return [d for d in service.get("directories") or [] if d.get("enabled", True) is not False]
+
+
+def directory_enabled(values: Obj) -> bool:
+    return bool(enabled_directories(values))
+
+
+def config_map_name(release: str) -> str:
+    return f"{release}-directory"
+
+
+# ---- the files ----------------------------------------------------------------------------
+
+
+def sssd_conf(values: Obj) -> str:
+    """sssd.conf: one [domain/<name>] per enabled directory, as sssd-ldap(5) spells it."""
+    directories = enabled_directories(values)
+    names = [_name(d) for d in directories]
+    lines = ["[sssd]", "config_file_version = 2", "services = nss, pam, ssh",
+             f"domains = {', '.join(names)}", "", "[nss]", "filter_users = root",
+             "filter_groups = root", "", "[pam]", "", "[ssh]", ""]  # fmt: skip
+    for directory in directories:
+        lines += [f"[domain/{_name(directory)}]", *_domain(directory), ""]
+    return "\n".join(lines)
+
+
+def _domain(directory: Obj) -> list[str]:
+    user = directory.get("user") or {}
+    settings: dict[str, str] = {
+        "id_provider": "ldap",
+        "auth_provider": "ldap",
+        "ldap_uri": directory["ldapUri"],
+        "ldap_schema": directory.get("schema") or "rfc2307",
+        "ldap_search_base": user.get("searchBase", ""),
+        "ldap_default_bind_dn": user.get("bindDn", ""),
+        "ldap_user_ssh_public_key": "sshPublicKey",  # seed 001: Google's custom attribute
+        "default_shell": directory.get("defaultShell") or "/bin/bash",
+        "fallback_homedir": directory.get("fallbackHomeDir") or "/home/%u",
+        "override_homedir": directory.get("overrideHomeDir", ""),
+        "debug_level": _debug_level(directory.get("debugLevel", DEFAULT_DEBUG_LEVEL)),
+        "cache_credentials": "false",
+        "enumerate": "false",
+    }
+    if directory.get("ldapsCert"):  # a TLS Secret: Google's client certificate and key
+        folder = f"{TLS_DIR}/{_name(directory)}"
+        settings["ldap_tls_cert"] = f"{folder}/tls.crt"
+        settings["ldap_tls_key"] = f"{folder}/tls.key"
+        settings["ldap_tls_reqcert"] = "demand"
+    return [f"{key} = {value}" for key, value in settings.items() if value != ""]
+
+
+def _debug_level(level: Any) -> str:
+    """YAML reads seed 001's `0x0200` as 512: written back as the mask sssd's docs use."""
+    if isinstance(level, int):
+        return level.__format__("#06x") if level > 9 else str(level)
+    return str(level).strip()
+
+
+def sudoers(values: Obj) -> str:
+    """One rule per sudo group, the global list first; LDAP users have no local password,
+    so the rules are NOPASSWD (their login is their SSH key)."""
+    groups = sudo_group_list((values.get("directoryService") or {}).get("sudoGroups"))
+    for directory in enabled_directories(values):
+        groups += sudo_group_list(directory.get("sudoGroups"))
+    unique = list(dict.fromkeys(groups))
+    lines = ["# Rendered by sunk-reconciler from directoryService.sudoGroups."]
+    lines += [f"%{_sudoers_word(group)} ALL=(ALL:ALL) NOPASSWD: ALL" for group in unique]
+    return "\n".join(lines) + "\n"
+
+
+def _sudoers_word(group: str) -> str:
+    """sudoers(5): a space or one of its special characters in a name is backslash-escaped."""
+    return re.sub(r"([\s,:=\\!()#\"])", r"\\\1", group)
+
+
+def sshd_snippet() -> str:
+    return (f"AuthorizedKeysCommand {AUTHORIZED_KEYS_COMMAND} %u\n"
+            "AuthorizedKeysCommandUser nobody\n")  # fmt: skip
+
+
+def nsswitch_conf() -> str:
+    return ("passwd: files sss\ngroup: files sss\nshadow: files\nhosts: files dns\n"
+            "services: files\nnetgroup: files\nsudoers: files\n")  # fmt: skip
+
+
+def config_map_data(values: Obj) -> dict[str, str]:
+    return {"sssd.conf": sssd_conf(values), "sudoers": sudoers(values),
+            "sshd_config": sshd_snippet(), "nsswitch.conf": nsswitch_conf()}  # fmt: skip
+
+
+# ---- the Pod parts ------------------------------------------------------------------------
+
+
+def sssd_container(image: str, values: Obj) -> Obj:
+    users = [d.get("user") or {} for d in enabled_directories(values)]
+    canaries = [user["canary"] for user in users if user.get("canary")]
+    probe = (" && ".join(f"getent passwd {_shell_word(c)}" for c in canaries)
+             or f"test -S {SSS_DIR}/pipes/nss")  # fmt: skip
+    return {
+        "name": SSSD_CONTAINER,
+        "image": image,
+        "command": ["sh", "-c", SSSD_START],
+        "readinessProbe": {"exec": {"command": ["sh", "-c", probe]}, "periodSeconds": 10},
+        # sssd runs as root, whatever user the Pod's main container runs as (slurmctld's is
+        # SlurmUser).
+        "securityContext": {"runAsUser": 0, "runAsGroup": 0},
+        "volumeMounts": [
+            {"name": CONF_VOLUME, "mountPath": CONF_DIR, "readOnly": True},
+            _file_mount(NSSWITCH_PATH, "nsswitch.conf"),
+            {"name": SSS_VOLUME, "mountPath": SSS_DIR},
+            *_secret_mounts(values),
+        ],
+    }
+
+
+def main_container_mounts(*, login: bool) -> list[Obj]:
+    """What the Pod's main container (sshd, slurmd, slurmctld, slurmdbd) mounts."""
+    mounts = [
+        {"name": SSS_VOLUME, "mountPath": SSS_DIR},
+        _file_mount(NSSWITCH_PATH, "nsswitch.conf"),
+        _file_mount(SUDOERS_PATH, "sudoers"),
+    ]
+    if login:
+        mounts.append(_file_mount(SSHD_SNIPPET_PATH, "sshd_config"))
+    return mounts
+
+
+def pod_volumes(release: str, values: Obj) -> list[Obj]:
+    modes = {"sssd.conf": 0o600, "sudoers": 0o440, "sshd_config": 0o644, "nsswitch.conf": 0o644}
+    volumes: list[Obj] = [
+        {"name": CONF_VOLUME,
+         "configMap": {"name": config_map_name(release),
+                       "items": [{"key": k, "path": k, "mode": m} for k, m in modes.items()]}},
+        {"name": SSS_VOLUME, "emptyDir": {}},
+    ]  # fmt: skip
+    for directory in enabled_directories(values):
+        name = _name(directory)
+        if secret := (directory.get("user") or {}).get("existingSecret"):
+            volumes.append({"name": f"directory-{name}-authtok",
+                            "secret": {"secretName": secret, "defaultMode": 0o400}})  # fmt: skip
+        if secret := directory.get("ldapsCert"):
+            volumes.append({"name": f"directory-{name}-tls",
+                            "secret": {"secretName": secret, "defaultMode": 0o400}})  # fmt: skip
+    return volumes
+
+
+def _secret_mounts(values: Obj) -> list[Obj]:
+    mounts = []
+    for directory in enabled_directories(values):
+        name = _name(directory)
+        if (directory.get("user") or {}).get("existingSecret"):
+            mounts.append({"name": f"directory-{name}-authtok",
+                           "mountPath": f"{SECRETS_DIR}/{name}", "readOnly": True})  # fmt: skip
+        if directory.get("ldapsCert"):
+            mounts.append({"name": f"directory-{name}-tls",
+                           "mountPath": f"{TLS_DIR}/{name}", "readOnly": True})  # fmt: skip
+    return mounts
+
+
+def _file_mount(path: str, key: str) -> Obj:
+    return {"name": CONF_VOLUME, "mountPath": path, "subPath": key, "readOnly": True}
+
+
+def _name(directory: Obj) -> str:
+    return str(directory.get("name") or "default")
+
+
+def _shell_word(word: str) -> str:
+    return "'" + word.replace("'", "'\\''") + "'"
+
+
+def with_directory(pod: Obj, release: str, values: Obj, *, login: bool = False) -> Obj:
+    """`pod` (a Pod spec whose first container is the main one) with the directory's sidecar,
+    mounts and volumes; unchanged when no directory is enabled."""
+    if not directory_enabled(values):
+        return pod
+    main, *others = pod["containers"]
+    main = {**main, "volumeMounts": [*(main.get("volumeMounts") or []),
+                                     *main_container_mounts(login=login)]}  # fmt: skip
+    return {
+        **pod,
+        "containers": [main, *others, sssd_container(main["image"], values)],
+        "volumes": [*(pod.get("volumes") or []), *pod_volumes(release, values)],
+    }

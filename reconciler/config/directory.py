@@ -1,0 +1,151 @@
+"""The `directoryService` keys of a SUNK values file (seed 001, "Directory Service" and
+"Google Secure LDAP"): which keys a directory entry has, and the value checks whose wrong
+value would only fail inside the sssd sidecar, at login time.
+
+Types are checked by schema.py from the tables here; this module holds what types cannot say.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from reconciler.config.yamlfile import KeyPath, YamlFile, lookup
+from reconciler.errors import ConfigTypeError
+
+DIRECTORY_VALUES: dict[str, str] = {
+    "directoryService": "mapping",
+    "directoryService.sudoGroups": "string or list of strings",
+    "directoryService.directories": "list of mappings",
+}
+
+DIRECTORY_ENTRY: dict[str, str] = {
+    "name": "string",
+    "enabled": "boolean",
+    "debugLevel": "string or integer",  # YAML reads seed 001's 0x0200 as the integer 512
+    "ldapUri": "string",
+    "user": "mapping",
+    "user.bindDn": "string",
+    "user.searchBase": "string",
+    "user.password": "string",
+    "user.canary": "string",
+    "user.existingSecret": "string",
+    "defaultShell": "string",
+    "fallbackHomeDir": "string",
+    "overrideHomeDir": "string",
+    "ldapsCert": "string",
+    "sudoGroups": "string or list of strings",
+    "schema": "string",
+}
+
+SCHEMAS = ("rfc2307", "rfc2307bis")
+URI_SCHEMES = ("ldap://", "ldaps://")
+# A directory's name becomes an SSSD domain ([domain/<name>]) and part of file names.
+_NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
+# POSIX portable user/group names, plus what LDAP/AD group names commonly hold (space, @).
+_GROUP = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_. @-]*")
+_ENTRIES: KeyPath = ("directoryService", "directories")
+
+PASSWORD_NOT_RENDERED = (
+    "is not rendered: a password in a values file sits in git in clear. Put the SSSD snippet "
+    "`[domain/<name>]` + `ldap_default_authtok = ...` in a Secret and name it in "
+    "user.existingSecret (seed 001 recommends this)"
+)
+
+
+def check_directory_service(doc: YamlFile) -> None:
+    """Value checks for each directory entry (types were checked from DIRECTORY_ENTRY)."""
+    entries, found = lookup(doc.data, list(_ENTRIES))
+    if not found or not isinstance(entries, list):
+        return
+    seen: set[str] = set()
+    for index, entry in enumerate(entries):
+        path: KeyPath = (*_ENTRIES, index)
+        name = entry.get("name", "default")
+        _check(doc, (*path, "name"), bool(_NAME.fullmatch(name)),
+               f"directory name {name!r} must be lowercase letters, digits and '-'",
+               "it names the SSSD domain and the files rendered for it")  # fmt: skip
+        _check(doc, (*path, "name"), name not in seen, f"directory {name!r} is defined twice")
+        seen.add(name)
+        if entry.get("enabled", True) is False:
+            continue
+        uri = entry.get("ldapUri") or ""
+        _check(doc, (*path, "ldapUri"), uri.startswith(URI_SCHEMES),
+               f"ldapUri must start with ldap:// or ldaps://, got {uri!r}",
+               "an enabled directory needs a server: ldaps://ldap.google.com:636")  # fmt: skip
+        schema = entry.get("schema") or "rfc2307"
+        _check(doc, (*path, "schema"), schema in SCHEMAS,
+               f"schema must be one of {', '.join(SCHEMAS)}, got {schema!r}",
+               "Google Secure LDAP and Active Directory groups need rfc2307bis")  # fmt: skip
+        level = entry.get("debugLevel")
+        _check(doc, (*path, "debugLevel"), level is None or _is_debug_level(level),
+               f"debugLevel must be 0-9 or a bit mask such as 0x0200, got {level!r}")  # fmt: skip
+        for group_path, group in _groups(entry.get("sudoGroups"), (*path, "sudoGroups")):
+            _check_group(doc, group_path, group)
+    for group_path, group in _groups(lookup(doc.data, ["directoryService", "sudoGroups"])[0],
+                                     ("directoryService", "sudoGroups")):  # fmt: skip
+        _check_group(doc, group_path, group)
+
+
+def unknown_directory_keys(data: Any) -> Iterator[tuple[KeyPath, str]]:
+    """(path, why) for keys inside a directory entry that we do not read, and for a password
+    written in values (reported, never echoed)."""
+    entries, found = lookup(data, list(_ENTRIES))
+    if not found or not isinstance(entries, list):
+        return
+    tops = [k for k in DIRECTORY_ENTRY if "." not in k]
+    users = [k.partition(".")[2] for k in DIRECTORY_ENTRY if k.startswith("user.")]
+    for index, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            continue
+        path: KeyPath = (*_ENTRIES, index)
+        for key in entry:
+            if key not in tops:
+                yield (*path, key), _unknown(f"{key}", tops)
+        user = entry.get("user") if isinstance(entry.get("user"), dict) else {}
+        for key in user:
+            if key not in users:
+                yield (*path, "user", key), _unknown(f"user.{key}", users, prefix="user.")
+        if user.get("password"):
+            yield (*path, "user", "password"), f"user.password {PASSWORD_NOT_RENDERED}"
+
+
+def sudo_group_list(value: Any) -> list[str]:
+    """Seed 001 writes sudoGroups as a list, with `""` as its default: both mean the same."""
+    if isinstance(value, str):
+        return [g.strip() for g in value.split(",") if g.strip()]
+    return [str(g) for g in value or []]
+
+
+def _groups(value: Any, path: KeyPath) -> Iterator[tuple[KeyPath, str]]:
+    if isinstance(value, list):
+        yield from (((*path, i), str(g)) for i, g in enumerate(value))
+    elif isinstance(value, str):
+        yield from ((path, g) for g in sudo_group_list(value))
+
+
+def _check_group(doc: YamlFile, path: KeyPath, group: str) -> None:
+    _check(doc, path, bool(_GROUP.fullmatch(group)),
+           f"sudo group {group!r} has characters a group name cannot hold",
+           "letters, digits, '_', '.', '-', '@' and spaces")  # fmt: skip
+
+
+def _is_debug_level(level: Any) -> bool:
+    if isinstance(level, bool):
+        return False
+    if isinstance(level, int):
+        return 0 <= level <= 0xFFFF
+    return bool(re.fullmatch(r"[0-9]|0x[0-9A-Fa-f]{1,4}", level.strip()))
+
+
+def _check(doc: YamlFile, path: KeyPath, ok: bool, message: str, hint: str | None = None) -> None:
+    if not ok:
+        raise ConfigTypeError(message, where=doc.location(path), hint=hint)
+
+
+def _unknown(key: str, known: list[str], prefix: str = "") -> str:
+    close = difflib.get_close_matches(key.removeprefix(prefix), known, n=1)
+    text = f"directory key {key!r} is not a key this reconciler reads; it is ignored"
+    return text + (f"; did you mean {prefix + close[0]!r}?" if close else "")
