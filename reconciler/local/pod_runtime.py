@@ -28,6 +28,7 @@ from reconciler.compile.workloads import JWT_DIR
 from reconciler.errors import LocalStackError
 from reconciler.local.directory_runtime import LocalSssd, has_sssd
 from reconciler.local.ports import is_accepting
+from reconciler.local.s6_services import LocalS6
 from reconciler.local.slurm import SlurmCluster, SlurmPaths
 from reconciler.local.volumes import (
     HostLayout,
@@ -84,6 +85,7 @@ class LocalPodRuntime:
         self._lock = threading.Lock()
         self._munge_users: set[str] = set()
         self._sssd = LocalSssd(cluster.supervisor, files, cluster.paths.run / "pod-views")
+        self._s6 = LocalS6(cluster.supervisor, files, cluster.paths.run / "s6")
         self._owned: dict[str, list[str]] = {}  # Pod key -> daemons it started
         # Pod key -> container -> (log file, where this start's output begins)
         self._logs: dict[str, dict[str, tuple[Path, int]]] = {}
@@ -193,12 +195,16 @@ class LocalPodRuntime:
 
     def _slurmd(self, pod: Obj) -> list[str]:
         node = pod["metadata"]["name"]  # the Pod name is the Slurm node name
+        # s6-overlay brings up the user bundle (compute.s6) before the command, slurmd.
+        s6 = self._s6.start(pod, pod["spec"]["containers"][0]["name"])
         try:
             self._cluster.start_slurmd(node, wait=True)
         except BaseException:
             self._cluster.stop_slurmd(node, grace=1.0)
+            for daemon in s6:
+                self._cluster.supervisor.stop(daemon, grace=2.0)
             raise
-        return [self._cluster.slurmd_daemon(node)]
+        return [*s6, self._cluster.slurmd_daemon(node)]
 
     def _slurmctld(self, pod: Obj) -> list[str]:
         """slurmctld, once the slurmdbd slurm.conf names answers: a first start without its
