@@ -13,6 +13,13 @@ from reconciler.compile.accounting import Accounting, compile_accounting
 from reconciler.compile.control_plane import control_plane_objects
 from reconciler.compile.nodesets import NodeSet, compose_all
 from reconciler.compile.profile import Profile
+from reconciler.compile.pyxis import (
+    ENROOT_CONF,
+    enroot_map_name,
+    plugstack_files,
+    pyxis_enabled,
+    render_enroot_conf,
+)
 from reconciler.compile.reservations import Reservation, compile_reservations
 from reconciler.compile.s6_services import s6_config_map_data, s6_map_name, s6_services
 from reconciler.compile.secrets import GeneratedSecret, generated_secrets
@@ -138,7 +145,7 @@ def _kube_objects(
             manifests.slurm_conf_map_name(release),
             namespace,
             release,
-            {"slurm.conf": slurm_conf, "gres.conf": gres_conf},
+            {"slurm.conf": slurm_conf, "gres.conf": gres_conf, **plugstack_files(values)},
             {wk.ANNOTATION_SLURM_NODES: hostlist.collect_hostlist(declared)},
         ),
         *_script_maps(release, namespace, values),
@@ -168,6 +175,9 @@ def _script_maps(release: str, namespace: str, values: dict[str, Any]) -> list[d
     if services := s6_services(values):
         data = s6_config_map_data(services)
         maps.append(manifests.config_map(s6_map_name(release), namespace, release, data))
+    if pyxis_enabled(values):
+        data = {ENROOT_CONF: render_enroot_conf(values)}
+        maps.append(manifests.config_map(enroot_map_name(release), namespace, release, data))
     return maps
 
 

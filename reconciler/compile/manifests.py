@@ -10,6 +10,7 @@ from typing import Any
 from reconciler import wellknown as wk
 from reconciler.compile.directory import with_directory
 from reconciler.compile.munge import munge_container, munge_socket_mount, munge_volumes
+from reconciler.compile.pyxis import with_pyxis
 from reconciler.compile.s6_services import s6_services, s6_volume, s6_volume_mounts
 from reconciler.compile.slurm_nodes import SlurmNodeSpec
 
@@ -150,7 +151,7 @@ def _pod_spec(release: str, definition: dict[str, Any], values: dict[str, Any]) 
             spec[key] = definition[key]
     if values.get("imagePullSecrets"):
         spec["imagePullSecrets"] = values["imagePullSecrets"]
-    return spec
+    return with_pyxis(spec, release, values)
 
 
 def _slurmd_container(definition: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:

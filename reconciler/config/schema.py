@@ -108,6 +108,9 @@ VALUES: dict[str, str] = {
     "compute.pyxis": "mapping",
     "compute.pyxis.enabled": "boolean",
     "compute.pyxis.mountHome": "boolean",
+    "compute.pyxis.required": "boolean",
+    "compute.pyxis.pluginPath": "string",
+    "compute.pyxis.credentialsSecret": "string",
     "compute.ssh": "mapping",
     "compute.ssh.enabled": "boolean",
     "compute.securityContext": "mapping",
@@ -242,9 +245,8 @@ def _check_type(doc: YamlFile, path: KeyPath, value: Any, expected: str) -> None
 
 def _check_s6(doc: YamlFile, path: KeyPath, script: Any) -> None:
     name = path[-1]
-    if not isinstance(name, str) or not S6_NAME.fullmatch(name) or name in S6_RESERVED or (
-        name.startswith("s6rc-")
-    ):
+    reserved = name in S6_RESERVED or str(name).startswith("s6rc-")
+    if not isinstance(name, str) or not S6_NAME.fullmatch(name) or reserved:
         raise ConfigTypeError(
             f"{name!r} cannot name an s6 service",
             where=doc.location(path),

@@ -1,0 +1,125 @@
+"""`compute.pyxis` -> pyxis's plugstack.conf, enroot's enroot.conf, and what the slurmd
+container needs to run them (pure).
+
+Seed 001 ("Running Slurm Jobs in Containers"): pyxis is a SPANK plugin that srun, sbatch and
+slurmd load from plugstack.conf, which Slurm reads beside slurm.conf (so it goes in the
+`<release>-slurm-conf` ConfigMap); pyxis runs enroot, which reads /etc/enroot/enroot.conf.
+Enabling pyxis also adds SYS_NICE and SYS_ADMIN to the slurmd container, beside what the values
+add, and mounts a Secret holding enroot's registry `.credentials` when values name one: only its
+name is ever rendered.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+PLUGSTACK_CONF = "plugstack.conf"
+# pyxis's `make install` puts the plugin here; a deb build puts it under /usr/lib.
+DEFAULT_PLUGIN_PATH = "/usr/local/lib/slurm/spank_pyxis.so"
+PYXIS_RUNTIME_PATH = "/run/pyxis"  # pyxis's own default: a folder on a tmpfs
+ENROOT_CONF_DIR = "/etc/enroot"
+ENROOT_CONF = "enroot.conf"
+ENROOT_RUNTIME_DIR = "/run/enroot"  # enroot's working folder: a tmpfs, as enroot advises
+ENROOT_CACHE_DIR = "/var/lib/enroot/cache"  # image layers, shared by a group
+ENROOT_DATA_DIR = "/var/lib/enroot/data"  # the filesystems of running containers
+ENROOT_CONFIG_DIR = "/var/lib/enroot/config"  # $ENROOT_CONFIG_PATH: .credentials
+CREDENTIALS_KEY = ".credentials"  # the Secret's key, and the file enroot reads
+PYXIS_CAPABILITIES = ("SYS_NICE", "SYS_ADMIN")  # seed 001, "Enabling Pyxis"
+
+
+def pyxis_values(values: dict[str, Any]) -> dict[str, Any]:
+    return (values.get("compute") or {}).get("pyxis") or {}
+
+
+def pyxis_enabled(values: dict[str, Any]) -> bool:
+    return bool(pyxis_values(values).get("enabled"))
+
+
+def enroot_map_name(release: str) -> str:
+    return f"{release}-enroot"
+
+
+def plugstack_files(values: dict[str, Any]) -> dict[str, str]:
+    """What pyxis adds to the slurm-conf ConfigMap (nothing when it is not enabled)."""
+    return {PLUGSTACK_CONF: render_plugstack_conf(values)} if pyxis_enabled(values) else {}
+
+
+def render_plugstack_conf(values: dict[str, Any]) -> str:
+    """One pyxis line (spank(8): `required|optional plugin [args...]`) with pyxis's arguments
+    spelled out at the values we choose, so the file says what runs."""
+    pyxis = pyxis_values(values)
+    kind = "required" if pyxis.get("required", True) else "optional"
+    plugin = pyxis.get("pluginPath") or DEFAULT_PLUGIN_PATH
+    args = [
+        f"runtime_path={PYXIS_RUNTIME_PATH}",
+        "execute_entrypoint=0",  # run the job's command, not the image's ENTRYPOINT first
+        "container_scope=global",  # a named container outlives the job that made it
+        "sbatch_support=1",  # #SBATCH --container-image runs the batch script in it
+    ]
+    return f"# pyxis (compute.pyxis), loaded by srun, sbatch and slurmd\n{kind} {plugin} " + (
+        " ".join(args) + "\n"
+    )
+
+
+def render_enroot_conf(values: dict[str, Any]) -> str:
+    """enroot.conf: `NAME value` lines, which enroot reads in bash (so $(id -u) expands)."""
+    mount_home = "yes" if pyxis_values(values).get("mountHome") else "no"
+    settings = [
+        ("ENROOT_RUNTIME_PATH", f"{ENROOT_RUNTIME_DIR}/user-$(id -u)"),
+        ("ENROOT_CACHE_PATH", f"{ENROOT_CACHE_DIR}/group-$(id -g)"),
+        ("ENROOT_DATA_PATH", f"{ENROOT_DATA_DIR}/user-$(id -u)"),
+        ("ENROOT_CONFIG_PATH", ENROOT_CONFIG_DIR),
+        ("ENROOT_MOUNT_HOME", mount_home),  # compute.pyxis.mountHome
+    ]
+    width = max(len(name) for name, _ in settings) + 1
+    lines = [f"{name:<{width}}{value}" for name, value in settings]
+    return "# enroot (compute.pyxis); every variable: enroot's doc/configuration.md\n" + (
+        "\n".join(lines) + "\n"
+    )
+
+
+def with_pyxis(spec: dict[str, Any], release: str, values: dict[str, Any]) -> dict[str, Any]:
+    """The slurmd Pod spec (slurmd first) with what pyxis and enroot need, when enabled."""
+    if not pyxis_enabled(values):
+        return spec
+    slurmd, *others = spec["containers"]
+    mounts = [
+        {"name": "enroot-conf", "mountPath": f"{ENROOT_CONF_DIR}/{ENROOT_CONF}",
+         "subPath": ENROOT_CONF, "readOnly": True},
+        {"name": "pyxis-runtime", "mountPath": PYXIS_RUNTIME_PATH},
+        {"name": "enroot-runtime", "mountPath": ENROOT_RUNTIME_DIR},
+        {"name": "enroot-cache", "mountPath": ENROOT_CACHE_DIR},
+        {"name": "enroot-data", "mountPath": ENROOT_DATA_DIR},
+    ]  # fmt: skip
+    volumes: list[dict[str, Any]] = [
+        {"name": "enroot-conf", "configMap": {"name": enroot_map_name(release)}},
+        {"name": "pyxis-runtime", "emptyDir": {"medium": "Memory"}},
+        {"name": "enroot-runtime", "emptyDir": {"medium": "Memory"}},
+        {"name": "enroot-cache", "emptyDir": {}},
+        {"name": "enroot-data", "emptyDir": {}},
+    ]
+    if secret := pyxis_values(values).get("credentialsSecret"):
+        mounts.append({"name": "enroot-credentials", "readOnly": True,
+                       "mountPath": f"{ENROOT_CONFIG_DIR}/{CREDENTIALS_KEY}",
+                       "subPath": CREDENTIALS_KEY})  # fmt: skip
+        # enroot reads it as the job's user: readable by all on the node, as any shared
+        # registry login is.
+        volumes.append({"name": "enroot-credentials", "secret": {
+            "secretName": secret, "defaultMode": 0o444,
+            "items": [{"key": CREDENTIALS_KEY, "path": CREDENTIALS_KEY}]}})  # fmt: skip
+    slurmd = {
+        **slurmd,
+        "volumeMounts": [*(slurmd.get("volumeMounts") or []), *mounts],
+        "securityContext": _with_capabilities(slurmd.get("securityContext") or {}),
+    }
+    return {**spec, "containers": [slurmd, *others],
+            "volumes": [*(spec.get("volumes") or []), *volumes]}  # fmt: skip
+
+
+def _with_capabilities(security: dict[str, Any]) -> dict[str, Any]:
+    """The values' capabilities first, then pyxis's that they lack (a union: enabling pyxis
+    always grants them; `drop` stays as written)."""
+    capabilities = dict(security.get("capabilities") or {})
+    added = list(capabilities.get("add") or [])
+    added += [c for c in PYXIS_CAPABILITIES if c not in added]
+    return {**security, "capabilities": {**capabilities, "add": added}}
