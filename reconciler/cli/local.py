@@ -27,7 +27,12 @@ from reconciler.compile.desired import DesiredState, compile_desired_state
 from reconciler.config.files import read_library, read_repo
 from reconciler.config.repo import Config, load_config
 from reconciler.errors import LocalStackError
-from reconciler.local.directory import SECRET_KEY, SECRET_NAME, LocalDirectory
+from reconciler.local.directory import (
+    SECRET_KEY,
+    SECRET_NAME,
+    TLS_SECRET_NAME,
+    LocalDirectory,
+)
 from reconciler.local.kubelet_model import NodeTemplate, node_templates, required_labels
 from reconciler.local.kubelet_server import KubeletServer
 from reconciler.local.nodeagent import NodeAgent
@@ -133,17 +138,19 @@ def run_up(args: argparse.Namespace) -> int:
 
 
 def _start_directory(stack: LocalStack, kube: Kube, namespace: str) -> None:
-    """slapd, and the Secret its values name (the bind password's SSSD snippet), as an admin
-    would `kubectl create secret` it."""
+    """slapd, and the Secrets its values name (the bind password's SSSD snippet, the LDAPS
+    client certificate and CA), as an admin would `kubectl create secret` them."""
     directory = LocalDirectory(stack.runtime_dir / "directory", stack.supervisor)
     record = directory.start()
     kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-    secret = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-              "metadata": {"name": SECRET_NAME, "namespace": namespace},
-              "data": {SECRET_KEY: base64.b64encode(directory.secret_file.read_bytes())
-                       .decode()},
-              }  # fmt: skip
-    kube.create(secret)
+    for name, kind, data in (
+        (SECRET_NAME, "Opaque", {SECRET_KEY: directory.secret_file.read_bytes()}),
+        (TLS_SECRET_NAME, "kubernetes.io/tls", directory.tls_secret_data()),
+    ):
+        encoded = {key: base64.b64encode(value).decode() for key, value in data.items()}
+        meta = {"name": name, "namespace": namespace}
+        kube.create({"apiVersion": "v1", "kind": "Secret", "type": kind, "metadata": meta,
+                     "data": encoded})  # fmt: skip
     _progress(f"directory: slapd at {record.uri}; users alice and bob, keys in "
               f"{directory.keys}; to use it, copy {directory.values_file} into the repo's "
               "values.d/ and apply")  # fmt: skip

@@ -7,6 +7,10 @@ Each has an ed25519 key pair in `<runtime>/directory/keys/`; the public half is 
 `sshPublicKey` in LDAP, as seed 001's Google Secure LDAP setup has it. sssd binds as
 cn=sssd with a generated password: the SSSD snippet that carries it is a file for
 `kubectl create secret`, never a value.
+
+slapd speaks LDAPS only, with a certificate from a CA made for this stack, so the Pods reach
+it as seed 001's Google example does: `ldaps://` plus `ldapsCert`, a TLS Secret (a client
+certificate and key, and the CA as `ca.crt`).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ BASE_DN = "dc=sunk,dc=test"
 BIND_DN = f"cn=sssd,{BASE_DN}"
 SECRET_NAME = "slurm-ldap-password"  # the Secret directoryService...user.existingSecret names
 SECRET_KEY = "ldap-password.conf"  # seed 001: the key must end in .conf
+TLS_SECRET_NAME = "slurm-ldap-tls"  # the Secret directoryService...ldapsCert names
 SUDO_GROUP = "slurm-admins"
 DAEMON = "slapd"
 READY_SECONDS = 30.0
@@ -52,7 +57,7 @@ class DirectoryRecord:
 
     @property
     def uri(self) -> str:
-        return f"ldap://127.0.0.1:{self.port}"
+        return f"ldaps://127.0.0.1:{self.port}"
 
 
 class LocalDirectory:
@@ -69,6 +74,16 @@ class LocalDirectory:
         return self.root / SECRET_KEY
 
     @property
+    def tls(self) -> Path:
+        return self.root / "tls"
+
+    def tls_secret_data(self) -> dict[str, bytes]:
+        """The ldapsCert Secret's keys (kubernetes.io/tls, plus ca.crt)."""
+        return {"tls.crt": (self.tls / "client.crt").read_bytes(),
+                "tls.key": (self.tls / "client.key").read_bytes(),
+                "ca.crt": (self.tls / "ca.crt").read_bytes()}  # fmt: skip
+
+    @property
     def values_file(self) -> Path:
         return self.root / "directory-values.yaml"
 
@@ -81,6 +96,7 @@ class LocalDirectory:
         previous = self.record()
         record = DirectoryRecord(previous.port if previous else free_port())
         self.root.mkdir(parents=True, exist_ok=True)
+        make_tls(self.tls)
         conf = self._write_config()
         if not (self.root / "data" / "data.mdb").exists():
             self._seed(conf)
@@ -117,8 +133,10 @@ class LocalDirectory:
             if not key.exists():
                 _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"{name}@ldap",
                       "-f", str(key)])  # fmt: skip
-        ldif = seed_ldif(self._bind_password(),
-                         {n: (self.keys / f"{n}.pub").read_text().strip() for n, _, _ in USERS})
+        ldif = seed_ldif(
+            self._bind_password(),
+            {n: (self.keys / f"{n}.pub").read_text().strip() for n, _, _ in USERS},
+        )
         (self.root / "seed.ldif").write_text(ldif)
         _run([SLAPADD, "-f", str(conf), "-l", str(self.root / "seed.ldif")])
 
@@ -131,6 +149,9 @@ def slapd_conf(root: Path, *, admin_password: str) -> str:
              f"pidfile {root / 'slapd.pid'}", f"argsfile {root / 'slapd.args'}",
              "database mdb", f'suffix "{BASE_DN}"', f'rootdn "cn=admin,{BASE_DN}"',
              f"rootpw {admin_password}", f"directory {root / 'data'}",
+             f"TLSCACertificateFile {root / 'tls' / 'ca.crt'}",
+             f"TLSCertificateFile {root / 'tls' / 'server.crt'}",
+             f"TLSCertificateKeyFile {root / 'tls' / 'server.key'}",
              "access to attrs=userPassword by anonymous auth by * none",
              f'access to * by dn.exact="{BIND_DN}" read by * none']  # fmt: skip
     return "\n".join(lines) + "\n"
@@ -176,6 +197,7 @@ directoryService:
       enabled: true
       ldapUri: {record.uri}
       schema: rfc2307
+      ldapsCert: {TLS_SECRET_NAME}
       user:
         bindDn: {BIND_DN}
         searchBase: {BASE_DN}
@@ -184,7 +206,30 @@ directoryService:
 """
 
 
-def _run(argv: list[str]) -> None:
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+def make_tls(folder: Path) -> None:
+    """A CA for this stack, slapd's certificate for 127.0.0.1 and a client certificate (what
+    Google Secure LDAP hands out), made once."""
+    if (folder / "client.crt").exists():
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    folder.chmod(0o700)
+    _run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+          "-nodes", "-days", "3650", "-subj", "/CN=sunk-reconciler local CA",
+          "-keyout", str(folder / "ca.key"), "-out", str(folder / "ca.crt")])  # fmt: skip
+    for name, extension in (("server", "subjectAltName=IP:127.0.0.1"),
+                            ("client", "extendedKeyUsage=clientAuth")):  # fmt: skip
+        _run(["openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+              "-nodes", "-subj", f"/CN=sunk-reconciler local {name}",
+              "-keyout", str(folder / f"{name}.key"),
+              "-out", str(folder / f"{name}.csr")])  # fmt: skip
+        _run(["openssl", "x509", "-req", "-in", str(folder / f"{name}.csr"), "-days", "3650",
+              "-CA", str(folder / "ca.crt"), "-CAkey", str(folder / "ca.key"),
+              "-CAcreateserial", "-extfile", "/dev/stdin", "-out", str(folder / f"{name}.crt")],
+             stdin=extension)  # fmt: skip
+
+
+def _run(argv: list[str], stdin: str | None = None) -> None:
+    done = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=60,
+                          check=False)  # fmt: skip
     if done.returncode != 0:
         raise LocalStackError(f"{argv[0]} failed (exit {done.returncode}): {done.stderr.strip()}")

@@ -146,8 +146,11 @@ def test_no_secret_in_render_plan_apply_or_logs(env: Env) -> None:
     assert password in base64.b64decode(next(iter(snippet.values()))).decode()  # it is used
     rendered = reconciler_cli("render", str(env.stack.repo))
     assert rendered.returncode == 0, rendered.stderr
-    seen = [("render", rendered.stdout + rendered.stderr), ("plan and apply", env.said),
-            ("local up", env.stack.running.log.read_text(errors="replace"))]
+    seen = [
+        ("render", rendered.stdout + rendered.stderr),
+        ("plan and apply", env.said),
+        ("local up", env.stack.running.log.read_text(errors="replace")),
+    ]
     seen += [(str(p), p.read_text(errors="replace")) for p in (runtime / "logs").glob("*.log")]
     raw_munge = base64.b64decode(munge)
     for where, text in seen:
