@@ -28,6 +28,8 @@ ANNOTATION_SOURCE_REVISION: Final = f"{DOMAIN}/source-revision"
 ANNOTATION_DEFAULT_CONTAINER: Final = "kubectl.kubernetes.io/default-container"
 # On a Secret we generate (munge key, JWT key): what its data is; the data itself is never shown.
 ANNOTATION_GENERATED: Final = f"{DOMAIN}/generated"
+# On a Secret whose data comes from values: "<key>: <values key>" (never the data).
+ANNOTATION_FROM_VALUES: Final = f"{DOMAIN}/from-values"
 # What `kubectl rollout restart` sets on a Deployment's Pod template; apply sets it the same way
 # to restart slurmctld when NodeName lines change.
 ANNOTATION_RESTARTED_AT: Final = "kubectl.kubernetes.io/restartedAt"

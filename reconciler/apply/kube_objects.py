@@ -3,15 +3,17 @@ pruned objects deleted."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from reconciler.adapters.kube import Kube
 from reconciler.apply.controller import roll_deployment
 from reconciler.apply.secrets import generate
-from reconciler.apply.target import Say, Target
+from reconciler.apply.target import ApplyError, Say, Target
+from reconciler.compile.desired import DesiredState
 from reconciler.compile.secrets import secret_from_manifest
-from reconciler.plan.model import Change
-from reconciler.wellknown import LABEL_MANAGED_BY, MANAGED_BY_VALUE
+from reconciler.plan.model import Change, Plan
+from reconciler.wellknown import ANNOTATION_FROM_VALUES, LABEL_MANAGED_BY, MANAGED_BY_VALUE
 
 OWNED = f"{LABEL_MANAGED_BY}={MANAGED_BY_VALUE}"
 APPS_KINDS = frozenset({"StatefulSet", "Deployment"})
@@ -19,11 +21,39 @@ APPS_KINDS = frozenset({"StatefulSet", "Deployment"})
 
 def apply_kube(changes: list[Change], target: Target, say: Say) -> None:
     for change in changes:
+        if _from_values(change):
+            _apply_value_secret(change, target, say)
+            continue
         if change.ref.kind == "Secret":
             _create_secret(change, target, say)
             continue
         target.kube.apply(change.desired, force=True)
         say(f"{change.action.value}d {change.ref}")
+
+
+def with_value_secret_data(plan: Plan, state: DesiredState) -> Plan:
+    """A saved plan holds no Secret data: its Secrets from values take their data from the
+    repo's values at apply time."""
+    data = {s.name: s.with_data() for s in state.value_secrets}
+    changes = tuple(
+        replace(c, payload=data.get(c.ref.name)) if _from_values(c) else c for c in plan.changes
+    )
+    return replace(plan, changes=changes)
+
+
+def _from_values(change: Change) -> bool:
+    annotations = ((change.desired or {}).get("metadata") or {}).get("annotations") or {}
+    return change.ref.kind == "Secret" and ANNOTATION_FROM_VALUES in annotations
+
+
+def _apply_value_secret(change: Change, target: Target, say: Say) -> None:
+    if change.payload is None:
+        raise ApplyError(
+            f"{change.ref} takes its data from values that the repo no longer has",
+            hint="run plan again and review it",
+        )
+    target.kube.apply(change.payload, force=True)
+    say(f"{change.action.value}d {change.ref} (data from values)")
 
 
 def _create_secret(change: Change, target: Target, say: Say) -> None:

@@ -14,6 +14,7 @@ from reconciler.adapters.sacctmgr import Sacctmgr, SacctmgrError
 from reconciler.adapters.slurm.model import SlurmNode, SlurmReservation, SlurmRestApi
 from reconciler.compile.desired import DesiredState
 from reconciler.compile.manifests import slurm_conf_map_name
+from reconciler.compile.value_secrets import live_digest
 from reconciler.errors import SlurmUnavailableError
 from reconciler.plan.diff import kube_ref, needs_dry_run
 from reconciler.plan.live import LiveAccounting, LiveNode, LiveReservation, LiveState
@@ -45,6 +46,7 @@ def read_live(
     namespace: str,
     sacctmgr: Sacctmgr | None = None,
     secret_names: Iterable[str] = (),
+    value_secret_names: Iterable[str] = (),
 ) -> LiveState:
     objects = {
         kube_ref(obj): obj
@@ -57,6 +59,8 @@ def read_live(
                                      slurm_conf_map_name(release)))  # fmt: skip
     data = (conf_map or {}).get("data") or {}
     secrets = existing_secrets(kube, secret_names, namespace)
+    digests = value_secret_digests(kube, value_secret_names, namespace)
+    secrets |= frozenset(digests)
     now = int(time.time())
     try:
         snapshot = slurm.nodes()
@@ -64,7 +68,8 @@ def read_live(
     except SlurmUnavailableError as error:
         # The differ decides: a control plane of ours that is down explains it (bootstrap).
         return LiveState(objects, {}, data.get("slurm.conf"), data.get("gres.conf"), {}, now,
-                         secrets=secrets, slurm_error=error.message)  # fmt: skip
+                         secrets=secrets, secret_digests=digests,
+                         slurm_error=error.message)  # fmt: skip
     nodes = {n.name: live_node(n) for n in (snapshot.items if snapshot else ())}
     return LiveState(
         objects,
@@ -75,6 +80,7 @@ def read_live(
         now,
         read_accounting(sacctmgr) if sacctmgr is not None else None,
         secrets=secrets,
+        secret_digests=digests,
     )
 
 
@@ -82,6 +88,13 @@ def existing_secrets(kube: Kube, names: Iterable[str], namespace: str) -> frozen
     """Which of these Secrets exist. Read by name (RBAC grants `get` on these names only,
     never a list of every Secret); the data is dropped here, never kept or shown."""
     return frozenset(name for name in names if kube.get("v1", "Secret", name, namespace))
+
+
+def value_secret_digests(kube: Kube, names: Iterable[str], namespace: str) -> dict[str, str]:
+    """The digest of each existing Secret whose data values give: compared with the desired
+    data's, in memory; the data is dropped here."""
+    found = {name: kube.get("v1", "Secret", name, namespace) for name in names}
+    return {name: live_digest(secret) for name, secret in found.items() if secret}
 
 
 def read_accounting(sacctmgr: Sacctmgr) -> LiveAccounting | None:

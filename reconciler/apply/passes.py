@@ -53,7 +53,8 @@ def plan_config(
     state = compile_desired_state(config, profile)
     print_warnings(state.warnings)
     live = read_live(target.kube, target.slurm, state.release, state.namespace, target.sacctmgr,
-                     secret_names=[s.name for s in state.secrets])  # fmt: skip
+                     secret_names=[s.name for s in state.secrets],
+                     value_secret_names=[s.name for s in state.value_secrets])  # fmt: skip
     plan = with_policies(plan_against(state, live, target), config, state, policies)
     return plan, target, state
 

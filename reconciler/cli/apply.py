@@ -10,6 +10,7 @@ from pathlib import Path
 
 from reconciler.apply.connect import resolve_target
 from reconciler.apply.executor import apply_plan
+from reconciler.apply.kube_objects import with_value_secret_data
 from reconciler.apply.live_reader import read_live
 from reconciler.apply.passes import passes, plan_config, with_policies
 from reconciler.apply.target import ApplyError, ApplyOptions, Target
@@ -119,6 +120,7 @@ def run_apply(args: argparse.Namespace) -> int:
     if args.plan_file:
         plan = plan_from_dict(json.loads(args.plan_file.read_text()))
         config = load(args)
+        plan = with_value_secret_data(plan, compile_desired_state(config))
         target, _ = resolve_target(args, config.settings.namespace, release=config.settings.release)
         _apply_one(plan, target, options, args)
         return 0

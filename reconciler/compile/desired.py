@@ -32,6 +32,7 @@ from reconciler.compile.slurm_conf import (
 )
 from reconciler.compile.slurm_nodes import SlurmNodeSpec, slurm_node_spec
 from reconciler.compile.slurmdbd import accounting_plan, render_slurmdbd_conf
+from reconciler.compile.value_secrets import ValueSecret
 from reconciler.config.layering import plain
 from reconciler.config.repo import Config
 from reconciler.config.schema import Warning_
@@ -68,6 +69,8 @@ class DesiredState:
     reservations: tuple[Reservation, ...] = field(default=())
     accounting: Accounting = field(default_factory=Accounting)
     secrets: tuple[GeneratedSecret, ...] = field(default=())
+    # Secrets whose data values give (shown without it; apply keeps them equal to values).
+    value_secrets: tuple[ValueSecret, ...] = field(default=())
 
 
 def compile_desired_state(config: Config, profile: Profile | None = None) -> DesiredState:
@@ -127,6 +130,7 @@ def compile_desired_state(config: Config, profile: Profile | None = None) -> Des
         reservations=reservations,
         accounting=compile_accounting(release, values, config.accounting_locations),
         secrets=generated_secrets(release, namespace, mysql=dbd.render_mysql),
+        value_secrets=tuple(directory.value_secrets(release, namespace, values)),
     )
 
 

@@ -11,7 +11,9 @@ What a Pod gets when an enabled directory is configured:
 - on login Pods, /etc/ssh/sshd_config.d/sunk-directory.conf: keys from sss_ssh_authorizedkeys.
 
 No password is ever in the ConfigMap: the bind password comes from the SSSD snippet in the
-Secret `user.existingSecret` names (seed 001), copied into /etc/sssd/conf.d at start.
+Secret `user.existingSecret` names (seed 001), or, from `user.password`, in the Secret
+`<release>-directory-<name>-authtok` we render (value_secrets.py), copied into /etc/sssd/conf.d
+at start.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from reconciler.compile.value_secrets import ValueSecret
 from reconciler.config.directory import sudo_group_list
 
 Obj = dict[str, Any]
@@ -66,6 +69,38 @@ def directory_enabled(values: Obj) -> bool:
 
 def config_map_name(release: str) -> str:
     return f"{release}-directory"
+
+
+def password_secret_name(release: str, directory: Obj) -> str:
+    return f"{release}-directory-{_name(directory)}-authtok"
+
+
+def value_secrets(release: str, namespace: str, values: Obj) -> list[ValueSecret]:
+    """The SSSD snippet for each `user.password`: `ldap_default_authtok` in a Secret, the same
+    shape seed 001 asks of an existingSecret."""
+    found = []
+    for index, directory in enumerate(_all_directories(values)):
+        password = (directory.get("user") or {}).get("password")
+        if not password or directory.get("enabled", True) is False:
+            continue
+        snippet = f"[domain/{_name(directory)}]\nldap_default_authtok = {password}\n"
+        found.append(ValueSecret(password_secret_name(release, directory), namespace, release,
+                                 "authtok.conf",
+                                 f"directoryService.directories[{index}].user.password",
+                                 snippet))  # fmt: skip
+    return found
+
+
+def _all_directories(values: Obj) -> list[Obj]:
+    return list((values.get("directoryService") or {}).get("directories") or [])
+
+
+def _authtok_secret(release: str, directory: Obj) -> str | None:
+    """The Secret holding this directory's bind password snippet, if any."""
+    user = directory.get("user") or {}
+    if user.get("existingSecret"):
+        return str(user["existingSecret"])
+    return password_secret_name(release, directory) if user.get("password") else None
 
 
 # ---- the files ----------------------------------------------------------------------------
@@ -150,7 +185,7 @@ def config_map_data(values: Obj) -> dict[str, str]:
 # ---- the Pod parts ------------------------------------------------------------------------
 
 
-def sssd_container(image: str, values: Obj) -> Obj:
+def sssd_container(image: str, release: str, values: Obj) -> Obj:
     users = [d.get("user") or {} for d in enabled_directories(values)]
     canaries = [user["canary"] for user in users if user.get("canary")]
     probe = (" && ".join(f"getent passwd {_shell_word(c)}" for c in canaries)
@@ -167,7 +202,7 @@ def sssd_container(image: str, values: Obj) -> Obj:
             {"name": CONF_VOLUME, "mountPath": CONF_DIR, "readOnly": True},
             _file_mount(NSSWITCH_PATH, "nsswitch.conf"),
             {"name": SSS_VOLUME, "mountPath": SSS_DIR},
-            *_secret_mounts(values),
+            *_secret_mounts(release, values),
         ],
     }
 
@@ -194,7 +229,7 @@ def pod_volumes(release: str, values: Obj) -> list[Obj]:
     ]  # fmt: skip
     for directory in enabled_directories(values):
         name = _name(directory)
-        if secret := (directory.get("user") or {}).get("existingSecret"):
+        if secret := _authtok_secret(release, directory):
             volumes.append({"name": f"directory-{name}-authtok",
                             "secret": {"secretName": secret, "defaultMode": 0o400}})  # fmt: skip
         if secret := directory.get("ldapsCert"):
@@ -203,11 +238,11 @@ def pod_volumes(release: str, values: Obj) -> list[Obj]:
     return volumes
 
 
-def _secret_mounts(values: Obj) -> list[Obj]:
+def _secret_mounts(release: str, values: Obj) -> list[Obj]:
     mounts = []
     for directory in enabled_directories(values):
         name = _name(directory)
-        if (directory.get("user") or {}).get("existingSecret"):
+        if _authtok_secret(release, directory):
             mounts.append({"name": f"directory-{name}-authtok",
                            "mountPath": f"{SECRETS_DIR}/{name}", "readOnly": True})  # fmt: skip
         if directory.get("ldapsCert"):
@@ -238,6 +273,6 @@ def with_directory(pod: Obj, release: str, values: Obj, *, login: bool = False) 
                                      *main_container_mounts(login=login)]}  # fmt: skip
     return {
         **pod,
-        "containers": [main, *others, sssd_container(main["image"], values)],
+        "containers": [main, *others, sssd_container(main["image"], release, values)],
         "volumes": [*(pod.get("volumes") or []), *pod_volumes(release, values)],
     }

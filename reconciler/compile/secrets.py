@@ -47,22 +47,30 @@ class GeneratedSecret:
     def manifest(self) -> dict[str, Any]:
         """The Secret as render shows it: metadata only, the data described, never shown."""
         kind = "characters" if self.text else "random bytes"
-        return {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {
-                "name": self.name,
-                "namespace": self.namespace,
-                "labels": {
-                    wk.LABEL_MANAGED_BY: wk.MANAGED_BY_VALUE,
-                    wk.LABEL_PART_OF: "slurm",
-                    wk.LABEL_COMPONENT: "secret",
-                    wk.LABEL_RELEASE: self.release,
-                },
-                "annotations": {wk.ANNOTATION_GENERATED: f"{self.key}: {self.size} {kind}"},
+        described = {wk.ANNOTATION_GENERATED: f"{self.key}: {self.size} {kind}"}
+        return secret_manifest(self.name, self.namespace, self.release, described)
+
+
+def secret_manifest(
+    name: str, namespace: str, release: str, annotations: dict[str, str]
+) -> dict[str, Any]:
+    """One of our Secrets without its data: what render and plan show."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {
+                wk.LABEL_MANAGED_BY: wk.MANAGED_BY_VALUE,
+                wk.LABEL_PART_OF: "slurm",
+                wk.LABEL_COMPONENT: "secret",
+                wk.LABEL_RELEASE: release,
             },
-            "type": "Opaque",
-        }
+            "annotations": annotations,
+        },
+        "type": "Opaque",
+    }
 
 
 def secret_from_manifest(manifest: dict[str, Any]) -> GeneratedSecret:

@@ -48,11 +48,6 @@ _NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
 _GROUP = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_. @-]*")
 _ENTRIES: KeyPath = ("directoryService", "directories")
 
-PASSWORD_NOT_RENDERED = (
-    "is not rendered: a password in a values file sits in git in clear. Put the SSSD snippet "
-    "`[domain/<name>]` + `ldap_default_authtok = ...` in a Secret and name it in "
-    "user.existingSecret (seed 001 recommends this)"
-)
 
 
 def check_directory_service(doc: YamlFile) -> None:
@@ -79,6 +74,12 @@ def check_directory_service(doc: YamlFile) -> None:
         _check(doc, (*path, "schema"), schema in SCHEMAS,
                f"schema must be one of {', '.join(SCHEMAS)}, got {schema!r}",
                "Google Secure LDAP and Active Directory groups need rfc2307bis")  # fmt: skip
+        user = entry.get("user") or {}
+        _check(doc, (*path, "user", "password"),
+               not (user.get("password") and user.get("existingSecret")),
+               "user.password and user.existingSecret are both set",
+               "keep one: the existingSecret's SSSD snippet, or the password we put in a "
+               "Secret")  # fmt: skip
         level = entry.get("debugLevel")
         _check(doc, (*path, "debugLevel"), level is None or _is_debug_level(level),
                f"debugLevel must be 0-9 or a bit mask such as 0x0200, got {level!r}")  # fmt: skip
@@ -90,8 +91,7 @@ def check_directory_service(doc: YamlFile) -> None:
 
 
 def unknown_directory_keys(data: Any) -> Iterator[tuple[KeyPath, str]]:
-    """(path, why) for keys inside a directory entry that we do not read, and for a password
-    written in values (reported, never echoed)."""
+    """(path, why) for keys inside a directory entry that we do not read."""
     entries, found = lookup(data, list(_ENTRIES))
     if not found or not isinstance(entries, list):
         return
@@ -108,8 +108,6 @@ def unknown_directory_keys(data: Any) -> Iterator[tuple[KeyPath, str]]:
         for key in user:
             if key not in users:
                 yield (*path, "user", key), _unknown(f"user.{key}", users, prefix="user.")
-        if user.get("password"):
-            yield (*path, "user", "password"), f"user.password {PASSWORD_NOT_RENDERED}"
 
 
 def sudo_group_list(value: Any) -> list[str]:

@@ -1,16 +1,14 @@
 """The directory service's side of the local Pod runtime: the sssd sidecar our Pods carry, run
-as the real sssd, and each daemon of such a Pod started in its container's view of the
-directory's files (pod_namespace.py).
+as the real sssd (`sssd-<pod>`, from the sidecar's own start script), and each daemon of such a
+Pod started in its container's view of the directory's files (pod_namespace.py).
 
-One sssd serves every Pod, as one munged does: on one host they would share one socket
-folder, so /var/lib/sss maps to one host folder (host_layout). It runs the sidecar's own
-start script from the first Pod that has one; every Pod renders the same files.
+Each Pod has its own sssd and its own /var/lib/sss (the emptyDir the sidecar shares with the
+main container), as in a cluster: a Pod started after a Secret changed reads the new one.
 """
 
 from __future__ import annotations
 
 import subprocess
-import threading
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -42,23 +40,10 @@ class LocalSssd:
         self._supervisor = supervisor
         self._files = files
         self._root = root  # overlays of /etc, one per Pod container
-        self._lock = threading.Lock()
-        self._users: set[str] = set()
 
-    def join(self, key: str, pod: Obj) -> None:
-        """sssd runs (started from this Pod's sidecar if it does not yet)."""
-        with self._lock:
-            self._users.add(key)
-            if self._supervisor.running(DAEMON) is None:
-                self._start(pod)
-
-    def leave(self, key: str) -> None:
-        with self._lock:
-            if key not in self._users:
-                return
-            self._users.discard(key)
-            if not self._users:
-                self._supervisor.stop(DAEMON, grace=5.0)
+    @staticmethod
+    def daemon(pod: Obj) -> str:
+        return f"{DAEMON}-{pod['metadata']['name']}"
 
     def view(self, pod: Obj, container: str) -> ContainerView:
         """The container's directory files where it sees them, /etc an overlay of its own."""
@@ -70,28 +55,35 @@ class LocalSssd:
         overlay = self._root / f"{meta['namespace']}_{meta['name']}" / container
         return ContainerView(overlay, binds)
 
-    def _start(self, pod: Obj) -> None:
+    def start(self, pod: Obj) -> str:
+        """The Pod's sssd, ready as its readinessProbe says; returns the daemon's name."""
         sidecar = next(c for c in pod["spec"]["containers"] if c["name"] == SSSD_CONTAINER)
+        name = self.daemon(pod)
         view = self.view(pod, SSSD_CONTAINER)
-        logs = self._root / "sssd-log"
+        logs = view.overlay.parent / "sssd-log"
         logs.mkdir(parents=True, exist_ok=True)
         # sssd writes its pidfile in /run and its logs in /var/log/sssd: the host's stay
         # untouched.
         view = ContainerView(view.overlay, [*view.binds, (logs, PurePosixPath("/var/log/sssd"))],
                              tmpfs=[PurePosixPath("/run")])  # fmt: skip
-        self._supervisor.wrappers[DAEMON] = view.prefix()
+        self._supervisor.wrappers[name] = view.prefix()
         command = [*(sidecar.get("command") or []), *(sidecar.get("args") or [])]
         socket = self._files.host_path(pod, SSS_DIR) / "pipes" / "nss"
         socket.unlink(missing_ok=True)  # a stale one from an earlier sssd is not readiness
-        self._supervisor.start(DAEMON, command, program=SSSD)
+        self._supervisor.start(name, command, program=SSSD)
         # Ready as the sidecar's readinessProbe says (the canary user resolves), run in the
         # sidecar's view: before that, a daemon's first lookup would miss.
         probe = ((sidecar.get("readinessProbe") or {}).get("exec") or {}).get("command") or []
         checker = ContainerView(view.overlay.parent / f"{SSSD_CONTAINER}-probe", view.binds)
-        self._supervisor.wait_ready(
-            DAEMON, lambda: socket.is_socket() and _succeeds([*checker.prefix(), *probe]),
-            timeout=READY_SECONDS,
-        )  # fmt: skip
+        try:
+            self._supervisor.wait_ready(
+                name, lambda: socket.is_socket() and _succeeds([*checker.prefix(), *probe]),
+                timeout=READY_SECONDS,
+            )  # fmt: skip
+        except BaseException:
+            self._supervisor.stop(name, grace=2.0)
+            raise
+        return name
 
 
 def _succeeds(argv: list[str]) -> bool:

@@ -20,7 +20,7 @@ from typing import Any
 
 from reconciler import wellknown as wk
 from reconciler.compile.control_plane import STATE_DIR
-from reconciler.compile.directory import SSHD_SNIPPET_PATH, SSS_DIR
+from reconciler.compile.directory import SSHD_SNIPPET_PATH, SSSD_CONTAINER
 from reconciler.compile.manifests import CONF_MOUNT
 from reconciler.compile.munge import MUNGE_CONTAINER, MUNGE_KEY_DIR, MUNGE_SOCKET_DIR
 from reconciler.compile.slurmdbd import DB_PASSWORD_DIR, SLURMDBD_CONF_DIR
@@ -58,7 +58,6 @@ def host_layout(paths: SlurmPaths, pods_root: Path) -> HostLayout:
             PurePosixPath(MUNGE_KEY_DIR): paths.munge,  # munge.key
             PurePosixPath(MUNGE_SOCKET_DIR): paths.munge,  # one munged for the host
             PurePosixPath(STATE_DIR): paths.state,  # the controller's claim
-            PurePosixPath(SSS_DIR): paths.run / "sss",  # one sssd for the host
         },
         pods_root,
     )
@@ -113,11 +112,11 @@ class LocalPodRuntime:
             self._join_munge(key)
         starter = self._starters.get(_app(pod))
         try:
-            self._directory_view(key, pod)
-            daemons = starter(pod) if starter is not None else []
+            sidecars = self._directory_view(pod)
+            daemons = [*sidecars, *(starter(pod) if starter is not None else [])]
         except BaseException:
             self._leave_munge(key)
-            self._sssd.leave(key)
+            self._cluster.supervisor.stop(LocalSssd.daemon(pod), grace=2.0)
             raise
         with self._lock:
             self._owned[key] = daemons
@@ -137,6 +136,8 @@ class LocalPodRuntime:
             main = _DAEMON_OF_APP.get(_app(pod), "").format(pod=pod["metadata"]["name"])
             if main:
                 daemons[containers[0]] = main
+        if has_sssd(pod):
+            daemons[SSSD_CONTAINER] = LocalSssd.daemon(pod)
         supervisor = self._cluster.supervisor
         return {c: (supervisor.logfile(daemons[c]), _size(supervisor.logfile(daemons[c])))
                 for c in containers if c in daemons}  # fmt: skip
@@ -153,7 +154,6 @@ class LocalPodRuntime:
             else:
                 self._cluster.supervisor.stop(name, grace=grace)
         self._leave_munge(key)
-        self._sssd.leave(key)
 
     def exited(self) -> list[str]:
         """Pods (namespace/name) one of whose daemons is no longer running."""
@@ -163,16 +163,18 @@ class LocalPodRuntime:
         return [key for key, names in owned.items()
                 if any(supervisor.running(name) is None for name in names)]  # fmt: skip
 
-    def _directory_view(self, key: str, pod: Obj) -> None:
-        """A Pod with the sssd sidecar: sssd runs, and the Pod's main daemon starts in its
-        container's view of the directory's files (nsswitch.conf, sudoers, the sss sockets)."""
+    def _directory_view(self, pod: Obj) -> list[str]:
+        """A Pod with the sssd sidecar: its sssd runs, and its main daemon starts in its
+        container's view of the directory's files (nsswitch.conf, sudoers, the sss sockets).
+        Returns the sidecar's daemons."""
         main = _DAEMON_OF_APP.get(_app(pod), "").format(pod=pod["metadata"]["name"])
         if not has_sssd(pod):
             self._cluster.supervisor.wrappers.pop(main, None)
-            return
-        self._sssd.join(key, pod)
+            return []
+        sssd = self._sssd.start(pod)
         container = pod["spec"]["containers"][0]["name"]
         self._cluster.supervisor.wrappers[main] = self._sssd.view(pod, container).prefix()
+        return [sssd]
 
     # ---- munge: one munged for every Pod on this host ---------------------------------------
 

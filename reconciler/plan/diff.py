@@ -57,7 +57,7 @@ _SLURM_ORDER = {
 def desired_objects(state: DesiredState) -> dict[ObjectRef, Any]:
     """Every object of the desired state, keyed by what identifies it in its system."""
     objects: dict[ObjectRef, Any] = {**desired_kube_objects(state)}
-    for secret in state.secrets:
+    for secret in (*state.secrets, *state.value_secrets):
         objects[kube_ref(secret.manifest())] = secret.manifest()
     objects[ObjectRef(SLURM, SLURM_CONFIG, "", "slurm.conf")] = state.slurm_conf
     objects[ObjectRef(SLURM, SLURM_CONFIG, "", "gres.conf")] = state.gres_conf
@@ -217,7 +217,27 @@ def _secret_changes(state: DesiredState, live: LiveState) -> tuple[list[Change],
         for s in state.secrets
         if s.name not in live.secrets
     ]  # fmt: skip
-    return changes, len(state.secrets) - len(changes)
+    generated = len(state.secrets) - len(changes)
+    values, values_unchanged = _value_secret_changes(state, live)
+    return changes + values, generated + values_unchanged
+
+
+def _value_secret_changes(state: DesiredState, live: LiveState) -> tuple[list[Change], int]:
+    """Secrets whose data values give: created when missing, updated when their live data
+    differs (by digest; offline, a recorded one counts as equal). Shown without data."""
+    changes = []
+    for secret in state.value_secrets:
+        shown = secret.manifest()
+        if secret.name not in live.secrets:
+            action = Action.CREATE
+        elif live.secret_digests.get(secret.name, secret.digest()) != secret.digest():
+            action = Action.UPDATE
+        else:
+            continue
+        changes.append(Change(kube_ref(shown), action, None, shown, desired=shown,
+                              notes=(f"data from {secret.source}",),
+                              payload=secret.with_data()))  # fmt: skip
+    return changes, len(state.value_secrets) - len(changes)
 
 
 def _slurm_changes(state: DesiredState, live: LiveState) -> tuple[list[Change], int, list[str]]:

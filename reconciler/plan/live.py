@@ -99,6 +99,9 @@ class LiveState:
     # Names of the generated Secrets that exist (their data is never read into live state).
     # Not part of the fingerprint: creating one is idempotent (one made meanwhile is kept).
     secrets: frozenset[str] = frozenset()
+    # Digests of the data of the Secrets whose data values give (value_secrets.py), by name:
+    # whether apply must update one. The data itself is never kept.
+    secret_digests: Mapping[str, str] = field(default_factory=dict)
     # Why Slurm's state could not be read (slurmrestd does not answer); None when it was.
     # Its nodes and reservations are then unknown, not absent.
     slurm_error: str | None = None

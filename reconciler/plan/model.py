@@ -61,6 +61,9 @@ class Change:
     # it, defaults included), and the Slurm steps apply takes for this object.
     desired: Any = None
     steps: tuple[str, ...] = ()
+    # What apply sends when it must never be shown (a Secret with its data from values): not
+    # in any rendering of the plan, not compared.
+    payload: Any = field(default=None, repr=False, compare=False)
 
 
 # Slurm node steps, in the order apply runs them.

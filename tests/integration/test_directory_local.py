@@ -183,3 +183,31 @@ def test_rendered_files_pass_sssds_and_sudos_own_validators(env: Env, tmp_path: 
     visudo = subprocess.run(["visudo", "-c", "-f", str(sudoers)], capture_output=True, text=True,
                             check=False)  # fmt: skip
     assert visudo.returncode == 0, visudo.stdout + visudo.stderr
+
+
+def test_a_password_in_values_reaches_sssd_through_a_secret_and_is_never_shown(env: Env) -> None:
+    """user.password instead of existingSecret: apply makes the Secret, sssd binds with it,
+    and neither plan nor apply prints it; applied again, nothing changes."""
+    runtime = env.stack.runtime
+    password = (runtime / "directory" / "bind-password").read_text().strip()
+    values = env.stack.repo / "values.d" / "50-directory.yaml"
+    values.write_text(values.read_text().replace(
+        f"existingSecret: {SECRET_NAME}", f"password: {password}"))  # fmt: skip
+    plan = env.stack.plan_text()
+    assert "slurm-directory-default-authtok" in plan.stdout, env.stack.cli_output(plan)
+    applied = env.stack.apply()
+    for text in (plan.stdout + plan.stderr, applied.stdout + applied.stderr):
+        assert password not in text
+    kube = Kube.from_kubeconfig(env.stack.running.stack.kube_paths.kubeconfig)
+    secret = kube.get("v1", "Secret", "slurm-directory-default-authtok", "slurm") or {}
+    snippet = base64.b64decode(secret["data"]["authtok.conf"]).decode()
+    assert snippet == f"[domain/default]\nldap_default_authtok = {password}\n"
+    # sssd reads it at start: a new login Pod, which mounts the new Secret, not the old one.
+    kube.delete("v1", "Pod", "slurm-login-0", "slurm")
+    kube.delete("v1", "Secret", SECRET_NAME, "slurm")
+    time.sleep(2)
+    _pods_with_sssd_ready(kube, ["slurm-login-0"])
+    done = env.ssh("alice", "id -un")
+    assert done.returncode == 0 and done.stdout.strip() == "alice", done.stderr
+    again = env.stack.plan_json()
+    assert not [c for c in again["changes"] if c["kind"] == "Secret"], again["changes"]

@@ -4,11 +4,20 @@ validators (sssctl, visudo) in tests/integration/test_directory_local.py."""
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 
 from reconciler.compile.desired import DesiredState, compile_desired_state
 from reconciler.compile.directory import SSSD_CONTAINER
+from reconciler.compile.value_secrets import data_digest
 from reconciler.errors import ConfigTypeError
+from reconciler.plan.diff import plan_changes
+from reconciler.plan.jsonout import render_json
+from reconciler.plan.live import LiveState
+from reconciler.plan.model import Action, Change, ObjectRef
+from reconciler.plan.text import render_text
+from reconciler.wellknown import ANNOTATION_FROM_VALUES
 from tests.unit.conftest import config_from
 from tests.unit.test_control_plane import NODES, container, objects, pod_of
 
@@ -128,14 +137,57 @@ def test_no_directory_renders_nothing_of_it() -> None:
                for c in pod_of(o)["containers"])  # fmt: skip
 
 
-def test_a_password_in_values_is_reported_never_rendered_or_echoed() -> None:
-    values = TWO.replace("canary: svc-canary", "canary: svc-canary\n      password: Pa55-w0rd-xyz")
-    config = config_from(values + NODES.format(mounts="mounts: []"))
-    warnings = [str(w) for w in config.warnings if "password" in str(w)]
-    assert len(warnings) == 1 and "user.existingSecret" in warnings[0]
-    assert "directoryService.directories[0].user.password" in warnings[0]
-    state = compile_desired_state(config)
-    assert "Pa55-w0rd-xyz" not in repr(state.kube_objects) + "".join(warnings)
+PASSWORD = "Pa55-w0rd-xyz"
+WITH_PASSWORD = TWO.replace("existingSecret: slurm-ldap-password", f"password: {PASSWORD}")
+
+
+def test_a_password_in_values_becomes_a_secret_shown_without_its_data() -> None:
+    state = state_of(WITH_PASSWORD)
+    (secret,) = state.value_secrets
+    assert secret.name == "slurm-directory-default-authtok"
+    assert secret.with_data()["data"]["authtok.conf"] == base64.b64encode(
+        f"[domain/default]\nldap_default_authtok = {PASSWORD}\n".encode()).decode()  # fmt: skip
+    shown = secret.manifest()
+    assert "data" not in shown and PASSWORD not in repr(shown) + repr(secret)
+    assert shown["metadata"]["annotations"][ANNOTATION_FROM_VALUES] == (
+        "authtok.conf: directoryService.directories[0].user.password"
+    )
+    login = objects(state)[("StatefulSet", "slurm-login")]
+    volumes = {v["name"]: v for v in pod_of(login)["volumes"]}
+    assert volumes["directory-default-authtok"]["secret"]["secretName"] == secret.name
+    assert PASSWORD not in repr(state.kube_objects) + "".join(str(w) for w in state.warnings)
+
+
+def test_plan_creates_then_updates_the_password_secret_and_never_shows_the_password() -> None:
+    state = state_of(WITH_PASSWORD)
+    (secret,) = state.value_secrets
+    ref = ObjectRef("kubernetes", "Secret", "slurm", secret.name)
+
+    def secret_changes(live: LiveState) -> list[Change]:
+        plan = plan_changes(state, live)
+        for text in (render_text(plan, color=False), render_json(plan), repr(plan)):
+            assert PASSWORD not in text
+        return [c for c in plan.changes if c.ref == ref]
+
+    (created,) = secret_changes(LiveState({}))
+    assert created.action is Action.CREATE and created.payload == secret.with_data()
+    same = LiveState({}, secrets=frozenset({secret.name}),
+                     secret_digests={secret.name: secret.digest()})  # fmt: skip
+    assert secret_changes(same) == []
+    other = data_digest({"authtok.conf": b"[domain/default]\nldap_default_authtok = old\n"})
+    changed = LiveState({}, secrets=frozenset({secret.name}),
+                        secret_digests={secret.name: other})  # fmt: skip
+    (updated,) = secret_changes(changed)
+    assert updated.action is Action.UPDATE and "data from" in updated.notes[0]
+
+
+def test_password_and_existing_secret_together_are_refused() -> None:
+    values = TWO.replace("existingSecret: slurm-ldap-password",
+                         "existingSecret: slurm-ldap-password\n      password: x")  # fmt: skip
+    with pytest.raises(ConfigTypeError) as raised:
+        state_of(values)
+    assert "directoryService.directories[0].user.password" in str(raised.value)
+    assert "both set" in str(raised.value)
 
 
 def test_an_unknown_directory_key_is_reported_with_a_suggestion() -> None:
