@@ -46,7 +46,16 @@ def _outcome(runner: Any, activation: dict[str, Any]) -> tuple[Any, ...]:
         return ("error", str(error.args[0]).split(" (in activation", 1)[0])
     except Exception as error:
         return ("raised", type(error).__name__, str(error))
-    return ("value", type(value), repr(value))
+    return ("value", type(value), _shown(value))
+
+
+def _shown(value: Any) -> str:
+    """repr, or what stands for it where celpy's repr itself fails: a value holding an error
+    (the interpreter's `{'k': 0 == []}` is a map holding a CELEvalError, whose repr raises)."""
+    try:
+        return repr(value)
+    except Exception as error:
+        return f"<no repr: {type(error).__name__}>"
 
 
 def agree(expr: str, **variables: Any) -> tuple[Any, ...]:
