@@ -123,8 +123,9 @@ def test_sbatch_as_alice_runs_as_alice(env: Env) -> None:
         assert done.returncode == 0, done.stdout + done.stderr
         assert (out / "job.out").read_text().split() == ["10001", "researchers"]
         job = done.stdout.split()[-1]
-        shown = env.stack.slurm.run("scontrol", "show", "job", job)
-        assert "UserId=" in shown and "(10001) GroupId=" in shown
+        # scontrol names the user as its own host resolves the uid: on the login node, alice.
+        shown = env.ssh("alice", f"PATH={bin_dir}:$PATH scontrol show job {job}").stdout
+        assert "UserId=alice(10001) GroupId=researchers(10001)" in shown, shown
     finally:
         shutil.rmtree(out, ignore_errors=True)
 
