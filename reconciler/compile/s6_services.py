@@ -9,6 +9,9 @@ container's command (slurmd). Each script in values becomes one service there:
   s6-rc.d/<name>/run                 longrun: the script itself, executable (s6-supervise
                                      runs it and runs it again whenever it exits)
   s6-rc.d/<name>/dependencies.d/base empty: started after the image's base bundle
+  s6-rc.d/<name>/dependencies.d/<o>  longrun: empty, one per oneshot <o> of compute.s6, so it
+                                     starts once they are done (seed 001's nginx runs after
+                                     the oneshot that installs it)
   s6-rc.d/user/contents.d/<name>     empty: the service is in the user bundle
   scripts/<name>                     oneshot: the script `up` names, executable
 
@@ -53,8 +56,9 @@ def s6_map_name(release: str) -> str:
     return f"{release}-s6"
 
 
-def _source_files(service: S6Service) -> list[tuple[str, str, str, int]]:
-    """(ConfigMap key, path in the volume, content, mode) of one service."""
+def _source_files(service: S6Service, oneshots: list[str]) -> list[tuple[str, str, str, int]]:
+    """(ConfigMap key, path in the volume, content, mode) of one service; a longrun depends
+    on every oneshot in `oneshots`."""
     name, home = service.name, f"s6-rc.d/{service.name}"
     files = [(f"{name}.type", f"{home}/type", f"{service.type}\n", _FILE)]
     if service.type == ONESHOT:
@@ -64,6 +68,8 @@ def _source_files(service: S6Service) -> list[tuple[str, str, str, int]]:
         ]
     else:
         files.append((f"{name}.run", f"{home}/run", service.script, _EXECUTABLE))
+        files += [(f"{name}.after.{oneshot}", f"{home}/dependencies.d/{oneshot}", "", _FILE)
+                  for oneshot in oneshots]  # fmt: skip
     files += [
         (f"{name}.dependencies", f"{home}/dependencies.d/{BASE_BUNDLE}", "", _FILE),
         (f"{name}.bundle", f"s6-rc.d/{USER_BUNDLE}/contents.d/{name}", "", _FILE),
@@ -71,15 +77,21 @@ def _source_files(service: S6Service) -> list[tuple[str, str, str, int]]:
     return files
 
 
+def _oneshots(services: list[S6Service]) -> list[str]:
+    return [s.name for s in services if s.type == ONESHOT]
+
+
 def s6_config_map_data(services: list[S6Service]) -> dict[str, str]:
-    return {key: content for s in services for key, _, content, _ in _source_files(s)}
+    oneshots = _oneshots(services)
+    return {key: content for s in services
+            for key, _, content, _ in _source_files(s, oneshots)}  # fmt: skip
 
 
 def s6_volume(release: str, services: list[S6Service]) -> dict[str, Any]:
     items = [
         {"key": key, "path": path, **({"mode": mode} if mode != _FILE else {})}
         for s in services
-        for key, path, _, mode in _source_files(s)
+        for key, path, _, mode in _source_files(s, _oneshots(services))
     ]
     return {
         "name": S6_VOLUME,

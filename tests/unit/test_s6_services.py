@@ -71,6 +71,7 @@ def test_the_seed_example_is_an_s6_rc_source_tree_in_the_container(
     script = "#!/usr/bin/env bash\napt -y install nginx\n"
     assert _tree(root) == {
         "s6-rc.d/nginx/dependencies.d/base": ("", 0o644),
+        "s6-rc.d/nginx/dependencies.d/packages": ("", 0o644),  # after the oneshot installs it
         "s6-rc.d/nginx/run": ('#!/usr/bin/env bash\nnginx -g "daemon off;"\n', 0o755),
         "s6-rc.d/nginx/type": ("longrun\n", 0o644),
         "s6-rc.d/packages/dependencies.d/base": ("", 0o644),
