@@ -153,6 +153,7 @@ def test_the_daemon_as_its_service_account_needs_every_rule_and_no_other(
         for namespace in (NAMESPACE, "inference"):
             _pods_refused_bound_cancelled_and_deleted(deployed, namespace, log)
         _drift_that_needs_create_patch_and_delete(deployed)
+        _a_cordon_that_drains_and_tells_the_node(deployed)
     finally:
         stop_cleanly(daemon, log)  # releases the Lease: an update
     calls = _audited_calls(deployed.stack)
@@ -167,6 +168,25 @@ def test_the_daemon_as_its_service_account_needs_every_rule_and_no_other(
 
 
 # ---- what the daemon is made to do --------------------------------------------------------
+
+
+def _a_cordon_that_drains_and_tells_the_node(deployed: Deployed) -> None:
+    """Node sync drains the Slurm node of a cordoned Node and resumes it on uncordon, each
+    time with an Event on the Node (in "default", as kubelet's)."""
+    pod = deployed.admin.get("v1", "Pod", "slurm-cpu-0", NAMESPACE) or {}
+    node = pod["spec"]["nodeName"]
+
+    def told(reason: str) -> bool:
+        return any(e["involvedObject"].get("name") == node and e["reason"] == reason
+                   for e in deployed.admin.list("v1", "Event", "default").items)  # fmt: skip
+
+    for cordon, reason in ((True, wk.EVENT_SLURM_NODE_DRAINED),
+                           (False, wk.EVENT_SLURM_NODE_RESUMED)):  # fmt: skip
+        deployed.admin.request_json(  # what `kubectl cordon` / `uncordon` send
+            "PATCH", f"/api/v1/nodes/{node}", body={"spec": {"unschedulable": cordon or None}},
+            content_type="application/merge-patch+json",
+        )  # fmt: skip
+        wait_for(lambda r=reason: told(r), 30, f"{reason} on Node {node}")
 
 
 def _drift_that_needs_create_patch_and_delete(deployed: Deployed) -> None:
@@ -320,7 +340,8 @@ def _start_daemon(
             [sys.executable, "-m", "reconciler", "run", "--source-dir", str(deployed.repo),
              "--runtime-dir", str(deployed.runtime), "--kubeconfig", str(deployed.sa_kubeconfig),
              "--leader-elect", "--lease-duration", "6", "--identity", "replica-a",
-             "--interval", "1", "--resync", "2", "--listen", f"127.0.0.1:{port}",
+             "--interval", "1", "--resync", "2", "--node-sync-interval", "1",
+             "--listen", f"127.0.0.1:{port}",
              "--hooks-api-bind-address", "127.0.0.1:0", "--webhook-secret-file", str(secret),
              "--workdir", str(tmp_path / "w"), "--log-format", "json"],
             stdout=out, stderr=subprocess.STDOUT,
