@@ -177,4 +177,9 @@ CORDONED_BY_VALUE: Final = "reconciler"
 # The Pod condition gets its own manager: 1.20 does not record the subresource in managed
 # fields (see SCHEDULER_STATUS_MANAGER).
 NODE_SYNC_FIELD_MANAGER: Final = "sunk-reconciler-node-sync"
+# Events on a Kubernetes Node when we drain or resume the Slurm node it hosts (node sync and
+# apply), so `kubectl describe node` says why; their reporting controller.
+EVENT_SLURM_NODE_DRAINED: Final = "SlurmNodeDrained"
+EVENT_SLURM_NODE_RESUMED: Final = "SlurmNodeResumed"
+EVENT_REPORTER: Final = "sunk-reconciler"
 NODE_SYNC_STATUS_MANAGER: Final = "sunk-reconciler-node-sync-status"

@@ -121,7 +121,9 @@ def event_for(
     instance: str,
     now: datetime,
 ) -> Obj:
-    """A core/v1 Event body; cluster-scoped objects get their events in "default"."""
+    """A core/v1 Event body. A cluster-scoped object's (a Node's) goes to "default" as
+    kubelet's do, without eventTime: the API server takes an Event with eventTime about a
+    cluster-scoped object only in kube-system."""
     meta = regarding.get("metadata") or {}
     namespace = meta.get("namespace") or "default"
     involved = {
@@ -131,7 +133,7 @@ def event_for(
         "namespace": meta.get("namespace"),
         "uid": meta.get("uid"),
     }
-    return {
+    event = {
         "apiVersion": "v1",
         "kind": "Event",
         "metadata": {"generateName": f"{meta.get('name')}.", "namespace": namespace},
@@ -148,6 +150,9 @@ def event_for(
         "reportingComponent": controller,
         "reportingInstance": instance,
     }
+    if not meta.get("namespace"):
+        del event["eventTime"]
+    return event
 
 
 def selector_query(label_selector: str | None, field_selector: str | None) -> list[tuple[str, str]]:

@@ -22,6 +22,7 @@ from collections.abc import Iterable
 
 import hostlist
 
+from reconciler.adapters.node_events import tell_node_of_pod
 from reconciler.adapters.scontrol_args import NodeState
 from reconciler.adapters.slurm.model import SlurmNode
 from reconciler.apply.accounting import (
@@ -48,7 +49,11 @@ from reconciler.plan.model import (
     Change,
     Plan,
 )
-from reconciler.wellknown import DRAIN_REASON_PREFIX
+from reconciler.wellknown import (
+    DRAIN_REASON_PREFIX,
+    EVENT_SLURM_NODE_DRAINED,
+    EVENT_SLURM_NODE_RESUMED,
+)
 
 
 def apply_plan(plan: Plan, target: Target, options: ApplyOptions, say: Say) -> None:
@@ -140,7 +145,10 @@ def _retire_nodes(changes: list[Change], target: Target, options: ApplyOptions, 
     if not names:
         return
     for name in names:
-        target.nodes.drain_node(name, f"{DRAIN_REASON_PREFIX} removed by apply")
+        reason = f"{DRAIN_REASON_PREFIX} removed by apply"
+        target.nodes.drain_node(name, reason)
+        tell_node_of_pod(target.kube, target.namespace, name, EVENT_SLURM_NODE_DRAINED,
+                         "Drain", f"Slurm node {name} drained: {reason}")  # fmt: skip
     say(f"drained {', '.join(names)}; waiting for their jobs to finish")
     busy = _wait_drained(names, target, options.drain_timeout, options.poll, say)
     if busy and options.on_drain_timeout == "requeue":
@@ -214,6 +222,9 @@ def _resume_nodes(changes: list[Change], target: Target, say: Say) -> None:
         ):
             target.nodes.resume_node(change.ref.name)
             say(f"resumed {change.ref.name} (drain by reconciler cleared)")
+            said = f"Slurm node {change.ref.name} resumed (was {node.reason!r})"
+            tell_node_of_pod(target.kube, target.namespace, change.ref.name,
+                             EVENT_SLURM_NODE_RESUMED, "Resume", said)  # fmt: skip
 
 
 def _wait_registered(

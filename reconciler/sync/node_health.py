@@ -102,12 +102,14 @@ class SlurmNodeView:
 class Drain:
     slurm_node: str
     reason: str  # starts with wk.DRAIN_REASON_K8S_PREFIX
+    k8s_node: str = field(default="", compare=False)  # the Node told of it (an Event)
 
 
 @dataclass(frozen=True)
 class Resume:
     slurm_node: str
     reason: str  # the k8s: drain being cleared (for the log)
+    k8s_node: str = field(default="", compare=False)  # the Node told of it (an Event)
 
 
 @dataclass(frozen=True)
@@ -289,9 +291,9 @@ def _slurm_side(
     causes = drain_causes(node, settings)
     if causes:
         reason = drain_reason(node.name, causes)
-        return [Drain(seen.name, reason)] if may_drain(seen, reason) else []
+        return [Drain(seen.name, reason, node.name)] if may_drain(seen, reason) else []
     if drained_by_k8s(seen):
-        return [Resume(seen.name, seen.reason)]
+        return [Resume(seen.name, seen.reason, node.name)]
     return []
 
 

@@ -20,6 +20,7 @@ from typing import Any
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
 from reconciler.adapters.node_control import NodeControl
+from reconciler.adapters.node_events import tell_node
 from reconciler.adapters.slurm.model import SlurmNode, SlurmRestApi
 from reconciler.errors import KubeApiError, ReconcilerError
 from reconciler.sync.node_health import (
@@ -208,6 +209,8 @@ class NodeSync:
             return Skipped(f"drained or down by someone else meanwhile ({current.reason!r})")
         self._nodes.drain_node(action.slurm_node, action.reason)
         log.info("node sync: drained Slurm node %s: %s", action.slurm_node, action.reason)
+        tell_node(self._kube, action.k8s_node, wk.EVENT_SLURM_NODE_DRAINED, "Drain",
+                  f"Slurm node {action.slurm_node} drained: {action.reason}")  # fmt: skip
         return None
 
     def _resume(self, action: Resume) -> Skipped | None:
@@ -218,6 +221,8 @@ class NodeSync:
             return Skipped(f"its drain is no longer ours ({current.reason!r})")
         self._nodes.resume_node(action.slurm_node)
         log.info("node sync: resumed Slurm node %s (was %r)", action.slurm_node, current.reason)
+        tell_node(self._kube, action.k8s_node, wk.EVENT_SLURM_NODE_RESUMED, "Resume",
+                  f"Slurm node {action.slurm_node} resumed (was {current.reason!r})")  # fmt: skip
         return None
 
     # ---- Kubernetes -------------------------------------------------------------------------

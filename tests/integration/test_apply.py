@@ -437,6 +437,7 @@ def test_scale_down_waits_for_the_job_on_a_removed_node(
     assert plan["summary"]["drain"] == 3
     assert not done.exists(), "the job ended before apply started; the test is too slow"
 
+    host = (env.kube.get("v1", "Pod", "slurm-gpu-small-3", "slurm") or {})["spec"]["nodeName"]
     progress_file = env.work / "apply-scale-down.err"
     started, started_wall = time.monotonic(), time.time()
     with progress_file.open("w") as err, (env.work / "apply-scale-down.out").open("w") as out:
@@ -449,6 +450,12 @@ def test_scale_down_waits_for_the_job_on_a_removed_node(
         # Drained while its job runs on; the job is neither killed nor requeued.
         wait_for(lambda: "DRAIN" in _node_state(env, "slurm-gpu-small-3"), 15, "the drain")
         assert _job_state(env, job_id) == "RUNNING" and not done.exists()
+        # Its Kubernetes Node says why (`kubectl describe node` lists the Event).
+        said = "Slurm node slurm-gpu-small-3 drained: reconciler: removed by apply"
+        wait_for(lambda: [e for e in env.kube.list("v1", "Event", "default").items
+                          if e["involvedObject"].get("name") == host and e["message"] == said
+                          and e["reason"] == wk.EVENT_SLURM_NODE_DRAINED], 10,
+                 f"the drain Event on Node {host}")  # fmt: skip
         if apply.wait(timeout=90) != 0:
             pytest.fail(f"apply failed:\n{progress_file.read_text()}\n{_up_output(env)}")
     finally:

@@ -6,6 +6,8 @@ longer knows is left alone and counted."""
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -43,11 +45,20 @@ T = TypeVar("T")
 @dataclass
 class Env:
     admin: Kube
+    kubeconfig: Path
     slurm: SlurmCluster
     rest: SlurmRestApi
     port: int  # the daemon's /metrics
     log: Path
     timings: dict[str, float]
+
+    def describe_node(self, node: str) -> str:
+        """`kubectl describe node`, as an operator runs it (Debian's 1.20 client)."""
+        done = subprocess.run(["kubectl", "describe", "node", node], capture_output=True,
+                              text=True, timeout=30, check=False,
+                              env={**os.environ, "KUBECONFIG": str(self.kubeconfig)})  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return done.stdout
 
     def node_of(self, slurm_node: str) -> str:
         pod = self.admin.get("v1", "Pod", slurm_node, NAMESPACE)
@@ -134,7 +145,8 @@ def env(stack_timings: dict[str, float]) -> Iterator[Env]:
                     stdout=out, stderr=subprocess.STDOUT,
                 )  # fmt: skip
             admin = Kube.from_kubeconfig(running.stack.kube_paths.kubeconfig, field_manager="test")
-            env = Env(admin, slurm, rest, port, log, stack_timings)
+            env = Env(admin, running.stack.kube_paths.kubeconfig, slurm, rest, port, log,
+                      stack_timings)  # fmt: skip
             try:
                 wait_for(lambda: _get(port, "/readyz") == "ok\n", 60, "readyz: " + log.read_text())
                 yield env
@@ -165,6 +177,11 @@ def test_a_cordoned_node_drains_its_slurm_node_and_an_uncordon_resumes_it(env: E
     assert (condition["reason"], condition["message"]) == ("Drained", reason)
     assert annotations == {wk.ANNOTATION_SLURM_STATE: "IDLE+DRAIN",
                            wk.ANNOTATION_SLURM_REASON: reason}  # fmt: skip
+    # The Node says why too: `kubectl describe node` lists our Event.
+    said = f"Slurm node {slurm_node} drained: {reason}"
+    described = wait_for(lambda: said in (d := env.describe_node(node)) and d, 10,
+                         "the drain Event on the Node")  # fmt: skip
+    assert re.search(rf"Warning\s+{wk.EVENT_SLURM_NODE_DRAINED}\s.*{re.escape(said)}", described)
 
     uncordoned_at = time.monotonic()
     env.cordon(node, False)
@@ -180,6 +197,8 @@ def test_a_cordoned_node_drains_its_slurm_node_and_an_uncordon_resumes_it(env: E
              "the reason annotation to go")  # fmt: skip
     assert env.metric("reconciler_node_sync_actions_total", action="drain") >= 1
     assert env.metric("reconciler_node_sync_actions_total", action="resume") >= 1
+    wait_for(lambda: f"Slurm node {slurm_node} resumed" in env.describe_node(node), 10,
+             "the resume Event on the Node")  # fmt: skip
 
 
 def test_an_admin_drain_survives_a_cordon_and_an_uncordon(env: Env) -> None:

@@ -375,6 +375,10 @@ class FakeKube:
         self.writes.append(f"apply {obj['metadata']['name']} {kwargs.get('subresource')}")
         return {}
 
+    def create_event(self, regarding: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        self.writes.append(f"event {regarding['metadata']['name']} {kwargs['reason']}")
+        return {}
+
 
 class FakeSlurm:
     """Lists `listed`; node() answers with the real v0.0.38 parsing of `single` answers."""
@@ -440,6 +444,7 @@ def test_one_failed_drain_does_not_stop_the_others_and_an_unknown_node_is_never_
     sync.observe(metrics.observe_node_sync)
     report = sync.run_once()
     assert scontrol.drained == ["a"]
+    assert [w for w in kube.writes if w.startswith("event")] == ["event n1 SlurmNodeDrained"]
     assert [a.slurm_node for a, _ in report.failed] == ["b"]  # type: ignore[union-attr]
     assert [a.slurm_node for a, _ in report.skipped] == ["c"]  # type: ignore[union-attr]
     text = generate_latest(metrics.registry).decode()
