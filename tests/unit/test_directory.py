@@ -5,15 +5,17 @@ validators (sssctl, visudo) in tests/integration/test_directory_local.py."""
 from __future__ import annotations
 
 import base64
+import json
 
 import pytest
 
+from reconciler.apply.kube_objects import with_value_secret_data
 from reconciler.compile.desired import DesiredState, compile_desired_state
 from reconciler.compile.directory import SSSD_CONTAINER
 from reconciler.compile.value_secrets import data_digest
 from reconciler.errors import ConfigTypeError
 from reconciler.plan.diff import plan_changes
-from reconciler.plan.jsonout import render_json
+from reconciler.plan.jsonout import plan_from_dict, plan_to_dict, render_json
 from reconciler.plan.live import LiveState
 from reconciler.plan.model import Action, Change, ObjectRef
 from reconciler.plan.text import render_text
@@ -219,3 +221,18 @@ def test_wrong_values_name_the_key(change: tuple[str, str], where: str, says: st
         state_of(values)
     text = str(raised.value)
     assert where in text and says in text, text
+
+
+def test_a_saved_plan_holds_no_password_and_apply_takes_it_from_values() -> None:
+    state = state_of(WITH_PASSWORD)
+    plan = plan_changes(state, LiveState({}))
+    saved = json.dumps(plan_to_dict(plan))
+    assert PASSWORD not in saved
+    loaded = plan_from_dict(json.loads(saved))
+    (secret,) = [c for c in loaded.changes if c.ref.name == "slurm-directory-default-authtok"]
+    assert secret.payload is None
+    again = with_value_secret_data(loaded, state)
+    (filled,) = [c for c in again.changes if c.ref == secret.ref]
+    assert filled.payload == state.value_secrets[0].with_data()
+    gone = with_value_secret_data(loaded, state_of(TWO))  # the repo has no password any more
+    assert [c.payload for c in gone.changes if c.ref == secret.ref] == [None]
