@@ -1,6 +1,6 @@
 """slurmConfig.reservations -> the Slurm reservations apply keeps in place (pure).
 
-Each file's entries were checked where they were written (config/schema.py); what only the
+Each file's entries were checked where they were written (config/reservations.py); what only the
 merged values can say is checked here: one of users/accounts, nodes or nodeDefinition, a start,
 a duration or an end, and nodes that our slurm.conf declares.
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 import hostlist
 
-from reconciler.config.schema import (
+from reconciler.config.reservations import (
     reservation_flags,
     reservation_minutes,
     reservation_names,

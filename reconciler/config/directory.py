@@ -1,8 +1,6 @@
 """The `directoryService` keys of a SUNK values file (seed 001, "Directory Service" and
-"Google Secure LDAP"): which keys a directory entry has, and the value checks whose wrong
-value would only fail inside the sssd sidecar, at login time.
-
-Types are checked by schema.py from the tables here; this module holds what types cannot say.
+"Google Secure LDAP"): which keys a directory entry has, their types, and the value checks
+whose wrong value would only fail inside the sssd sidecar, at login time.
 """
 
 from __future__ import annotations
@@ -12,6 +10,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from reconciler.config.value_types import check_table
 from reconciler.config.yamlfile import KeyPath, YamlFile, lookup
 from reconciler.errors import ConfigTypeError
 
@@ -51,10 +50,12 @@ _ENTRIES: KeyPath = ("directoryService", "directories")
 
 
 def check_directory_service(doc: YamlFile) -> None:
-    """Value checks for each directory entry (types were checked from DIRECTORY_ENTRY)."""
+    """Each directory entry's types (DIRECTORY_ENTRY), then its values."""
     entries, found = lookup(doc.data, list(_ENTRIES))
     if not found or not isinstance(entries, list):
         return
+    for index, entry in enumerate(entries):
+        check_table(doc, (*_ENTRIES, index), entry, DIRECTORY_ENTRY)
     seen: set[str] = set()
     for index, entry in enumerate(entries):
         path: KeyPath = (*_ENTRIES, index)

@@ -21,12 +21,8 @@ from reconciler.config.accounting import check_accounting, note_accounting
 from reconciler.config.layering import deep_update, tag
 from reconciler.config.limits import ValueBudget
 from reconciler.config.policy_file import Override, Policy, parse_policy_file
-from reconciler.config.schema import (
-    Warning_,
-    check_layer_file,
-    check_reservations,
-    check_values_file,
-)
+from reconciler.config.reservations import check_reservations
+from reconciler.config.schema import Warning_, check_layer_file, check_values_file
 from reconciler.config.slurm_words import check_layer_words, check_slurm_values
 from reconciler.config.yamlfile import KeyPath, YamlFile, check_yaml_limits, parse_yaml
 from reconciler.errors import ConfigTypeError, Location, ReconcilerError

@@ -21,7 +21,7 @@ import hostlist
 
 from reconciler.compile.desired import DesiredState
 from reconciler.compile.reservations import Reservation
-from reconciler.config.schema import RESERVATION_RECURRENCE
+from reconciler.config.reservations import RESERVATION_RECURRENCE
 from reconciler.plan.fields import field_changes
 from reconciler.plan.live import LiveReservation, LiveState
 from reconciler.plan.model import (

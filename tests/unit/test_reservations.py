@@ -14,7 +14,7 @@ from reconciler.apply.executor import apply_plan
 from reconciler.apply.live_reader import live_reservation
 from reconciler.apply.target import ApplyError, ApplyOptions, Target
 from reconciler.compile.desired import DesiredState, compile_desired_state
-from reconciler.config.schema import reservation_minutes
+from reconciler.config.reservations import reservation_minutes
 from reconciler.errors import CompileError, ConfigTypeError, SlurmArgumentError
 from reconciler.plan.diff import plan_changes
 from reconciler.plan.jsonout import plan_from_dict, plan_to_dict
