@@ -59,8 +59,7 @@ exec sssd -i --logger=stderr
 
 
 def enabled_directories(values: Obj) -> list[Obj]:
-    service = values.get("directoryService") or {}
-    return [d for d in service.get("directories") or [] if d.get("enabled", True) is not False]
+    return [d for d in _all_directories(values) if d.get("enabled", True) is not False]
 
 
 def directory_enabled(values: Obj) -> bool:
@@ -227,28 +226,27 @@ def pod_volumes(release: str, values: Obj) -> list[Obj]:
                        "items": [{"key": k, "path": k, "mode": m} for k, m in modes.items()]}},
         {"name": SSS_VOLUME, "emptyDir": {}},
     ]  # fmt: skip
-    for directory in enabled_directories(values):
-        name = _name(directory)
-        if secret := _authtok_secret(release, directory):
-            volumes.append({"name": f"directory-{name}-authtok",
-                            "secret": {"secretName": secret, "defaultMode": 0o400}})  # fmt: skip
-        if secret := directory.get("ldapsCert"):
-            volumes.append({"name": f"directory-{name}-tls",
-                            "secret": {"secretName": secret, "defaultMode": 0o400}})  # fmt: skip
+    volumes += [{"name": volume, "secret": {"secretName": secret, "defaultMode": 0o400}}
+                for volume, secret, _ in _secrets(release, values)]  # fmt: skip
     return volumes
 
 
 def _secret_mounts(release: str, values: Obj) -> list[Obj]:
-    mounts = []
+    return [{"name": volume, "mountPath": path, "readOnly": True}
+            for volume, _, path in _secrets(release, values)]  # fmt: skip
+
+
+def _secrets(release: str, values: Obj) -> list[tuple[str, str, str]]:
+    """(volume, Secret, where the sidecar mounts it) for each directory's password snippet
+    and ldapsCert."""
+    found = []
     for directory in enabled_directories(values):
         name = _name(directory)
-        if _authtok_secret(release, directory):
-            mounts.append({"name": f"directory-{name}-authtok",
-                           "mountPath": f"{SECRETS_DIR}/{name}", "readOnly": True})  # fmt: skip
-        if directory.get("ldapsCert"):
-            mounts.append({"name": f"directory-{name}-tls",
-                           "mountPath": f"{TLS_DIR}/{name}", "readOnly": True})  # fmt: skip
-    return mounts
+        if secret := _authtok_secret(release, directory):
+            found.append((f"directory-{name}-authtok", secret, f"{SECRETS_DIR}/{name}"))
+        if secret := directory.get("ldapsCert"):
+            found.append((f"directory-{name}-tls", str(secret), f"{TLS_DIR}/{name}"))
+    return found
 
 
 def _file_mount(path: str, key: str) -> Obj:

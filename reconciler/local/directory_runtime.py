@@ -66,11 +66,10 @@ class LocalSssd:
         # untouched.
         view = ContainerView(view.overlay, [*view.binds, (logs, PurePosixPath("/var/log/sssd"))],
                              tmpfs=[PurePosixPath("/run")])  # fmt: skip
-        self._supervisor.wrappers[name] = view.prefix()
         command = [*(sidecar.get("command") or []), *(sidecar.get("args") or [])]
         socket = self._files.host_path(pod, SSS_DIR) / "pipes" / "nss"
         socket.unlink(missing_ok=True)  # a stale one from an earlier sssd is not readiness
-        self._supervisor.start(name, command, program=SSSD)
+        self._supervisor.start(name, [*view.prefix(), *command], program=SSSD)
         # Ready as the sidecar's readinessProbe says (the canary user resolves), run in the
         # sidecar's view: before that, a daemon's first lookup would miss.
         probe = ((sidecar.get("readinessProbe") or {}).get("exec") or {}).get("command") or []
