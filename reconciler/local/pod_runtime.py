@@ -152,7 +152,7 @@ class LocalPodRuntime:
             if name.startswith("slurmd-"):
                 self._cluster.stop_slurmd(name.removeprefix("slurmd-"), grace=grace)
             else:
-                self._cluster.supervisor.stop(name, grace=grace)
+                self._cluster.supervisor.stop(name, grace=grace, whole_tree=True)
         self._leave_munge(key)
 
     def exited(self) -> list[str]:
@@ -204,7 +204,7 @@ class LocalPodRuntime:
         except BaseException:
             self._cluster.stop_slurmd(node, grace=1.0)
             for daemon in s6:
-                self._cluster.supervisor.stop(daemon, grace=2.0)
+                self._cluster.supervisor.stop(daemon, grace=2.0, whole_tree=True)
             raise
         return [*s6, self._cluster.slurmd_daemon(node)]
 

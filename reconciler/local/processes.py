@@ -87,6 +87,27 @@ def is_running(pid: int) -> bool:
     return any(_task_state(pid, tid) not in (None, "Z", "X") for tid in tasks)
 
 
+def descendants(pid: int) -> list[tuple[int, int]]:
+    """(pid, start ticks) of every process below `pid`, read from /proc."""
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        parents.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], list(parents.get(pid, []))
+    while todo:
+        child = todo.pop()
+        ticks = process_start_ticks(child)
+        if ticks is not None:
+            found.append((child, ticks))
+        todo.extend(parents.get(child, []))
+    return found
+
+
 def _task_state(pid: int, tid: str) -> str | None:
     try:
         stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
@@ -312,16 +333,22 @@ class Supervisor:
                 raise self._failure(name, f"not ready after {timeout:.0f} s", extra_logs)
             time.sleep(interval)
 
-    def stop(self, name: str, *, grace: float = DEFAULT_GRACE_SECONDS) -> bool:
-        """SIGTERM, wait `grace` seconds, then SIGKILL. Returns True if a process was stopped."""
+    def stop(self, name: str, *, grace: float = DEFAULT_GRACE_SECONDS,
+             whole_tree: bool = False) -> bool:  # fmt: skip
+        """SIGTERM, wait `grace` seconds, then SIGKILL. Returns True if a process was stopped.
+        `whole_tree`: as when a container's PID 1 ends, what it started ends too (a supervisor
+        killed before it stopped its services leaves them to init otherwise)."""
         record = self.read(name)
         stopped = False
         if record is not None and belongs_to(record):
             stopped = True
+            below = descendants(record.pid) if whole_tree else []
+            deadline = time.monotonic() + grace
             self._signal(record.pid, signal.SIGTERM)
             if not self._wait_gone(name, record.pid, grace):
                 self._signal(record.pid, signal.SIGKILL)
                 self._wait_gone(name, record.pid, 5.0)
+            _end_leftovers(below, deadline)
         self._reap(name)
         with contextlib.suppress(FileNotFoundError):
             self.pidfile(name).unlink()
@@ -401,6 +428,20 @@ class Supervisor:
     def _signal(pid: int, sig: signal.Signals) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, sig)
+
+
+def _end_leftovers(processes: Sequence[tuple[int, int]], deadline: float) -> None:
+    """SIGKILL each (pid, start ticks) still alive at `deadline`; a reused pid is left alone."""
+
+    def alive() -> list[int]:
+        return [pid for pid, ticks in processes
+                if is_running(pid) and process_start_ticks(pid) == ticks]  # fmt: skip
+
+    while alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for pid in alive():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def _is_empty(path: Path) -> bool:

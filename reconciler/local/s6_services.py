@@ -142,7 +142,7 @@ class LocalS6:
                 timeout=READY_SECONDS,
             )
         except BaseException:
-            self._supervisor.stop(daemon, grace=2.0)
+            self._supervisor.stop(daemon, grace=2.0, whole_tree=True)
             raise
         return [daemon]
 

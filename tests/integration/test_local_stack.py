@@ -441,6 +441,18 @@ def test_another_process_stops_a_daemon_by_its_pidfile(tmp_path: Path) -> None:
     assert not Path(f"/proc/{record.pid}").exists()
 
 
+def test_stopping_a_container_s_first_process_ends_what_it_started(tmp_path: Path) -> None:
+    # A supervisor that traps SIGTERM and is killed before it stops its service (grace 0, as
+    # `kubectl delete pod --grace-period=0`): in a container the service dies with it.
+    supervisor = Supervisor(tmp_path / "pids", tmp_path / "logs")
+    script = f"trap '' TERM; sleep 300 & echo $! > {tmp_path / 'child'}; wait"
+    supervisor.start("svscan", ["sh", "-c", script])
+    supervisor.wait_ready("svscan", lambda: (tmp_path / "child").exists(), timeout=10)
+    child = int((tmp_path / "child").read_text())
+    assert supervisor.stop("svscan", grace=0, whole_tree=True)
+    wait_for(lambda: not is_running(child), 5, "the service to end with its supervisor")
+
+
 def test_a_recycled_pid_is_never_killed(tmp_path: Path) -> None:
     bystander = subprocess.Popen(["sleep", "60"])
     try:
