@@ -146,6 +146,20 @@ HOOKS_PATH_PREFIX: Final = "/hooks/v1/pods/"
 HOOKS_SECRET_SUFFIX: Final = "-scheduler-hooks"
 HOOKS_SECRET_KEY: Final = "hmac-key"
 
+# Power saving: the Secret slurmctld's SuspendProgram/ResumeProgram read (the hooks URL and
+# their Authorization header; written by the scheduler), and the path they call.
+POWER_SECRET_SUFFIX: Final = "-power-auth"
+POWER_SECRET_URL_KEY: Final = "url"
+POWER_SECRET_HEADER_KEY: Final = "header"  # a secret: never logged
+POWER_PROGRAMS_SUFFIX: Final = "-power-programs"
+HOOKS_POWER_PREFIX: Final = "/hooks/v1/power/"
+# What a power call's token is derived from (hook tokens derive from Pod UIDs, never this).
+POWER_TOKEN_SUBJECT: Final = "slurmctld:power"
+POWER_FIELD_MANAGER: Final = "sunk-reconciler-power"
+# Events on a slurmd Pod when Slurm powers its node down (the Pod is deleted) or up (bound).
+EVENT_POWERED_DOWN: Final = "SlurmNodePoweredDown"
+EVENT_POWERED_UP: Final = "SlurmNodePoweredUp"
+
 # Event reasons on Pods.
 EVENT_REJECTED: Final = "FailedScheduling"
 EVENT_SUBMITTED: Final = "SlurmJobSubmitted"

@@ -47,6 +47,7 @@ def site_profile(site: SlurmSite) -> Profile:
         gres_device_dir=str(site.paths.dev),
         conf_dir=str(site.paths.etc),
         dbd_site=local_dbd_site(site.paths),
+        client_env=site.client_env,
         control_ports={
             "rest": ports.slurmrestd,
             "dbd": ports.slurmdbd,

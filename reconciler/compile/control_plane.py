@@ -21,6 +21,11 @@ from reconciler.compile.manifests import (
     slurm_conf_map_name,
 )
 from reconciler.compile.munge import munge_container, munge_socket_mount, munge_volumes
+from reconciler.compile.power import (
+    controller_power_mounts,
+    controller_power_volumes,
+    power_saving,
+)
 from reconciler.compile.profile import Profile
 from reconciler.compile.slurmdbd import accounting_plan, mysql_objects, slurmdbd_objects
 from reconciler.compile.workloads import (
@@ -115,6 +120,9 @@ def _controller(release: str, namespace: str, values: Obj, profile: Profile) -> 
         {"name": "state", "persistentVolumeClaim": {"claimName": controller_state_claim(release)}},
         *munge_volumes(release),
     ]
+    if power_saving(values) is not None:
+        container["volumeMounts"] += controller_power_mounts(CONF_MOUNT)
+        volumes += controller_power_volumes(release)
     containers = [container, _reconfigure_container(container["image"]),
                   munge_container(container["image"])]  # fmt: skip
     pod = pod_spec(values, controller, containers, volumes,

@@ -12,6 +12,12 @@ from reconciler.compile import directory, manifests
 from reconciler.compile.accounting import Accounting, compile_accounting
 from reconciler.compile.control_plane import control_plane_objects
 from reconciler.compile.nodesets import NodeSet, compose_all
+from reconciler.compile.power import (
+    check_min_replicas,
+    power_saving,
+    program_files,
+    programs_map_name,
+)
 from reconciler.compile.profile import Profile
 from reconciler.compile.pyxis import (
     ENROOT_CONF,
@@ -96,7 +102,11 @@ def compile_desired_state(config: Config, profile: Profile | None = None) -> Des
         release, values, specs, partitions, profile, (d for _, d in empty)
     )
     gres_conf = render_gres_conf(specs, profile)
+    check_min_replicas(values, specs)
     objects = _kube_objects(release, namespace, values, enabled, specs, slurm_conf, gres_conf)
+    if power_saving(values) is not None:
+        objects.append(manifests.config_map(programs_map_name(release), namespace, release,
+                                            program_files(values, profile)))  # fmt: skip
     dbd = accounting_plan(release, values, profile)
     slurmdbd_conf = render_slurmdbd_conf(release, dbd, dict(profile.dbd_site))
     objects = sorted(

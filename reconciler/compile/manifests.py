@@ -10,9 +10,11 @@ from typing import Any
 from reconciler import wellknown as wk
 from reconciler.compile.directory import with_directory
 from reconciler.compile.munge import munge_container, munge_socket_mount, munge_volumes
+from reconciler.compile.power import power_saving
 from reconciler.compile.pyxis import with_pyxis
 from reconciler.compile.s6_services import s6_services, s6_volume, s6_volume_mounts
 from reconciler.compile.slurm_nodes import SlurmNodeSpec
+from reconciler.config.defaults import default_scheduler_name
 
 SLURMD_CONTAINER = "slurmd"
 SLURMD_PORT = 6818
@@ -117,10 +119,33 @@ def statefulset(
                         **_strings(definition.get("annotations")),
                     },
                 },
-                "spec": with_directory(_pod_spec(release, definition, values), release, values),
+                "spec": with_directory(
+                    _power_managed(
+                        _pod_spec(release, definition, values), namespace, release, values
+                    ),
+                    release,
+                    values,
+                ),
             },
         },
     }
+
+
+def _power_managed(spec: dict[str, Any], namespace: str, release: str,
+                   values: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
+    """With power saving, our scheduler places slurmd Pods: it holds a powered-down node's Pod
+    (which the StatefulSet makes again) Pending, on no Node, until Slurm resumes the node."""
+    if power_saving(values) is None:
+        return spec
+    scheduler = values.get("scheduler") or {}
+    name = scheduler.get("name") or default_scheduler_name(namespace, release)
+    return {**spec, "schedulerName": name}
+
+
+def _boot_flag(values: dict[str, Any]) -> list[str]:
+    """With power saving, `slurmd -b`: a resumed node must report a boot after Slurm asked for
+    it, and a container's uptime is its host's (slurmctld would wait for the boot forever)."""
+    return ["-b"] if power_saving(values) is not None else []
 
 
 def _pod_spec(release: str, definition: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
@@ -163,7 +188,7 @@ def _slurmd_container(definition: dict[str, Any], values: dict[str, Any]) -> dic
         "name": SLURMD_CONTAINER,
         "image": image_ref(definition.get("image") or {}),
         # The Pod name is the Slurm node name (<release>-<nodeset>-<ordinal>).
-        "args": ["slurmd", "-D", "-N", "$(POD_NAME)"],
+        "args": ["slurmd", "-D", *_boot_flag(values), "-N", "$(POD_NAME)"],
         "env": [
             field_env("POD_NAME", "metadata.name"),
             field_env("NODE_NAME", "spec.nodeName"),

@@ -61,6 +61,9 @@ class Profile:
     conf_dir: str = "/etc/slurm"
     site: Mapping[str, str] = field(default_factory=lambda: dict(CLUSTER_SITE))
     dbd_site: Mapping[str, str] = field(default_factory=dict)  # slurmdbd.conf overrides
+    # Environment for the scripts slurmctld runs to find its clients (scontrol), where they
+    # are not on the default PATH (the local stack's own Slurm build).
+    client_env: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def local(
@@ -75,6 +78,7 @@ class Profile:
         node_ports: Mapping[str, int] | None = None,
         dbd_site: Mapping[str, str] | None = None,
         control_ports: Mapping[str, int] | None = None,
+        client_env: Mapping[str, str] | None = None,
     ) -> Profile:
         """`control_ports`: rest, dbd, mysql and ssh ports (the cluster's where missing)."""
         ports = dict(control_ports or {})
@@ -97,6 +101,7 @@ class Profile:
             conf_dir=conf_dir,
             site=dict(site),
             dbd_site=dict(dbd_site or {}),
+            client_env=dict(client_env or {}),
         )
 
     @property

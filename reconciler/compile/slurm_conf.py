@@ -9,6 +9,7 @@ from typing import Any
 
 import hostlist
 
+from reconciler.compile.power import power_conf
 from reconciler.compile.profile import Profile
 from reconciler.compile.slurm_nodes import SlurmNodeSpec
 from reconciler.compile.slurmdbd import accounting_plan
@@ -119,6 +120,7 @@ def render_slurm_conf(
     empty_nodesets: Iterable[str] = (),
 ) -> str:
     settings = _settings(release, values, profile, has_gpus=any(s.gres for s in specs))
+    settings.update(power_conf(values, specs, profile.conf_dir))
     extra_objects = _apply_extra_config(settings, values.get("slurmConfig", {}).get("extraConfig"))
     _refuse_line_breaks(settings, extra_objects)
     lines = [HEADER, *(f"{k}={v}" for k, v in settings.items())]

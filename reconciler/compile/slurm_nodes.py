@@ -44,6 +44,7 @@ class SlurmNodeSpec:
     real_memory_mb: int
     gres: Gres | None
     features: tuple[str, ...]
+    min_replicas: int | None = None  # the floor power saving keeps warm (None: not set)
 
     def node_names(self) -> list[str]:
         """The Slurm nodes that run now: the StatefulSet's Pods."""
@@ -70,7 +71,16 @@ def slurm_node_spec(release: str, nodeset: NodeSet, definition: dict[str, Any]) 
             where=nodeset.where,
             hint="raise maxReplicas (Slurm declares that many nodes) or lower replicas",
         )
+    min_replicas = definition.get("minReplicas")
+    if min_replicas is not None and not 0 <= int(min_replicas) <= replicas:
+        raise CompileError(
+            f"node definition {nodeset.name!r}: minReplicas {min_replicas} is not between 0 "
+            f"and replicas ({replicas})",
+            where=nodeset.where,
+            hint="minReplicas is the floor kept powered up; replicas the most that run",
+        )
     return SlurmNodeSpec(
+        min_replicas=None if min_replicas is None else int(min_replicas),
         nodeset=nodeset.name,
         statefulset=name,
         replicas=replicas,

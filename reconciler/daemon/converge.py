@@ -20,7 +20,9 @@ from reconciler.adapters.kube import Kube
 from reconciler.apply.executor import apply_plan
 from reconciler.apply.passes import passes
 from reconciler.apply.target import ApplyOptions
+from reconciler.compile.power import power_saving
 from reconciler.config.files import read_library, read_repo
+from reconciler.config.layering import plain
 from reconciler.config.repo import Config, load_config
 from reconciler.daemon.status import Status, read_status, write_status
 from reconciler.errors import ReconcilerError
@@ -67,6 +69,7 @@ class Converger:
         self._clock = clock
         self.status = Status()
         self.pod_policies = PodPolicies()
+        self.power_saving: bool | None = None  # as the last applied revision says
         self._policies: tuple[str, tuple[CompiledPolicy, ...]] = ("", ())
         self._known: tuple[str | None, str | None] = (release, namespace)
 
@@ -91,6 +94,7 @@ class Converger:
             self.pod_policies = PodPolicies(
                 tuple(p for p in policies if p.policy.target == "pod"), params_of(config)
             )
+            self.power_saving = power_saving(plain(config.values)) is not None
         return self._record(revision, outcome, started, release=release, namespace=namespace)
 
     def _compiled(self, revision: Revision, config: Config) -> tuple[CompiledPolicy, ...]:

@@ -230,6 +230,8 @@ class Daemon:
         # success are none: the scheduler keeps the ones it started with.
         if self._pod_scheduler is not None and outcome.state != "failed":
             self._pod_scheduler.set_policies(self._converger.pod_policies)
+            if self._converger.power_saving is not None:
+                self._pod_scheduler.power.set_enabled(self._converger.power_saving)
         self._tried = revision.id
         kind = CONVERGE_RESYNC if resync else CONVERGE_REVISION
         self.metrics.record(outcome, self._clock(), kind=kind, cpu_seconds=cpu)

@@ -199,8 +199,10 @@ class LocalPodRuntime:
         node = pod["metadata"]["name"]  # the Pod name is the Slurm node name
         # s6-overlay brings up the user bundle (compute.s6) before the command, slurmd.
         s6 = self._s6.start(pod, pod["spec"]["containers"][0]["name"])
+        # `slurmd -b` (power saving): the container's start is the node's boot, as Slurm needs.
+        reboot = "-b" in (pod["spec"]["containers"][0].get("args") or ())
         try:
-            self._cluster.start_slurmd(node, wait=True)
+            self._cluster.start_slurmd(node, wait=True, boot_at_start=reboot)
         except BaseException:
             self._cluster.stop_slurmd(node, grace=1.0)
             for daemon in s6:

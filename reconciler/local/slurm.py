@@ -181,6 +181,7 @@ class SlurmCluster:
         wait: bool = True,
         timeout: float = NODE_READY_SECONDS,
         dynamic_conf: str | None = None,
+        boot_at_start: bool = False,
     ) -> float:
         """Start `slurmd -N node` (node declared, e.g. State=FUTURE), or with `dynamic_conf`
         ("CPUs=2 RealMemory=1000 Feature=x Port=N") a dynamic node slurm.conf does not name
@@ -194,6 +195,8 @@ class SlurmCluster:
         ]  # fmt: skip
         if dynamic_conf is not None:
             argv += ["-Z", "--conf", dynamic_conf]
+        if boot_at_start:
+            argv.append("-b")
         started = time.monotonic()
         self.supervisor.start(self.slurmd_daemon(node), argv, env=self.env())
         if wait:

@@ -128,6 +128,9 @@ class SlurmSite:
     settings: dict[str, str]
     accounting: bool
     cluster_name: str
+    # PATH and LD_LIBRARY_PATH that make its clients (scontrol) the release's own, for the
+    # scripts slurmctld runs (their environment has neither).
+    client_env: dict[str, str] = field(default_factory=dict)
 
 
 def current_user() -> str:

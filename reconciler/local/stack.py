@@ -236,8 +236,10 @@ class LocalStack:
         settings = local_site_settings(
             cluster.paths, cluster.ports, accounting, cluster_name=self.cluster_name
         )
+        client_env = {k: v for k, v in cluster.install.env({}).items()
+                      if k in ("PATH", "LD_LIBRARY_PATH")}  # fmt: skip
         return SlurmSite(cluster.paths, cluster.ports, settings, cluster.accounting,
-                         self.cluster_name)  # fmt: skip
+                         self.cluster_name, client_env)  # fmt: skip
 
     def up_slurm(
         self, slurm_conf: str, gres_conf: str, start_nodes: Sequence[str]

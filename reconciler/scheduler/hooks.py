@@ -2,10 +2,12 @@
 
     POST /hooks/v1/pods/<uid>/started?job=<id>&node=<slurm node>    Slurm started the job
     POST /hooks/v1/pods/<uid>/signalled?job=<id>                    Slurm is ending the job
+    POST /hooks/v1/power/<suspend|resume>?nodes=<hostlist>          SuspendProgram/ResumeProgram
 
 Each request carries `Authorization: Bearer <token>`, an HMAC of the Pod UID under a key only
-the scheduler knows, so a job can speak only for its own Pod. `signalled` answers `gone` once the
-Pod no longer exists (the job may then exit) and `wait` before.
+the scheduler knows, so a job can speak only for its own Pod (the power programs' token derives
+from a name no Pod UID can have). `signalled` answers `gone` once the Pod no longer exists (the
+job may then exit) and `wait` before.
 
 The server is the guarded one the daemon also uses (reconciler.adapters.http_server): a cap on
 connections, read time limits, Content-Length checked; refused calls are counted (`refusals`),
@@ -50,6 +52,9 @@ class HookCall:
 
 # Answers the scheduler gives: "ok" (started), "gone" / "wait" (signalled).
 Handler = Callable[[HookCall], str]
+# SuspendProgram / ResumeProgram: (verb, Slurm's hostlist) -> "ok".
+PowerHandler = Callable[[str, str], str]
+POWER_VERBS = ("suspend", "resume")
 
 # Every running placeholder job may call at once (a node drained, a batch preempted): the
 # backlog holds a burst, and the jobs retry a 503. A call is a request line and one header.
@@ -71,6 +76,7 @@ class HooksServer:
     ) -> None:
         self._credentials = credentials
         self._handler = handler
+        self.power: PowerHandler | None = None  # set when power saving is on
         self._server = GuardedServer((host, port), self._request_class(), limits)
         self._thread: threading.Thread | None = None
 
@@ -113,11 +119,14 @@ class HooksServer:
 
     def answer(self, path: str, authorization: str) -> tuple[int, str]:
         """(HTTP status, body) for one request; pure apart from the handler it calls."""
+        scheme, _, token = authorization.strip().partition(" ")
+        token = token.strip() if scheme.lower() == "bearer" else ""
+        power = parse_power_call(path)
+        if power is not None:
+            return self._answer_power(*power, token)
         call = parse_call(path)
         if call is None:
             return 404, "unknown hook\n"
-        scheme, _, token = authorization.strip().partition(" ")
-        token = token.strip() if scheme.lower() == "bearer" else ""
         if not token or not self._credentials.verify(call.pod_uid, token):
             self.refusals.add(UNAUTHORIZED)  # counted for /metrics; a log line each would flood
             return 403, "forbidden\n"
@@ -126,6 +135,31 @@ class HooksServer:
         except Exception:
             log.exception("hooks: %s for pod uid %s failed", call.kind, call.pod_uid)
             return 503, "retry\n"
+
+    def _answer_power(self, verb: str, nodes: str, token: str) -> tuple[int, str]:
+        if self.power is None:
+            return 404, "power saving is off\n"
+        if not token or not self._credentials.verify(wk.POWER_TOKEN_SUBJECT, token):
+            self.refusals.add(UNAUTHORIZED)
+            return 403, "forbidden\n"
+        try:
+            answer = self.power(verb, nodes)
+        except Exception:
+            log.exception("hooks: power %s %s failed", verb, nodes)
+            return 503, "retry\n"
+        return (200 if answer == "ok" else 400), answer + "\n"
+
+
+def parse_power_call(path: str) -> tuple[str, str] | None:
+    """(verb, hostlist) of `POST /hooks/v1/power/<suspend|resume>?nodes=<hostlist>`."""
+    parts = urlsplit(path)
+    if not parts.path.startswith(wk.HOOKS_POWER_PREFIX):
+        return None
+    verb = parts.path.removeprefix(wk.HOOKS_POWER_PREFIX)
+    nodes = (parse_qs(parts.query).get("nodes") or [""])[0]
+    if verb not in POWER_VERBS or not nodes:
+        return None
+    return verb, nodes
 
 
 def parse_call(path: str) -> HookCall | None:

@@ -45,6 +45,8 @@ from reconciler.scheduler.placement import Placement
 from reconciler.scheduler.pod_policies import PodPolicies
 from reconciler.scheduler.pod_writer import PodWriter, load_hooks_key
 from reconciler.scheduler.pods import PodSteps
+from reconciler.scheduler.power_keeper import PowerKeeper
+from reconciler.scheduler.power_plan import is_slurmd_pod
 from reconciler.scheduler.settings import SchedulerSettings
 from reconciler.scheduler.starts import StartWatch
 from reconciler.scheduler.state import SchedulerState
@@ -90,6 +92,7 @@ class PodScheduler:
         self._queue = WorkQueue()
         self._poll_lock = threading.Lock()  # the poll thread and the start watch share it
         self._pods_out = PodWriter(kube, settings.name, self.counters)
+        self.power = PowerKeeper(kube, slurm, settings, self._pods_out)
         self._trust = JobTrust(self._state, slurm, settings, self._queue, self.counters)
         self._effects = Effects(
             self._state, slurm, self._pods_out, self._trust, self.counters, clock
@@ -136,6 +139,8 @@ class PodScheduler:
         )  # fmt: skip
         url = self.settings.hooks_url or self._default_hooks_url(self.hooks.port)
         self._effects.credentials = HookCredentials(url, key)
+        self.power.start(self._effects.credentials)
+        self.hooks.power = self.power.called
         self._poll_jobs()  # the full list first: a restart finds the jobs it made
         if self.settings.bin_pack_partitions:
             self._packer.check()
@@ -156,6 +161,7 @@ class PodScheduler:
             self._poll_jobs()
         self.hooks.start()
         self._spawn("poll", self._poll_forever)
+        self._spawn("power", self.power.run_forever, self._stopping)
         self._spawn("starts", self._starts.run_forever, self.settings.poll_seconds)
         for index in range(self.settings.workers):
             self._spawn(f"worker-{index}", self._work)
@@ -180,6 +186,7 @@ class PodScheduler:
 
     def stop(self) -> None:
         self._stopping.set()
+        self.power.nudge()
         with self._state.pod_changed:
             self._state.pod_changed.notify_all()
         self._queue.close()
@@ -266,11 +273,14 @@ class PodScheduler:
             handle(event, _slimmed(obj))
 
     def _on_pod(self, event: str, pod: Obj) -> None:
+        if is_slurmd_pod(pod):  # ours with power saving: the power keeper places it
+            return
         for key in self._state.on_pod(event, pod):
             self._queue.add(key)
 
     def _on_slurmd_pod(self, event: str, pod: Obj) -> None:
         self._state.on_slurmd_pod(event, pod)
+        self.power.on_slurmd_pod(event, pod)
 
     def _on_node(self, event: str, node: Obj) -> None:
         self._state.on_node(event, node)

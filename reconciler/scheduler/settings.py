@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconciler import wellknown as wk
+from reconciler.compile.power import power_saving
 from reconciler.config.defaults import DEFAULT_KILL_WAIT_SECONDS, default_scheduler_name
 from reconciler.errors import ConfigTypeError
 from reconciler.scheduler.gang import FAILURE_POLICIES, FailurePolicy
@@ -35,6 +36,8 @@ class SchedulerSettings:
     gang_failure_policy: FailurePolicy = "restart"
     # Partitions whose nodes get bin-packing weights (the fullest node that fits goes first).
     bin_pack_partitions: tuple[str, ...] = ()
+    # slurmConfig.slurmd.suspendTime is set: slurmd Pods name this scheduler (power_keeper.py).
+    power_saving: bool = False
 
     @property
     def hooks_secret_name(self) -> str:
@@ -61,6 +64,7 @@ def settings_from_values(
         "kill_wait_seconds": int(kill_wait),
         "gang_failure_policy": _gang_policy(scheduler.get("gangFailurePolicy", "restart")),
         "bin_pack_partitions": _namespaces(scheduler.get("binPackPartitions")),
+        "power_saving": power_saving(dict(values)) is not None,
     }
     fields.update({k: v for k, v in overrides.items() if v is not None})
     return SchedulerSettings(**fields)

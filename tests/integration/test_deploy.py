@@ -154,6 +154,7 @@ def test_the_daemon_as_its_service_account_needs_every_rule_and_no_other(
             _pods_refused_bound_cancelled_and_deleted(deployed, namespace, log)
         _drift_that_needs_create_patch_and_delete(deployed)
         _a_cordon_that_drains_and_tells_the_node(deployed)
+        _power_saving_switched_on_by_a_commit(deployed)
     finally:
         stop_cleanly(daemon, log)  # releases the Lease: an update
     calls = _audited_calls(deployed.stack)
@@ -187,6 +188,16 @@ def _a_cordon_that_drains_and_tells_the_node(deployed: Deployed) -> None:
             content_type="application/merge-patch+json",
         )  # fmt: skip
         wait_for(lambda r=reason: told(r), 30, f"{reason} on Node {node}")
+
+
+def _power_saving_switched_on_by_a_commit(deployed: Deployed) -> None:
+    """The revision that sets suspendTime makes the scheduler publish the Secret slurmctld's
+    power programs read (server-side apply: `patch` on that one name). Last: the controller
+    rolls; a long suspendTime powers nothing down meanwhile."""
+    values = deployed.repo / "values.yaml"
+    values.write_text(values.read_text().replace("suspendTime: INFINITE", "suspendTime: 3600"))
+    wait_for(lambda: deployed.admin.get("v1", "Secret", "slurm-power-auth", NAMESPACE), 60,
+             "the power Secret")  # fmt: skip
 
 
 def _drift_that_needs_create_patch_and_delete(deployed: Deployed) -> None:

@@ -1,0 +1,187 @@
+"""Power saving (slurmConfig.slurmd.suspendTime): Slurm's own mechanism, with our programs.
+
+Slurm powers down a node idle for SuspendTime by running SuspendProgram with its hostlist, and
+powers one up for a job by running ResumeProgram. Ours are two short scripts, in a ConfigMap the
+controller Pod mounts: they POST the hostlist to the reconciler's hooks API with a token from a
+Secret the scheduler writes, and the scheduler deletes or brings back the node's slurmd Pod.
+A node set's `minReplicas` is the floor kept warm (SuspendExcNodes=<its nodes>:<count>), its
+`replicas` the most that run. Pure: the scheduler does the rest (scheduler/power_keeper.py).
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from reconciler import wellknown as wk
+from reconciler.compile.profile import Profile
+from reconciler.compile.slurm_nodes import SlurmNodeSpec
+from reconciler.errors import CompileError
+
+# Slurm's words for "never": SuspendTime=INFINITE (or -1; NONE before 21.08).
+_NEVER = {"INFINITE", "-1", "NONE"}
+DEFAULT_SUSPEND_TIMEOUT = 30  # Slurm's defaults
+DEFAULT_RESUME_TIMEOUT = 60
+PROGRAMS_DIR = "power"  # below the Slurm config directory, in the controller Pod
+AUTH_DIR = "power-auth"
+VERBS = ("suspend", "resume")
+WAIT_PROLOG = "wait-for-resume"
+
+
+@dataclass(frozen=True)
+class PowerSaving:
+    suspend_time: int
+    suspend_timeout: int
+    resume_timeout: int
+
+
+def power_saving(values: dict[str, Any]) -> PowerSaving | None:
+    """None when nodes never power down (suspendTime unset or INFINITE)."""
+    slurmd = (values.get("slurmConfig") or {}).get("slurmd") or {}
+    raw = slurmd.get("suspendTime")
+    if raw is None or str(raw).strip().upper() in _NEVER:
+        return None
+    seconds = _seconds(raw, "slurmConfig.slurmd.suspendTime")
+    return PowerSaving(
+        suspend_time=seconds,
+        suspend_timeout=_seconds(slurmd.get("suspendTimeout", DEFAULT_SUSPEND_TIMEOUT),
+                                 "slurmConfig.slurmd.suspendTimeout"),
+        resume_timeout=_seconds(slurmd.get("resumeTimeout", DEFAULT_RESUME_TIMEOUT),
+                                "slurmConfig.slurmd.resumeTimeout"),
+    )  # fmt: skip
+
+
+def _seconds(raw: Any, key: str) -> int:
+    text = str(raw).strip()
+    if isinstance(raw, bool) or not text.isascii() or not text.isdigit() or int(text) < 1:
+        raise CompileError(
+            f"{key}: {raw!r} is not a number of seconds",
+            hint="write a whole number of seconds (e.g. 600), or INFINITE to never power down"
+            if key.endswith("suspendTime")
+            else "write a whole number of seconds of at least 1",
+        )
+    return int(text)
+
+
+def check_min_replicas(values: dict[str, Any], specs: list[SlurmNodeSpec]) -> None:
+    """minReplicas means something only with power saving on: never accepted and ignored."""
+    if power_saving(values) is not None:
+        return
+    for spec in specs:
+        if spec.min_replicas is not None:
+            raise CompileError(
+                f"node definition {spec.nodeset!r}: minReplicas is set, but nodes never power "
+                "down (slurmConfig.slurmd.suspendTime is unset or INFINITE)",
+                hint="set slurmConfig.slurmd.suspendTime, or remove minReplicas",
+            )
+
+
+def power_conf(values: dict[str, Any], specs: list[SlurmNodeSpec], conf_dir: str) -> dict[str, str]:
+    """The slurm.conf keys power saving needs ({} when it is off)."""
+    power = power_saving(values)
+    if power is None:
+        return {}
+    settings = {
+        "SuspendProgram": f"{conf_dir}/{PROGRAMS_DIR}/suspend",
+        "ResumeProgram": f"{conf_dir}/{PROGRAMS_DIR}/resume",
+        "SuspendTimeout": str(power.suspend_timeout),
+        "ResumeTimeout": str(power.resume_timeout),
+        "PrologSlurmctld": f"{conf_dir}/{PROGRAMS_DIR}/{WAIT_PROLOG}",
+    }
+    floors = [f"{_hostlist(s)}:{s.min_replicas}" for s in specs if s.min_replicas and s.replicas]
+    if floors:
+        settings["SuspendExcNodes"] = ",".join(floors)
+    return settings
+
+
+def _hostlist(spec: SlurmNodeSpec) -> str:
+    last = spec.replicas - 1
+    return f"{spec.statefulset}-{last}" if not last else f"{spec.statefulset}-[0-{last}]"
+
+
+def programs_map_name(release: str) -> str:
+    return f"{release}{wk.POWER_PROGRAMS_SUFFIX}"
+
+
+def power_secret_name(release: str) -> str:
+    return f"{release}{wk.POWER_SECRET_SUFFIX}"
+
+
+def program_script(verb: str, conf_dir: str) -> str:
+    """SuspendProgram / ResumeProgram: hand Slurm's hostlist ($1) to the reconciler.
+
+    The token is read by curl from a file (`-H @file`), never put on a command line `ps` shows.
+    A non-zero exit is logged by slurmctld; for a resume, the node goes DOWN after
+    ResumeTimeout unless a later call brings it up."""
+    auth = f"{conf_dir}/{AUTH_DIR}"
+    return "\n".join([
+        "#!/bin/sh",
+        f"# Slurm's {'SuspendProgram' if verb == 'suspend' else 'ResumeProgram'}, rendered by "
+        "reconciler: $1 is the hostlist Slurm powers "
+        f"{'down' if verb == 'suspend' else 'up'}.",
+        "set -eu",
+        f'auth="{auth}"',
+        f'if [ ! -r "$auth/{wk.POWER_SECRET_URL_KEY}" ]; then',
+        f'  echo "power {verb} $1: $auth/{wk.POWER_SECRET_URL_KEY} is missing: is the '
+        'reconciler scheduler running?" >&2',
+        "  exit 1",
+        "fi",
+        f'url=$(cat "$auth/{wk.POWER_SECRET_URL_KEY}")',
+        f'exec curl -fsS --max-time 10 --retry 5 --retry-delay 1 -X POST -G '
+        f'-H @"$auth/{wk.POWER_SECRET_HEADER_KEY}" --data-urlencode "nodes=$1" '
+        f'"$url{wk.HOOKS_POWER_PREFIX}{verb}"',
+        "",
+    ])  # fmt: skip
+
+
+def wait_prolog(resume_timeout: int, conf_dir: str, client_env: Mapping[str, str]) -> str:
+    """PrologSlurmctld: slurmctld launches a batch job on resumed nodes only at its next 30 s
+    check (PERIODIC_TIMEOUT), or when this prolog ends with the nodes up. So it waits for them,
+    and always exits 0: a failing PrologSlurmctld would requeue or cancel the job."""
+    tries = resume_timeout * 5
+    return "\n".join([
+        "#!/bin/sh",
+        "# PrologSlurmctld, rendered by reconciler (power saving): ends once the job's nodes",
+        "# are powered up, so slurmctld starts the job then rather than up to 30 s later.",
+        # slurmctld gives its scripts neither PATH nor SLURM_CONF.
+        f'export SLURM_CONF="${{SLURM_CONF:-{conf_dir}/slurm.conf}}"',
+        *(f"export {k}={shlex.quote(v)}" for k, v in sorted(client_env.items())),
+        '[ -n "${SLURM_JOB_NODELIST:-}" ] || exit 0',
+        "i=0",
+        f"while [ $i -lt {tries} ]; do",
+        '  scontrol show node "$SLURM_JOB_NODELIST" -o 2>/dev/null |',
+        "    grep -q -e POWERING_UP -e POWERED_DOWN || exit 0",
+        "  sleep 0.2",
+        "  i=$((i + 1))",
+        "done",
+        "exit 0",
+        "",
+    ])  # fmt: skip
+
+
+def program_files(values: dict[str, Any], profile: Profile) -> dict[str, str]:
+    power = power_saving(values)
+    files = {verb: program_script(verb, profile.conf_dir) for verb in VERBS}
+    if power is not None:
+        files[WAIT_PROLOG] = wait_prolog(power.resume_timeout, profile.conf_dir, profile.client_env)
+    return files
+
+
+def controller_power_volumes(release: str) -> list[dict[str, Any]]:
+    return [
+        {"name": "power-programs",
+         "configMap": {"name": programs_map_name(release), "defaultMode": 0o755}},
+        # Optional: the controller starts before the scheduler has written it.
+        {"name": "power-auth",
+         "secret": {"secretName": power_secret_name(release), "optional": True,
+                    "defaultMode": 0o440}},
+    ]  # fmt: skip
+
+
+def controller_power_mounts(conf_mount: str) -> list[dict[str, Any]]:
+    return [
+        {"name": "power-programs", "mountPath": f"{conf_mount}/{PROGRAMS_DIR}", "readOnly": True},
+        {"name": "power-auth", "mountPath": f"{conf_mount}/{AUTH_DIR}", "readOnly": True},
+    ]
