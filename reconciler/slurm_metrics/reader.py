@@ -6,6 +6,12 @@ statistics, through the REST adapter; `figures` turns them into families at once
 the families are kept (a 50,000-job answer is not held between reads). A failed read keeps
 the last families: the snapshot's age, served beside them, says how old they are, and
 `slurm_controller_up` says whether slurmctld answered the last ping.
+
+Reading every job is what costs (slurmrestd writes about 5 KB of JSON per job, which is
+decoded here: bench/README.md has the figures), so a read that took S seconds is not started
+again before PAUSE_FACTOR x S seconds have passed: on a cluster whose read outgrows the
+interval, the daemon and slurmrestd spend at most a quarter of their time on it, and the
+snapshot's age grows instead.
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ from reconciler.errors import ReconcilerError
 from reconciler.slurm_metrics.figures import Family, SlurmReading, slurm_families
 
 log = logging.getLogger(__name__)
+
+PAUSE_FACTOR = 3.0  # after a read of S seconds, the next starts S x this later at the soonest
 
 
 @dataclass(frozen=True)
@@ -51,11 +59,14 @@ class SlurmMetricsReader:
         return self._view
 
     def refresh(self) -> SlurmView:
-        """One read; a Slurm that fails is logged and counted, never raised."""
+        """One read, unless the last complete one ended less than PAUSE_FACTOR times its
+        duration ago; a Slurm that fails is logged and counted, never raised."""
         with self._lock:
             began = self._clock()
-            started = time.perf_counter()
             last = self._view or SlurmView((), None, 0.0, False, 0, began)
+            if last.read_at is not None and began < last.read_at + PAUSE_FACTOR * last.read_seconds:
+                return last
+            started = time.perf_counter()
             try:
                 self._api.ping()
             except ReconcilerError as error:

@@ -21,7 +21,7 @@ from reconciler.adapters.slurm.transport import Transport
 from reconciler.daemon.converge import Converger
 from reconciler.daemon.run import Daemon, RunSettings
 from reconciler.slurm_metrics.collector import SlurmCollector
-from reconciler.slurm_metrics.reader import SlurmMetricsReader
+from reconciler.slurm_metrics.reader import PAUSE_FACTOR, SlurmMetricsReader
 from reconciler.sources.directory import DirectorySource
 from tests.unit.slurm_answers import CannedSlurm, StaticToken, canned_slurm
 
@@ -121,6 +121,21 @@ def test_a_failed_read_keeps_the_last_one_and_counts(
     assert found[("slurm_controller_up", ())] == 1
     assert found[("reconciler_slurm_snapshot_age_seconds", ())] == 0
     assert ("slurm_jobs", (("partition", "all"), ("state", "running"))) not in found
+
+
+def test_a_long_read_is_not_repeated_before_three_times_its_length(slurm: CannedSlurm) -> None:
+    """So a cluster whose read outgrows the interval costs at most a quarter of the time."""
+    clock = Clock()
+    reader = reader_of(slurm, clock)
+    first = reader.refresh()
+    assert first.read_at is not None and first.read_seconds > 0
+    slurm.requests.clear()
+    clock.now = first.read_at + PAUSE_FACTOR * first.read_seconds * 0.9
+    assert reader.refresh() is first
+    assert slurm.requests == []
+    clock.now = first.read_at + PAUSE_FACTOR * first.read_seconds * 1.1
+    assert reader.refresh().read_at == clock.now
+    assert len(slurm.requests) == 4
 
 
 def test_a_slurm_never_read_ages_from_the_first_try() -> None:
