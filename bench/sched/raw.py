@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 from bench.harness.procs import JobMemory, job_memory, mem_available
 from bench.harness.report import say
+from bench.harness.serve import serving
 from bench.harness.stack import Stack
 from bench.harness.timing import wait_until
 from bench.sched.common import HOLDING, RAW_CPUS, RAW_MEMORY_MB, RAW_SCRIPT, SETTLE_TIMEOUT
@@ -85,18 +84,9 @@ class _StubHooks(BaseHTTPRequestHandler):
         pass
 
 
-@contextlib.contextmanager
-def stub_hooks() -> Iterator[str]:
+def stub_hooks() -> contextlib.AbstractContextManager[str]:
     """A hooks API on 127.0.0.1 that answers every call at once; yields its URL."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _StubHooks)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, name="bench-stub-hooks", daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    return serving(_StubHooks, "bench-stub-hooks")
 
 
 def run_raw(

@@ -14,6 +14,7 @@ from typing import Any
 
 from reconciler.adapters.kube import Kube
 from reconciler.apply.connect import kubeconfig_of, resolve_target
+from reconciler.apply.target import Target
 from reconciler.cli.apply import target_args
 from reconciler.cli.schedule import connect_scheduler
 from reconciler.daemon.converge import Converger
@@ -25,6 +26,7 @@ from reconciler.logs import log_format_arg
 from reconciler.scheduler.loop import PodScheduler
 from reconciler.scheduler.settings import DEFAULT_HOOKS_PORT
 from reconciler.settings import describe_environment
+from reconciler.slurm_metrics.reader import SlurmMetricsReader
 from reconciler.sources import Source
 from reconciler.sources.directory import DirectorySource
 from reconciler.sources.flux import FluxArtifactSource
@@ -114,6 +116,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="cordon a Node whose Slurm nodes are all down or failing, and uncordon it when "
         "they are back (the daemon's RBAC then needs `patch` on nodes)",
     )  # fmt: skip
+    run.add_argument(
+        "--slurm-metrics-interval", type=float, default=30.0, metavar="SECONDS",
+        help="read Slurm's nodes, jobs and scheduler statistics for /metrics every N s (30; "
+        "0 turns the slurm_* series off); a scrape serves the last read",
+    )  # fmt: skip
     run.add_argument("--config", type=Path, help="a YAML file of settings (see below)")
     log_format_arg(run)
     target_args(run)
@@ -144,6 +151,7 @@ def run_daemon(args: argparse.Namespace) -> int:
     scheduler = _scheduler(args, start.prepared)
     node_sync = _node_sync(args, namespace, release)
     daemon.attach(scheduler=scheduler, node_sync=node_sync,
+                  slurm_metrics=_slurm_metrics(args, namespace),
                   initial=start.revision if start.fallback else None)  # fmt: skip
     if scheduler is not None:  # bind latency and Slurm requests on /metrics
         scheduler.observe(bind=daemon.metrics.observe_bind, slurm=daemon.metrics.observe_slurm)
@@ -174,6 +182,7 @@ def _run_settings(args: argparse.Namespace) -> RunSettings:
         webhook_secret=_webhook_secret(args),
         branch=args.git_branch,
         node_sync_seconds=args.node_sync_interval,
+        slurm_metrics_seconds=args.slurm_metrics_interval,
     )
 
 
@@ -209,21 +218,12 @@ def _elect(args: argparse.Namespace, namespace: str, release: str, daemon: Daemo
 
 
 def _node_sync(args: argparse.Namespace, namespace: str, release: str) -> NodeSync | None:
-    if args.node_sync_interval < 0:
-        raise ReconcilerError(
-            f"--node-sync-interval {args.node_sync_interval:g}: expected seconds >= 0",
-            hint="0 turns the node health sync off",
-        )
-    if args.node_sync_interval == 0:
+    target = _slurm_target(
+        args, namespace, "--node-sync-interval", args.node_sync_interval,
+        "the node health sync", "the sync",
+    )  # fmt: skip
+    if target is None:
         return None
-    try:
-        target, _ = resolve_target(args, namespace)
-    except ReconcilerError as error:
-        raise ReconcilerError(
-            f"the node health sync needs Slurm: {error.message}",
-            hint="--local, or --slurm-url with Slurm credentials; --node-sync-interval 0 "
-            "turns the sync off",
-        ) from None
     settings = NodeSyncSettings(
         drain_on_conditions=frozenset(_words(args.drain_on_condition, "--drain-on-condition")),
         drain_on_taints=frozenset(_words(args.drain_on_taint, "--drain-on-taint")),
@@ -233,6 +233,36 @@ def _node_sync(args: argparse.Namespace, namespace: str, release: str) -> NodeSy
         target.kube, target.slurm, target.nodes, namespace=namespace, release=release,
         settings=settings,
     )  # fmt: skip
+
+
+def _slurm_metrics(args: argparse.Namespace, namespace: str) -> SlurmMetricsReader | None:
+    """A reader of Slurm for /metrics, on a client of its own: a read of every job never
+    queues behind the node sync's or the scheduler's requests."""
+    target = _slurm_target(
+        args, namespace, "--slurm-metrics-interval", args.slurm_metrics_interval,
+        "the Slurm metrics reader", "it",
+    )  # fmt: skip
+    return SlurmMetricsReader(target.slurm) if target is not None else None
+
+
+def _slurm_target(
+    args: argparse.Namespace, namespace: str, option: str, seconds: float, what: str, it: str
+) -> Target | None:
+    """Where WHAT, run every SECONDS (OPTION), reads Slurm; None when OPTION is 0."""
+    if seconds < 0:
+        raise ReconcilerError(
+            f"{option} {seconds:g}: expected seconds >= 0", hint=f"0 turns {what} off"
+        )
+    if seconds == 0:
+        return None
+    try:
+        target, _ = resolve_target(args, namespace)
+    except ReconcilerError as error:
+        raise ReconcilerError(
+            f"{what} needs Slurm: {error.message}",
+            hint=f"--local, or --slurm-url with Slurm credentials; {option} 0 turns {it} off",
+        ) from None
+    return target
 
 
 def _words(values: list[str], option: str) -> list[str]:

@@ -11,6 +11,8 @@ from prometheus_client.registry import Collector
 from reconciler.daemon.converge import Outcome
 from reconciler.scheduler.loop import Counters
 from reconciler.scheduler.packing import Fragmentation
+from reconciler.slurm_metrics.collector import SlurmCollector
+from reconciler.slurm_metrics.reader import SlurmView
 from reconciler.sync.node_sync import OPERATIONS as NODE_SYNC_OPERATIONS
 
 # What a convergence was: a revision not converged before, or a resync of the applied one.
@@ -136,6 +138,10 @@ class DaemonMetrics:
     def watch_packing(self, figure: Callable[[], Fragmentation | None]) -> None:
         """The bin-packed partitions' fragmentation, as the scheduler last read it."""
         self.registry.register(_PackingCollector(figure))
+
+    def watch_slurm(self, view: Callable[[], SlurmView | None]) -> None:
+        """Slurm's nodes, jobs and scheduler statistics, as the reader last read them."""
+        self.registry.register(SlurmCollector(view))
 
     def observe_bind(self, seconds: float) -> None:
         """PodScheduler's bind hook (scheduler.effects.BindObserver)."""

@@ -7,7 +7,9 @@ converge at the same time; a directory source's watcher asks for a run at once w
 change. The node health sync has a worker of its own: a convergence waiting up to its drain
 timeout must not hold up a drain for a cordoned Node. The Pod scheduler has threads of its own
 and keeps scheduling while a revision is being applied. SIGTERM: the convergence and node sync
-pass under way finish, then everything stops.
+pass under way finish, then everything stops. Slurm's state for /metrics is read on a worker
+of its own too (a read of every job may take seconds on a big cluster), and scrapes serve
+what it last read.
 
 With leader election, `leading` says whether this replica may act: every job asks it before it
 starts, and /readyz and the reconciler_leader metric report it, so a replica resumed after a
@@ -42,6 +44,7 @@ from reconciler.daemon.metrics import CONVERGE_RESYNC, CONVERGE_REVISION, Daemon
 from reconciler.daemon.webhook import judge
 from reconciler.errors import ReconcilerError, SourceError
 from reconciler.scheduler.loop import PodScheduler
+from reconciler.slurm_metrics.reader import SlurmMetricsReader, SlurmView
 from reconciler.sources import Revision, Source
 from reconciler.sources.directory import DirectorySource
 from reconciler.sync.node_sync import NodeSync
@@ -49,9 +52,11 @@ from reconciler.sync.node_sync import NodeSync
 log = logging.getLogger(__name__)
 
 FETCH_JOB, RESYNC_JOB, NODE_SYNC_JOB = "fetch", "resync", "node-sync"
-# apscheduler logs two INFO lines per run of a job; the node sync runs every few seconds and
-# logs what it changes itself, so its executor's lines would only bury that.
-logging.getLogger(f"apscheduler.executors.{NODE_SYNC_JOB}").setLevel(logging.WARNING)
+SLURM_METRICS_JOB = "slurm-metrics"
+# apscheduler logs two INFO lines per run of a job; the node sync and the Slurm metrics run
+# every few seconds and log what matters themselves, so their executors' lines would bury it.
+for _job in (NODE_SYNC_JOB, SLURM_METRICS_JOB):
+    logging.getLogger(f"apscheduler.executors.{_job}").setLevel(logging.WARNING)
 
 
 MAX_WEBHOOK_BYTES = 1024 * 1024  # GitHub caps a webhook payload at 25 MB; a push is kilobytes
@@ -67,6 +72,7 @@ class RunSettings:
     webhook_secret: bytes | None = None  # POST /webhook is served only with a secret
     branch: str = "main"  # the branch whose pushes the webhook acts on
     node_sync_seconds: float = 10.0  # node health, both ways; 0: off
+    slurm_metrics_seconds: float = 30.0  # read Slurm for /metrics; 0: off
     http: Limits = HTTP_LIMITS
 
     def __repr__(self) -> str:
@@ -82,6 +88,7 @@ class Daemon:
         *,
         scheduler: PodScheduler | None = None,
         node_sync: NodeSync | None = None,
+        slurm_metrics: SlurmMetricsReader | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._source = source
@@ -89,6 +96,7 @@ class Daemon:
         self._settings = settings
         self._pod_scheduler = scheduler
         self._node_sync = node_sync
+        self._slurm_metrics = slurm_metrics
         self._clock = clock
         self._leading: Callable[[], bool] = lambda: True  # alone: always
         self._initial: Revision | None = None  # converged first: the last applied revision
@@ -98,8 +106,13 @@ class Daemon:
         self.metrics.watch_scheduler(lambda: getattr(self._pod_scheduler, "counters", None))
         self.metrics.watch_packing(lambda: getattr(self._pod_scheduler, "fragmentation", None))
         self.metrics.watch_leader(lambda: self._leading())
+        self.metrics.watch_slurm(self._slurm_view)
         self._jobs = BackgroundScheduler(
-            executors={"default": ThreadPoolExecutor(1), NODE_SYNC_JOB: ThreadPoolExecutor(1)},
+            executors={
+                "default": ThreadPoolExecutor(1),
+                NODE_SYNC_JOB: ThreadPoolExecutor(1),
+                SLURM_METRICS_JOB: ThreadPoolExecutor(1),
+            },
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
         )
         self._tried: str | None = None  # the last revision id converged
@@ -117,6 +130,7 @@ class Daemon:
         *,
         scheduler: PodScheduler | None = None,
         node_sync: NodeSync | None = None,
+        slurm_metrics: SlurmMetricsReader | None = None,
         initial: Revision | None = None,
     ) -> None:
         """What the first usable revision configures, known once it is found (health is
@@ -124,6 +138,7 @@ class Daemon:
         revision applied, because the head could not be used."""
         self._pod_scheduler = scheduler
         self._node_sync = node_sync
+        self._slurm_metrics = slurm_metrics
         self._initial = initial
 
     def lead_with(self, leading: Callable[[], bool]) -> None:
@@ -162,6 +177,12 @@ class Daemon:
                 self._sync_nodes, "interval", seconds=self._settings.node_sync_seconds,
                 id=NODE_SYNC_JOB, executor=NODE_SYNC_JOB, next_run_time=now,
             )  # fmt: skip
+        if self._slurm_metrics is not None and self._settings.slurm_metrics_seconds > 0:
+            self._jobs.add_job(
+                self._read_slurm, "interval",
+                seconds=self._settings.slurm_metrics_seconds, id=SLURM_METRICS_JOB,
+                executor=SLURM_METRICS_JOB, next_run_time=now,
+            )  # fmt: skip
         self._jobs.start()
         if isinstance(self._source, DirectorySource):
             threading.Thread(
@@ -178,6 +199,8 @@ class Daemon:
                 self._pod_scheduler.stop()
         if self._node_sync is not None:
             self._node_sync.close()
+        if self._slurm_metrics is not None:
+            self._slurm_metrics.close()
         if self._serving:
             self._http.shutdown()
         self._http.server_close()
@@ -246,6 +269,20 @@ class Daemon:
             self._node_sync.run_once()
         except Exception:  # a bug: keep the trace; the next interval tries again
             log.exception("daemon: the node health sync failed")
+
+    def _read_slurm(self) -> None:
+        assert self._slurm_metrics is not None
+        if not self._leading():
+            return
+        try:
+            self._slurm_metrics.refresh()
+        except Exception:  # a bug: keep the trace; the next interval tries again
+            log.exception("daemon: reading Slurm for /metrics failed")
+
+    def _slurm_view(self) -> SlurmView | None:
+        """Slurm's series for a scrape: none where nothing reads Slurm (--slurm-metrics-interval
+        0, or a follower, which never reads)."""
+        return self._slurm_metrics.view() if self._slurm_metrics is not None else None
 
     def _watch_directory(self, source: DirectorySource) -> None:
         while not self._stopping.is_set():

@@ -9,16 +9,15 @@ before any weight changes still fills one node after another instead of spreadin
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from reconciler.adapters.slurm.model import SlurmNode
+from reconciler.adapters.slurm.model import gres_gpus as gpus
 
 # A GPU outweighs any number of CPUs: GPUs are what fragmentation strands.
 CPU_SLOTS = 4096
 MAX_WEIGHT = 2**32 - 2  # Slurm's weight is a uint32; INFINITE is reserved
-_GPU = re.compile(r"gpu(?::[^:(,]+)?:(\d+)")
 
 
 @dataclass(frozen=True)
@@ -35,11 +34,6 @@ class Fragmentation:
             f"{self.idle_nodes} of {self.nodes} nodes idle, {self.partly_used_nodes} partly "
             f"used with {self.stranded_gpus} GPUs stranded on them"
         )
-
-
-def gpus(gres: str) -> int:
-    """GPUs in a gres string: "gpu:quadro_rtx_4000:4", "gpu:4(IDX:0-3)" -> 4."""
-    return sum(int(m) for m in _GPU.findall(gres or ""))
 
 
 def packing_weights(nodes: Sequence[SlurmNode], partitions: Collection[str]) -> dict[str, int]:

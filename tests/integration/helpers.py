@@ -5,14 +5,18 @@ from __future__ import annotations
 import contextlib
 import signal
 import subprocess
+import sys
 import time
+import urllib.error
+import urllib.request
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
 from reconciler.adapters.kube import Kube
 from reconciler.errors import KubeApiError
+from reconciler.local.ports import free_port
 
 T = TypeVar("T")
 
@@ -54,6 +58,36 @@ def stop_cleanly(process: subprocess.Popen[bytes], log: Path, timeout: float = 3
     text = log.read_text(errors="replace")
     assert process.returncode == 0, text
     assert "Traceback" not in text, text
+
+
+def http_get(port: int, path: str) -> str:
+    """The body of GET http://127.0.0.1:PORT/PATH; "" while nothing answers there."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
+            return str(response.read().decode())
+    except (urllib.error.URLError, OSError):
+        return ""
+
+
+@contextlib.contextmanager
+def reconciler_run(
+    repo: Path, runtime: Path, work: Path, *flags: str
+) -> Iterator[tuple[int, Path]]:
+    """`reconciler run --source-dir REPO` on the local stack in RUNTIME as users run it, with
+    FLAGS; (its /metrics port, its log) once /readyz says ok; stopped cleanly after."""
+    port, log = free_port(), work / "run.log"
+    with log.open("wb") as out:
+        daemon = subprocess.Popen(
+            [sys.executable, "-m", "reconciler", "run", "--source-dir", str(repo),
+             "--runtime-dir", str(runtime), "--listen", f"127.0.0.1:{port}",
+             "--hooks-api-bind-address", "127.0.0.1:0", "--workdir", str(work / "w"), *flags],
+            stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        wait_for(lambda: http_get(port, "/readyz") == "ok\n", 60, "readyz: " + log.read_text())
+        yield port, log
+    finally:
+        stop_cleanly(daemon, log)
 
 
 def install_pod_group_crd(kube: Kube, namespace: str) -> None:

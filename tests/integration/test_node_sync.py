@@ -10,11 +10,8 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,10 +25,9 @@ from reconciler.adapters.kube import Kube
 from reconciler.adapters.slurm.client import connect
 from reconciler.adapters.slurm.jwt import MintedTokens
 from reconciler.adapters.slurm.model import SlurmNode, SlurmRestApi
-from reconciler.local.ports import free_port
 from reconciler.local.slurm import SlurmCluster, current_user
 from reconciler.sync.node_health import standing_reason
-from tests.integration.helpers import stop_cleanly, wait_for
+from tests.integration.helpers import http_get, reconciler_run, wait_for
 from tests.integration.local_up import local_up
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -112,7 +108,7 @@ class Env:
         return ours, condition
 
     def metric(self, name: str, **labels: str) -> float:
-        text = _get(self.port, "/metrics")
+        text = http_get(self.port, "/metrics")
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
                 if sample.name == name and all(
@@ -135,23 +131,15 @@ def env(stack_timings: dict[str, float]) -> Iterator[Env]:
             slurm = running.stack.slurm
             assert slurm is not None
             rest = connect(slurm.rest_url(), MintedTokens(slurm.paths.jwt_key, current_user()))
-            port, log = free_port(), work / "run.log"
-            with log.open("wb") as out:
-                daemon = subprocess.Popen(
-                    [sys.executable, "-m", "reconciler", "run", "--source-dir", str(repo),
-                     "--runtime-dir", str(running.runtime), "--listen", f"127.0.0.1:{port}",
-                     "--hooks-api-bind-address", "127.0.0.1:0", "--workdir", str(work / "w"),
-                     "--node-sync-interval", str(INTERVAL), "--cordon-when-slurm-down"],
-                    stdout=out, stderr=subprocess.STDOUT,
-                )  # fmt: skip
             admin = Kube.from_kubeconfig(running.stack.kube_paths.kubeconfig, field_manager="test")
-            env = Env(admin, running.stack.kube_paths.kubeconfig, slurm, rest, port, log,
-                      stack_timings)  # fmt: skip
             try:
-                wait_for(lambda: _get(port, "/readyz") == "ok\n", 60, "readyz: " + log.read_text())
-                yield env
+                with reconciler_run(
+                    repo, running.runtime, work, "--node-sync-interval", str(INTERVAL),
+                    "--cordon-when-slurm-down",
+                ) as (port, log):  # fmt: skip
+                    yield Env(admin, running.stack.kube_paths.kubeconfig, slurm, rest, port, log,
+                              stack_timings)  # fmt: skip
             finally:
-                stop_cleanly(daemon, log)
                 rest.close()
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -307,11 +295,3 @@ def test_a_node_slurm_does_not_know_is_left_alone_and_counted(env: Env) -> None:
         wait_for(lambda: (n := env.rest.node(slurm_node)) is not None and n.state == "IDLE",
                  60, f"{slurm_node} to rejoin")  # fmt: skip
     assert "DRAIN" not in env.slurm_node(slurm_node).flags
-
-
-def _get(port: int, path: str) -> str:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
-            return str(response.read().decode())
-    except (urllib.error.URLError, OSError):
-        return ""

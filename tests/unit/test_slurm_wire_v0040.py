@@ -289,3 +289,18 @@ def test_the_admin_comment_goes_out_at_submit_and_comes_back() -> None:
     wire = {**captured("v0.0.42")["job_running"], "admin_comment": "pod:ns/p@u:s"}
     assert job_from_wire(wire).admin_comment == "pod:ns/p@u:s"
     assert job_from_wire(captured("v0.0.42")["job_running"]).admin_comment == ""
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_diag_reads_the_scheduler_statistics_with_their_timestamps_unwrapped(
+    version: str,
+) -> None:
+    """Captured after 3 submits (1 started, 2 pending) and 15 backfill cycles."""
+    http = Answers((200, captured(version)["diag"]))
+    diag = SlurmRestClient(http, codec_for(version)).diag()  # type: ignore[arg-type]
+    assert http.sent == [("GET", f"/slurm/{version}/diag", None)]
+    assert (diag.jobs_submitted, diag.jobs_started, diag.jobs_failed) == (3, 1, 0)
+    assert (diag.schedule_cycles, diag.backfill_cycles, diag.backfill_cycle_last) == (56, 15, 198)
+    assert (diag.stats_since, diag.backfill_last_cycle_at) == (1795772457, 1795772563)
+    assert diag.server_thread_count == 1 and diag.backfill_active is False
+    assert 0 < diag.schedule_cycle_mean <= diag.schedule_cycle_max

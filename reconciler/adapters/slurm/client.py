@@ -33,6 +33,7 @@ from reconciler.adapters.slurm.model import (
     JobsSnapshot,
     JobUpdate,
     NodeUpdate,
+    SlurmDiag,
     SlurmJob,
     SlurmNode,
     SlurmPartition,
@@ -177,6 +178,12 @@ class SlurmRestClient:
                 hint="is the controller Pod running? (kubectl get pods -l "
                 "app.kubernetes.io/name=slurmctld)",
             )
+
+    def diag(self) -> SlurmDiag:
+        """slurmctld's scheduler statistics, as `sdiag` shows them."""
+        body = self._timed("diag", self._checked, "GET", "/diag")
+        statistics = body.get("statistics")
+        return self._codec.diag(statistics if isinstance(statistics, Mapping) else {})
 
     @overload
     def nodes(self, since: None = None) -> Snapshot[SlurmNode]: ...

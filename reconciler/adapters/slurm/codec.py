@@ -15,6 +15,7 @@ from reconciler.adapters.slurm.model import (
     JobSpec,
     JobUpdate,
     NodeUpdate,
+    SlurmDiag,
     SlurmJob,
     SlurmNode,
     SlurmPartition,
@@ -41,6 +42,7 @@ class Codec:
     job: Callable[[Wire], SlurmJob]
     submission: Callable[[JobSpec], dict[str, Any]]
     job_update: Callable[[JobUpdate], dict[str, Any]]
+    diag: Callable[[Wire], SlurmDiag]  # the `statistics` of `GET /diag`
     node_update: Callable[[NodeUpdate], dict[str, Any]] | None = None
     # An entry of `GET /jobs/state/` as (job id, state); None where the version has no such list.
     job_state: Callable[[Wire], tuple[int, str] | None] | None = None

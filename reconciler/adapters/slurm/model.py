@@ -11,6 +11,7 @@ T and with *everything* otherwise, never a per-object delta. So `jobs(since=T)` 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Generic, Literal, Protocol, TypeVar, overload
@@ -39,6 +40,14 @@ SIGNALS = frozenset(
 )
 
 T = TypeVar("T")
+# A GPU count in a gres string: "gpu:4", "gpu:a100:4(S:0-1)", "gpu:a100:2(IDX:0-1)".
+_GPU = re.compile(r"gpu(?::[^:(,]+)?:(\d+)")
+
+
+def gres_gpus(gres: str) -> int:
+    """GPUs in a gres string (a node's `gres` or `gres_used`): "gpu:quadro_rtx_4000:4",
+    "gpu:4(IDX:0-3)" -> 4; no GPU -> 0."""
+    return sum(int(m) for m in _GPU.findall(gres or ""))
 
 
 @dataclass(frozen=True)
@@ -239,6 +248,37 @@ class Snapshot(Generic[T]):
 JobsSnapshot = Snapshot[SlurmJob]
 
 
+@dataclass(frozen=True)
+class SlurmDiag:
+    """slurmctld's scheduler statistics (`sdiag`, `GET /diag`). Times are Slurm's
+    microseconds; counts of jobs and cycles run since `stats_since` (slurmctld resets them at
+    midnight and on `sdiag --reset`)."""
+
+    stats_since: int  # epoch seconds; 0 when not reported
+    server_thread_count: int
+    agent_queue_size: int
+    agent_count: int
+    dbd_agent_queue_size: int
+    schedule_cycle_last: int
+    schedule_cycle_max: int
+    schedule_cycle_mean: int
+    schedule_cycles: int
+    schedule_queue_length: int
+    jobs_submitted: int
+    jobs_started: int
+    jobs_completed: int
+    jobs_canceled: int
+    jobs_failed: int
+    backfill_active: bool
+    backfill_cycle_last: int
+    backfill_cycle_max: int
+    backfill_cycle_mean: int
+    backfill_cycles: int
+    backfill_last_cycle_at: int  # epoch seconds; 0: no backfill cycle yet
+    backfilled_jobs: int
+    backfill_queue_length: int
+
+
 class SlurmRestApi(Protocol):
     """What the reconciler needs from slurmrestd, independent of the OpenAPI version."""
 
@@ -249,6 +289,7 @@ class SlurmRestApi(Protocol):
     def slurm_version(self) -> str: ...  # "24.11.5", from the server's answers
 
     def ping(self) -> None: ...
+    def diag(self) -> SlurmDiag: ...
     @overload
     def nodes(self, since: None = None) -> Snapshot[SlurmNode]: ...
     @overload

@@ -13,7 +13,9 @@ captured from a real slurmrestd 22.05.8. Wire quirks they absorb:
 - `user_id`/`group_id` are "Disabled keys" at submit: a job runs as its token's user;
 - sharing is `exclusive` ("exclusive", "user", "mcs") or `oversubscribe`; no `topo`;
 - no node update endpoint (drain, resume and weight go through scontrol);
-- nodes in state FUTURE are not listed at all (and `node(name)` is None for them).
+- nodes in state FUTURE are not listed at all (and `node(name)` is None for them);
+- `GET /diag` answers `statistics` with the names sdiag's RPC uses, in plain integers (v0.0.40+
+  keep the names, and wrap the timestamps in `{"set", "number"}`).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from reconciler.adapters.slurm.codec import (
 from reconciler.adapters.slurm.model import (
     JobSpec,
     JobUpdate,
+    SlurmDiag,
     SlurmJob,
     SlurmNode,
     SlurmPartition,
@@ -140,6 +143,36 @@ def job_from_wire(d: Wire) -> SlurmJob:
     )
 
 
+def diag_from_wire(d: Wire) -> SlurmDiag:
+    """`statistics` of `GET /diag`; integers in either spelling (codec.integer), so v0.0.40+
+    read it with this too."""
+    return SlurmDiag(
+        stats_since=integer(d.get("req_time_start")),
+        server_thread_count=integer(d.get("server_thread_count")),
+        agent_queue_size=integer(d.get("agent_queue_size")),
+        agent_count=integer(d.get("agent_count")),
+        dbd_agent_queue_size=integer(d.get("dbd_agent_queue_size")),
+        schedule_cycle_last=integer(d.get("schedule_cycle_last")),
+        schedule_cycle_max=integer(d.get("schedule_cycle_max")),
+        schedule_cycle_mean=integer(d.get("schedule_cycle_mean")),
+        schedule_cycles=integer(d.get("schedule_cycle_total")),
+        schedule_queue_length=integer(d.get("schedule_queue_length")),
+        jobs_submitted=integer(d.get("jobs_submitted")),
+        jobs_started=integer(d.get("jobs_started")),
+        jobs_completed=integer(d.get("jobs_completed")),
+        jobs_canceled=integer(d.get("jobs_canceled")),
+        jobs_failed=integer(d.get("jobs_failed")),
+        backfill_active=d.get("bf_active") is True,
+        backfill_cycle_last=integer(d.get("bf_cycle_last")),
+        backfill_cycle_max=integer(d.get("bf_cycle_max")),
+        backfill_cycle_mean=integer(d.get("bf_cycle_mean")),
+        backfill_cycles=integer(d.get("bf_cycle_counter")),
+        backfill_last_cycle_at=integer(d.get("bf_when_last_cycle")),
+        backfilled_jobs=integer(d.get("bf_backfilled_jobs")),
+        backfill_queue_length=integer(d.get("bf_queue_len")),
+    )
+
+
 # JobSpec/JobUpdate attribute -> v0.0.38 key, where they differ.
 _WIRE_KEYS = {
     "time_limit_minutes": "time_limit",
@@ -217,4 +250,5 @@ CODEC = Codec(
     job=job_from_wire,
     submission=submission_to_wire,
     job_update=update_to_wire,
+    diag=diag_from_wire,
 )

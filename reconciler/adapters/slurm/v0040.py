@@ -18,7 +18,8 @@ a real slurmrestd 24.11.5. What differs from v0.0.38 (v0038.py), and is absorbed
 - an unknown job is 404 with error 2017; an unknown (or FUTURE) node is a 200 whose error says
   "Failure to query node" with error number 0;
 - `POST /node/{name}` updates state, reason and weight: no scontrol needed;
-- warnings come in their own `warnings` array.
+- warnings come in their own `warnings` array;
+- `GET /diag` keeps v0.0.38's names; its timestamps are `{"set", "number"}` (v0038.diag_from_wire).
 """
 
 from __future__ import annotations
@@ -50,9 +51,9 @@ from reconciler.adapters.slurm.model import (
     SlurmNode,
     SlurmPartition,
 )
+from reconciler.adapters.slurm.v0038 import diag_from_wire, reservation_from_wire
 from reconciler.adapters.slurm.v0038 import job_from_wire as job_from_v0038_wire
 from reconciler.adapters.slurm.v0038 import node_from_wire as node_from_v0038_wire
-from reconciler.adapters.slurm.v0038 import reservation_from_wire
 from reconciler.errors import SlurmArgumentError
 
 VERSIONS = ("v0.0.42", "v0.0.41", "v0.0.40")
@@ -236,6 +237,7 @@ def _codec(version: str) -> Codec:
         submission=submission_to_wire,
         job_update=update_to_wire,
         node_update=node_update_to_wire,
+        diag=diag_from_wire,
         since=since_param,
     )
 

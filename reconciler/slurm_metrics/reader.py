@@ -1,0 +1,105 @@
+"""Reads Slurm for /metrics on the daemon's interval and keeps what the last read gave, so a
+scrape only serves what is kept and never waits for slurmctld.
+
+One read: a ping (is slurmctld there), then every node, every job and the scheduler
+statistics, through the REST adapter; `figures` turns them into families at once, and only
+the families are kept (a 50,000-job answer is not held between reads). A failed read keeps
+the last families: the snapshot's age, served beside them, says how old they are, and
+`slurm_controller_up` says whether slurmctld answered the last ping.
+
+Reading every job is what costs (slurmrestd writes about 5 KB of JSON per job, which is
+decoded here: bench/README.md has the figures), so a read that took S seconds is not started
+again before PAUSE_FACTOR x S seconds have passed: on a cluster whose read outgrows the
+interval, the daemon and slurmrestd spend at most a quarter of their time on it, and the
+snapshot's age grows instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from reconciler.adapters.slurm.model import SlurmRestApi
+from reconciler.errors import ReconcilerError
+from reconciler.slurm_metrics.figures import Family, SlurmReading, slurm_families
+
+log = logging.getLogger(__name__)
+
+PAUSE_FACTOR = 3.0  # after a read of S seconds, the next starts S x this later at the soonest
+
+
+@dataclass(frozen=True)
+class SlurmView:
+    """What a scrape serves: the families of the last complete read and how it stands."""
+
+    families: tuple[Family, ...]  # () before the first complete read
+    read_at: float | None  # epoch seconds the last complete read ended; None: none yet
+    read_seconds: float  # how long that read took (Slurm's answers and the figures)
+    controller_up: bool  # slurmctld answered the last ping
+    failures: int  # reads that failed since the daemon started
+    began_at: float  # the first read's start: the snapshot's age before any read completed
+
+    def age(self, now: float) -> float:
+        return max(now - (self.read_at if self.read_at is not None else self.began_at), 0.0)
+
+
+class SlurmMetricsReader:
+    def __init__(self, api: SlurmRestApi, *, clock: Callable[[], float] = time.time) -> None:
+        self._api = api
+        self._clock = clock
+        self._view: SlurmView | None = None  # replaced whole: a scrape reads one or the other
+        self._said = ""  # the failure last logged: a failing Slurm is logged once, not per read
+        self._lock = threading.Lock()  # one read at a time (the interval job, a test)
+
+    def view(self) -> SlurmView | None:
+        """None until the first read began (a follower, which never reads, serves nothing)."""
+        return self._view
+
+    def refresh(self) -> SlurmView:
+        """One read, unless the last complete one ended less than PAUSE_FACTOR times its
+        duration ago; a Slurm that fails is logged and counted, never raised."""
+        with self._lock:
+            began = self._clock()
+            last = self._view or SlurmView((), None, 0.0, False, 0, began)
+            if last.read_at is not None and began < last.read_at + PAUSE_FACTOR * last.read_seconds:
+                return last
+            started = time.perf_counter()
+            try:
+                self._api.ping()
+            except ReconcilerError as error:
+                return self._failed(last, "ping", error, controller_up=False)
+            try:
+                reading = SlurmReading(
+                    self._api.nodes().items, self._api.jobs().items, self._api.diag()
+                )
+                families = slurm_families(reading)
+            except ReconcilerError as error:
+                return self._failed(last, "read", error, controller_up=True)
+            del reading  # the answers go now; only the families stay
+            seconds = time.perf_counter() - started
+            self._view = SlurmView(
+                families, self._clock(), seconds, True, last.failures, last.began_at
+            )
+            if self._said:
+                log.info("slurm metrics: Slurm answers again (read in %.2f s)", seconds)
+                self._said = ""
+            return self._view
+
+    def _failed(
+        self, last: SlurmView, step: str, error: ReconcilerError, *, controller_up: bool
+    ) -> SlurmView:
+        said = f"{step}: {error}"
+        if said != self._said:
+            log.warning("slurm metrics: reading Slurm failed (%s); serving the last read", said)
+            self._said = said
+        self._view = SlurmView(
+            last.families, last.read_at, last.read_seconds, controller_up, last.failures + 1,
+            last.began_at,
+        )  # fmt: skip
+        return self._view
+
+    def close(self) -> None:
+        self._api.close()
