@@ -24,7 +24,9 @@ class ApplyError(ReconcilerError):
 class ConfigSink(Protocol):
     """Where slurmctld reads its config: apply waits until it holds the new text."""
 
-    def wait_for(self, slurm_conf: str, gres_conf: str, timeout: float) -> None: ...
+    def wait_for(
+        self, slurm_conf: str, gres_conf: str, timeout: float, *, topology_conf: str | None = None
+    ) -> None: ...
 
 
 class ControllerRestarter(Protocol):
