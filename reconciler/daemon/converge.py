@@ -20,9 +20,12 @@ from reconciler.adapters.kube import Kube
 from reconciler.apply.executor import apply_plan
 from reconciler.apply.passes import passes
 from reconciler.apply.target import ApplyOptions
+from reconciler.compile.topology import topology_spec
 from reconciler.config.files import read_library, read_repo
+from reconciler.config.layering import plain
 from reconciler.config.repo import Config, load_config
 from reconciler.daemon.status import Status, read_status, write_status
+from reconciler.daemon.topology_watch import TopologyWatch
 from reconciler.errors import ReconcilerError
 from reconciler.policy.engine import CompiledPolicy
 from reconciler.policy.loader import revision_policies
@@ -69,6 +72,7 @@ class Converger:
         self.pod_policies = PodPolicies()
         self._policies: tuple[str, tuple[CompiledPolicy, ...]] = ("", ())
         self._known: tuple[str | None, str | None] = (release, namespace)
+        self.topology = TopologyWatch(kube)  # the daemon looks between convergences
 
     def converge(self, revision: Revision, *, resync: bool = False) -> Outcome:
         started = self._clock()
@@ -91,6 +95,8 @@ class Converger:
             self.pod_policies = PodPolicies(
                 tuple(p for p in policies if p.policy.target == "pod"), params_of(config)
             )
+            spec = topology_spec(plain(config.values), config.topology_where)
+            self.topology.follow(spec, namespace, release)
         return self._record(revision, outcome, started, release=release, namespace=namespace)
 
     def _compiled(self, revision: Revision, config: Config) -> tuple[CompiledPolicy, ...]:

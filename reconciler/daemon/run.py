@@ -49,9 +49,12 @@ from reconciler.sync.node_sync import NodeSync
 log = logging.getLogger(__name__)
 
 FETCH_JOB, RESYNC_JOB, NODE_SYNC_JOB = "fetch", "resync", "node-sync"
+# compute.topology: a look every node sync interval, and the convergence it asks for.
+TOPOLOGY_JOB, TOPOLOGY_CONVERGE_JOB = "topology", "topology-converge"
 # apscheduler logs two INFO lines per run of a job; the node sync runs every few seconds and
 # logs what it changes itself, so its executor's lines would only bury that.
 logging.getLogger(f"apscheduler.executors.{NODE_SYNC_JOB}").setLevel(logging.WARNING)
+logging.getLogger(f"apscheduler.executors.{TOPOLOGY_JOB}").setLevel(logging.WARNING)
 
 
 MAX_WEBHOOK_BYTES = 1024 * 1024  # GitHub caps a webhook payload at 25 MB; a push is kilobytes
@@ -98,8 +101,10 @@ class Daemon:
         self.metrics.watch_scheduler(lambda: getattr(self._pod_scheduler, "counters", None))
         self.metrics.watch_packing(lambda: getattr(self._pod_scheduler, "fragmentation", None))
         self.metrics.watch_leader(lambda: self._leading())
+        executors = {name: ThreadPoolExecutor(1) for name in ("default", NODE_SYNC_JOB,
+                                                              TOPOLOGY_JOB)}  # fmt: skip
         self._jobs = BackgroundScheduler(
-            executors={"default": ThreadPoolExecutor(1), NODE_SYNC_JOB: ThreadPoolExecutor(1)},
+            executors=executors,
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
         )
         self._tried: str | None = None  # the last revision id converged
@@ -161,6 +166,11 @@ class Daemon:
             self._jobs.add_job(
                 self._sync_nodes, "interval", seconds=self._settings.node_sync_seconds,
                 id=NODE_SYNC_JOB, executor=NODE_SYNC_JOB, next_run_time=now,
+            )  # fmt: skip
+        if self._settings.node_sync_seconds > 0:
+            self._jobs.add_job(
+                self._look_at_topology, "interval", seconds=self._settings.node_sync_seconds,
+                id=TOPOLOGY_JOB, executor=TOPOLOGY_JOB,
             )  # fmt: skip
         self._jobs.start()
         if isinstance(self._source, DirectorySource):
@@ -244,6 +254,27 @@ class Daemon:
             self._node_sync.run_once()
         except Exception:  # a bug: keep the trace; the next interval tries again
             log.exception("daemon: the node health sync failed")
+
+    def _look_at_topology(self) -> None:
+        """compute.topology: converge now when the Nodes call for another topology.conf
+        (on the convergence thread, so never beside another convergence)."""
+        if not self._leading():
+            return
+        try:
+            stale = self._converger.topology.stale()
+        except ReconcilerError as error:
+            log.warning("daemon: reading Nodes and slurmd Pods for topology.conf failed: %s", error)
+            return
+        if stale and not self._stopping.is_set():
+            self._jobs.add_job(self._converge_topology, id=TOPOLOGY_CONVERGE_JOB,
+                               replace_existing=True)  # fmt: skip
+
+    def _converge_topology(self) -> None:
+        if not self._leading():
+            return
+        revision = self._fetch()
+        if revision is not None:
+            self._converge(revision, resync=False)
 
     def _watch_directory(self, source: DirectorySource) -> None:
         while not self._stopping.is_set():
