@@ -115,8 +115,8 @@ def test_blocks_from_node_labels_and_a_segment_job_inside_one(env: Env) -> None:
     assert "ExclusiveTopo=YES" in env.slurm.run("scontrol", "show", "partition", "all")
 
     jobs = [
-        env.slurm.run("sbatch", "--parsable", "-p", "all", "-C", "cpu", "-N2", "--segment=2",
-                      "--wrap", "sleep 120").strip()
+        env.slurm.run("sbatch", "--parsable", "-o", "/dev/null", "-p", "all", "-C", "cpu", "-N2",
+                      "--segment=2", "--wrap", "sleep 120").strip()
         for _ in range(2)
     ]  # fmt: skip
     try:
