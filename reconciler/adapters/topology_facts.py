@@ -30,9 +30,12 @@ def read_topology_inputs(
     release: str,
     labels: Sequence[str],
     slurm: SlurmRestApi | None = None,
+    *,
+    known_release: str = "",
 ) -> TopologyInputs:
-    """Only the `labels` of each Node are kept (what the digest of a daemon's look compares).
-    A Pod being deleted has no place: its Slurm node is going, or coming back elsewhere."""
+    """Only the `labels` of each Node are kept. A Pod being deleted has no place: its Slurm
+    node is going, or coming back elsewhere. The Slurm release is slurmctld's when it answers,
+    else `known_release` (a new cluster's, before slurmctld runs), else not known."""
     pods = kube.list("v1", "Pod", namespace, label_selector=slurmd_selector(release)).items
     hosts = {
         str(pod["metadata"]["name"]): str(pod["spec"]["nodeName"])
@@ -43,13 +46,18 @@ def read_topology_inputs(
     for node in kube.list("v1", "Node").items:
         have = (node.get("metadata") or {}).get("labels") or {}
         node_labels[str(node["metadata"]["name"])] = {k: str(have[k]) for k in labels if k in have}
-    return TopologyInputs(node_labels, hosts, _release(slurm) if slurm is not None else None)
+    running = _running_release(slurm) if slurm is not None else None
+    return TopologyInputs(node_labels, hosts, running or _parsed(known_release))
 
 
-def _release(slurm: SlurmRestApi) -> tuple[int, int] | None:
+def _running_release(slurm: SlurmRestApi) -> tuple[int, int] | None:
     """(major, minor) of the Slurm slurmctld runs; None when it does not answer."""
     try:
-        match = _RELEASE.match(slurm.slurm_version)
+        return _parsed(slurm.slurm_version)
     except ReconcilerError:
         return None
+
+
+def _parsed(text: str) -> tuple[int, int] | None:
+    match = _RELEASE.match(text)
     return (int(match.group(1)), int(match.group(2))) if match else None

@@ -87,6 +87,7 @@ def local_target(
         if release
         else None,
         sacctmgr=Sacctmgr(env=slurm.env(), cluster=stack.cluster_name) if accounting else None,
+        slurm_release=slurm.install.release,
     )
 
 

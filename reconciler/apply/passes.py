@@ -69,7 +69,7 @@ def _topology_inputs(config: Config, target: Target) -> TopologyInputs | None:
         return None
     settings = config.settings
     return read_topology_inputs(target.kube, settings.namespace, settings.release, spec.labels,
-                                target.slurm)  # fmt: skip
+                                target.slurm, known_release=target.slurm_release)  # fmt: skip
 
 
 def with_policies(

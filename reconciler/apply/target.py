@@ -56,6 +56,9 @@ class Target:
     sink: ConfigSink | None = None
     restarter: ControllerRestarter | None = None
     sacctmgr: Sacctmgr | None = None  # when the cluster has slurmdbd
+    # The Slurm release the target runs where known without asking slurmctld ("24.11": the
+    # local stack's install), so what it cannot read is refused before slurmctld starts on it.
+    slurm_release: str = ""
 
     @property
     def nodes(self) -> NodeControl:

@@ -25,8 +25,10 @@ from reconciler.adapters.kube import Kube
 from reconciler.compile.topology import UNPLACED
 from reconciler.local.ports import free_port
 from reconciler.local.slurm import SlurmCluster
+from reconciler.local.stack_record import new_temp_runtime_dir
+from tests.integration.conftest import require_kube_binaries
 from tests.integration.helpers import stop_cleanly, wait_for
-from tests.integration.local_up import RepoStack, local_up
+from tests.integration.local_up import RepoStack, local_up, reconciler_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 RACK = "example.com/nvlink-domain"  # a label an operator gives Nodes, not one of ours
@@ -167,3 +169,26 @@ def _running_on(env: Env, job: str) -> list[str] | None:
         return hostlist.expand_hostlist(nodes.strip())
     assert state in ("PENDING", "CONFIGURING"), f"job {job}: {state} ({reason.strip()})"
     return None
+
+
+def test_block_on_slurm_22_05_is_refused_before_slurmctld_starts(tmp_path: Path) -> None:
+    """Debian's 22.05 has no topology/block: `local up` (an apply of a new cluster, before
+    slurmctld answers) refuses the repo naming the key, instead of a slurmctld that stops."""
+    require_kube_binaries()
+    if shutil.which("slurmctld", path="/usr/sbin") is None:
+        pytest.skip("Debian's Slurm 22.05 is not installed")
+    repo = tmp_path / "repo"
+    shutil.copytree(ROOT / "fixtures" / "config-repo", repo)
+    (repo / "values.d" / "50-topology.yaml").write_text(TOPOLOGY)
+    runtime = new_temp_runtime_dir("sunk-reconciler-topology-2205-")
+    try:
+        done = reconciler_cli("local", "up", str(repo), "--slurm", "22.05", "--runtime-dir",
+                              str(runtime), timeout=120)  # fmt: skip
+    finally:
+        reconciler_cli("local", "down", "--runtime-dir", str(runtime), timeout=90)
+        shutil.rmtree(runtime, ignore_errors=True)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert (
+        "error: values.d/50-topology.yaml:2 (compute.topology): compute.topology.plugin block "
+        "needs Slurm 23.11 or later (topology/block); this cluster runs Slurm 22.05"
+    ) in done.stderr
