@@ -19,6 +19,7 @@ from reconciler.errors import SlurmUnavailableError
 from reconciler.plan.diff import kube_ref, needs_dry_run
 from reconciler.plan.live import LiveAccounting, LiveNode, LiveReservation, LiveState
 from reconciler.plan.model import ObjectRef
+from reconciler.plan.topology import TOPOLOGY_CONF
 
 # The kinds we render (compile/manifests.py); only these are listed and pruned.
 OWNED_KINDS = (
@@ -69,7 +70,8 @@ def read_live(
         # The differ decides: a control plane of ours that is down explains it (bootstrap).
         return LiveState(objects, {}, data.get("slurm.conf"), data.get("gres.conf"), {}, now,
                          secrets=secrets, secret_digests=digests,
-                         slurm_error=error.message)  # fmt: skip
+                         slurm_error=error.message,
+                         topology_conf=data.get(TOPOLOGY_CONF))  # fmt: skip
     nodes = {n.name: live_node(n) for n in (snapshot.items if snapshot else ())}
     return LiveState(
         objects,
@@ -81,6 +83,7 @@ def read_live(
         read_accounting(sacctmgr) if sacctmgr is not None else None,
         secrets=secrets,
         secret_digests=digests,
+        topology_conf=data.get(TOPOLOGY_CONF),
     )
 
 

@@ -18,6 +18,7 @@ from reconciler.compile.profile import Profile
 from reconciler.local.slurm import SlurmSite, current_user
 from reconciler.local.slurm_site import local_dbd_site
 from reconciler.local.stack import LocalStack
+from reconciler.plan.topology import TOPOLOGY_CONF
 
 
 def open_stack(runtime_dir: Path) -> LocalStack:
@@ -80,26 +81,34 @@ def local_target(
         slurm=rest,
         scontrol=Scontrol(tokens, env=slurm.env()),
         namespace=namespace,
-        sink=FileSink(slurm.paths.slurm_conf, slurm.paths.gres_conf),
+        sink=FileSink(
+            slurm.paths.slurm_conf, slurm.paths.gres_conf, slurm.paths.etc / TOPOLOGY_CONF
+        ),
         restarter=DeploymentRestarter.if_ours(kube, namespace, release, slurm.controller_up)
         if release
         else None,
         sacctmgr=Sacctmgr(env=slurm.env(), cluster=stack.cluster_name) if accounting else None,
+        slurm_release=slurm.install.release,
     )
 
 
 class FileSink:
     """slurmctld reads the files the node agent writes from the ConfigMap."""
 
-    def __init__(self, slurm_conf: Path, gres_conf: Path) -> None:
+    def __init__(self, slurm_conf: Path, gres_conf: Path, topology_conf: Path) -> None:
         self._files = (slurm_conf, gres_conf)
+        self._topology = topology_conf
 
-    def wait_for(self, slurm_conf: str, gres_conf: str, timeout: float) -> None:
+    def wait_for(
+        self, slurm_conf: str, gres_conf: str, timeout: float, *, topology_conf: str | None = None
+    ) -> None:
+        """`topology_conf`: its text too, when apply writes one."""
+        wanted = [*zip(self._files, (slurm_conf, gres_conf), strict=True)]
+        if topology_conf is not None:
+            wanted.append((self._topology, topology_conf))
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if all(
-                _read(p) == t for p, t in zip(self._files, (slurm_conf, gres_conf), strict=True)
-            ):
+            if all(_read(p) == t for p, t in wanted):
                 return
             time.sleep(0.1)
         raise ApplyError(

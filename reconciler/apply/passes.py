@@ -9,10 +9,13 @@ import logging
 from collections.abc import Iterator
 from dataclasses import replace
 
+from reconciler.adapters.topology_facts import read_topology_inputs
 from reconciler.apply.connect import resolve_target
 from reconciler.apply.live_reader import read_live, server_views
 from reconciler.apply.target import Target
 from reconciler.compile.desired import DesiredState, compile_desired_state
+from reconciler.compile.topology import TopologyInputs, topology_spec
+from reconciler.config.layering import plain
 from reconciler.config.repo import Config
 from reconciler.logs import print_warnings
 from reconciler.plan.diff import plan_changes
@@ -50,13 +53,23 @@ def plan_config(
     target, profile = resolve_target(
         args, config.settings.namespace, declared, config.settings.release
     )
-    state = compile_desired_state(config, profile)
+    state = compile_desired_state(config, profile, _topology_inputs(config, target))
     print_warnings(state.warnings)
     live = read_live(target.kube, target.slurm, state.release, state.namespace, target.sacctmgr,
                      secret_names=[s.name for s in state.secrets],
                      value_secret_names=[s.name for s in state.value_secrets])  # fmt: skip
     plan = with_policies(plan_against(state, live, target), config, state, policies)
     return plan, target, state
+
+
+def _topology_inputs(config: Config, target: Target) -> TopologyInputs | None:
+    """What compute.topology reads from the cluster; without it nothing is read."""
+    spec = topology_spec(plain(config.values), config.topology_where)
+    if spec is None:
+        return None
+    settings = config.settings
+    return read_topology_inputs(target.kube, settings.namespace, settings.release, spec.labels,
+                                target.slurm, known_release=target.slurm_release)  # fmt: skip
 
 
 def with_policies(

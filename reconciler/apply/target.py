@@ -24,7 +24,9 @@ class ApplyError(ReconcilerError):
 class ConfigSink(Protocol):
     """Where slurmctld reads its config: apply waits until it holds the new text."""
 
-    def wait_for(self, slurm_conf: str, gres_conf: str, timeout: float) -> None: ...
+    def wait_for(
+        self, slurm_conf: str, gres_conf: str, timeout: float, *, topology_conf: str | None = None
+    ) -> None: ...
 
 
 class ControllerRestarter(Protocol):
@@ -54,6 +56,9 @@ class Target:
     sink: ConfigSink | None = None
     restarter: ControllerRestarter | None = None
     sacctmgr: Sacctmgr | None = None  # when the cluster has slurmdbd
+    # The Slurm release the target runs where known without asking slurmctld ("24.11": the
+    # local stack's install), so what it cannot read is refused before slurmctld starts on it.
+    slurm_release: str = ""
 
     @property
     def nodes(self) -> NodeControl:

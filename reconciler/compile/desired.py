@@ -38,6 +38,7 @@ from reconciler.compile.slurm_conf import (
 )
 from reconciler.compile.slurm_nodes import SlurmNodeSpec, slurm_node_spec
 from reconciler.compile.slurmdbd import accounting_plan, render_slurmdbd_conf
+from reconciler.compile.topology import TopologyInputs, compiled_topology
 from reconciler.compile.value_secrets import ValueSecret
 from reconciler.config.layering import plain
 from reconciler.config.repo import Config
@@ -77,9 +78,15 @@ class DesiredState:
     secrets: tuple[GeneratedSecret, ...] = field(default=())
     # Secrets whose data values give (shown without it; apply keeps them equal to values).
     value_secrets: tuple[ValueSecret, ...] = field(default=())
+    # compute.topology's topology.conf (None: not set), from the Nodes' labels when read.
+    topology_conf: str | None = None
 
 
-def compile_desired_state(config: Config, profile: Profile | None = None) -> DesiredState:
+def compile_desired_state(
+    config: Config, profile: Profile | None = None, topology: TopologyInputs | None = None
+) -> DesiredState:
+    """`topology`: what the cluster says of where Slurm nodes run (compute.topology reads it;
+    without it every node is unplaced)."""
     profile = profile or Profile()
     release, namespace = config.settings.release, config.settings.namespace
     values = plain(config.values)
@@ -90,6 +97,9 @@ def compile_desired_state(config: Config, profile: Profile | None = None) -> Des
     partitions = parse_partitions(values.get("compute", {}).get("partitions"), where)
     disabled = (n.name for n in nodesets if not n.enabled)
     empty = check_partition_nodes(partitions, specs, disabled, where)
+    declared = [n for s in specs for n in (*s.node_names(), *s.spare_names())]
+    topo = compiled_topology(config, values, partitions, declared, topology)
+    partitions = topo.partitions
     warnings = [
         Warning_(
             str(where),
@@ -98,12 +108,14 @@ def compile_desired_state(config: Config, profile: Profile | None = None) -> Des
         )
         for p, d in empty
     ]
+    warnings += [Warning_(str(config.topology_where), note) for note in topo.notes]
     slurm_conf = render_slurm_conf(
         release, values, specs, partitions, profile, (d for _, d in empty)
     )
     gres_conf = render_gres_conf(specs, profile)
     check_min_replicas(values, specs)
-    objects = _kube_objects(release, namespace, values, enabled, specs, slurm_conf, gres_conf)
+    conf_files = {"slurm.conf": slurm_conf, "gres.conf": gres_conf, **topo.files}
+    objects = _kube_objects(release, namespace, values, enabled, specs, conf_files)
     if power_saving(values) is not None:
         objects.append(manifests.config_map(programs_map_name(release), namespace, release,
                                             program_files(values, profile)))  # fmt: skip
@@ -141,6 +153,7 @@ def compile_desired_state(config: Config, profile: Profile | None = None) -> Des
         accounting=compile_accounting(release, values, config.accounting_locations),
         secrets=generated_secrets(release, namespace, mysql=dbd.render_mysql),
         value_secrets=tuple(directory.value_secrets(release, namespace, values)),
+        topology_conf=topo.files.get("topology.conf"),
     )
 
 
@@ -150,8 +163,7 @@ def _kube_objects(
     values: dict[str, Any],
     enabled: list[tuple[NodeSet, dict[str, Any]]],
     specs: list[SlurmNodeSpec],
-    slurm_conf: str,
-    gres_conf: str,
+    conf_files: dict[str, str],
 ) -> list[dict[str, Any]]:
     declared = [n for s in specs for n in (*s.node_names(), *s.spare_names())]
     objects = [
@@ -159,7 +171,7 @@ def _kube_objects(
             manifests.slurm_conf_map_name(release),
             namespace,
             release,
-            {"slurm.conf": slurm_conf, "gres.conf": gres_conf, **plugstack_files(values)},
+            {**conf_files, **plugstack_files(values)},
             {wk.ANNOTATION_SLURM_NODES: hostlist.collect_hostlist(declared)},
         ),
         *_script_maps(release, namespace, values),

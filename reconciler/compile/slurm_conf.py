@@ -15,6 +15,7 @@ from reconciler.compile.slurm_nodes import SlurmNodeSpec
 from reconciler.compile.slurmdbd import accounting_plan
 from reconciler.config.defaults import DEFAULT_KILL_WAIT_SECONDS
 from reconciler.config.slurm_words import control_character
+from reconciler.config.topology import topology_settings
 from reconciler.errors import CompileError, Location
 
 HEADER = "# Rendered by reconciler from the config repo; edit the repo, not this file."
@@ -179,6 +180,7 @@ def _settings(
         settings["Epilog"] = f"{profile.conf_dir}/epilog.d/*"
     if profile.is_local:
         settings["SlurmdParameters"] = "config_overrides"  # nodes claim more CPUs than the host has
+    settings.update(topology_settings(values))  # compute.topology (compile/topology.py)
     settings.update(profile.site)
     return settings
 

@@ -63,6 +63,8 @@ class Config:
     reservation_locations: dict[str, dict[str, Location]] = field(default_factory=dict)
     # slurmConfig.accounting: "<section>/<name>" -> where the entry was last set.
     accounting_locations: dict[str, Location] = field(default_factory=dict)
+    # compute.topology: where it was last set (errors only the merge shows point there).
+    topology_where: Location | None = None
 
     def layer(self, name: str) -> Layer | None:
         """compute.nodes entries win over files of the same name, as in SUNK's chart."""
@@ -109,9 +111,11 @@ def load_config(
     budget = ValueBudget()  # one for the whole repo: many small alias bombs add up
     reservation_locations: dict[str, dict[str, Location]] = {}
     accounting_locations: dict[str, Location] = {}
+    wheres: dict[str, Location] = {}
     values, node_locations, partitions_where = _merge_values(
-        files, warnings, track_origins, reservation_locations, accounting_locations, budget
-    )
+        files, warnings, track_origins, reservation_locations, accounting_locations, budget,
+        wheres,
+    )  # fmt: skip
     layers = _load_layers(library, LIBRARY_PREFIX, warnings, track_origins, budget)
     repo_layers = _load_layers(
         {p: t for p, t in files.items() if p.startswith("compute-defs/") and _is_yaml(p)},
@@ -138,6 +142,7 @@ def load_config(
         policies,
         reservation_locations,
         accounting_locations,
+        wheres.get("topology"),
     )
 
 
@@ -148,6 +153,7 @@ def _merge_values(
     reservation_locations: dict[str, dict[str, Location]],
     accounting_locations: dict[str, Location],
     budget: ValueBudget,
+    wheres: dict[str, Location],
 ) -> tuple[dict[str, Any], dict[str, Location], Location | None]:
     names = [
         VALUES_FILE,
@@ -170,6 +176,8 @@ def _merge_values(
             node_locations.setdefault(node_name, doc.location(("compute", "nodes", node_name)))
         if "partitions" in (doc.data.get("compute") or {}):
             partitions_where = doc.location(("compute", "partitions"))
+        if "topology" in (doc.data.get("compute") or {}):
+            wheres["topology"] = doc.location(("compute", "topology"))
         data = tag(doc.data, _origin(doc, _values_label)) if track_origins else doc.data
         merged = deep_update(merged, data)
     return merged, node_locations, partitions_where

@@ -23,6 +23,7 @@ from reconciler.config.directory import (
     check_directory_service,
     unknown_directory_keys,
 )
+from reconciler.config.topology import TOPOLOGY_VALUES, check_topology
 from reconciler.config.value_types import check_table, wrong
 from reconciler.config.yamlfile import KeyPath, YamlFile, lookup
 from reconciler.errors import ConfigTypeError
@@ -115,6 +116,7 @@ VALUES: dict[str, str] = {
 }
 
 ALL_VALUES: dict[str, str] = {**VALUES, **CONTROL_PLANE_VALUES, **DIRECTORY_VALUES}
+ALL_VALUES.update(TOPOLOGY_VALUES)  # compute.topology (config/topology.py)
 MOUNT: dict[str, str] = {"name": "string", "pvc": "string"}
 S6_SCRIPT: dict[str, str] = {"type": "string", "script": "string"}
 S6_TYPES = ("oneshot", "longrun")
@@ -150,6 +152,7 @@ def check_values_file(doc: YamlFile, warnings: list[Warning_]) -> None:
     _check_scope(doc)
     _check_pod_policy(doc)
     check_directory_service(doc)
+    check_topology(doc)
     for name, definition in (compute.get("nodes") or {}).items():
         _check_name(doc, ("compute", "nodes", name), name)
         check_node_definition(doc, ("compute", "nodes", name), definition, warnings)

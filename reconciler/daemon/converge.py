@@ -21,10 +21,12 @@ from reconciler.apply.executor import apply_plan
 from reconciler.apply.passes import passes
 from reconciler.apply.target import ApplyOptions
 from reconciler.compile.power import power_saving
+from reconciler.compile.topology import topology_spec
 from reconciler.config.files import read_library, read_repo
 from reconciler.config.layering import plain
 from reconciler.config.repo import Config, load_config
 from reconciler.daemon.status import Status, read_status, write_status
+from reconciler.daemon.topology_watch import TopologyWatch
 from reconciler.errors import ReconcilerError
 from reconciler.policy.engine import CompiledPolicy
 from reconciler.policy.loader import revision_policies
@@ -72,6 +74,7 @@ class Converger:
         self.power_saving: bool | None = None  # as the last applied revision says
         self._policies: tuple[str, tuple[CompiledPolicy, ...]] = ("", ())
         self._known: tuple[str | None, str | None] = (release, namespace)
+        self.topology = TopologyWatch(kube)  # the daemon looks between convergences
 
     def converge(self, revision: Revision, *, resync: bool = False) -> Outcome:
         started = self._clock()
@@ -94,7 +97,9 @@ class Converger:
             self.pod_policies = PodPolicies(
                 tuple(p for p in policies if p.policy.target == "pod"), params_of(config)
             )
-            self.power_saving = power_saving(plain(config.values)) is not None
+            values = plain(config.values)
+            self.power_saving = power_saving(values) is not None
+            self.topology.follow(topology_spec(values, config.topology_where), namespace, release)
         return self._record(revision, outcome, started, release=release, namespace=namespace)
 
     def _compiled(self, revision: Revision, config: Config) -> tuple[CompiledPolicy, ...]:

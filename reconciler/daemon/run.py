@@ -53,9 +53,12 @@ log = logging.getLogger(__name__)
 
 FETCH_JOB, RESYNC_JOB, NODE_SYNC_JOB = "fetch", "resync", "node-sync"
 SLURM_METRICS_JOB = "slurm-metrics"
-# apscheduler logs two INFO lines per run of a job; the node sync and the Slurm metrics run
-# every few seconds and log what matters themselves, so their executors' lines would bury it.
-for _job in (NODE_SYNC_JOB, SLURM_METRICS_JOB):
+# compute.topology: a look every node sync interval, and the convergence it asks for.
+TOPOLOGY_JOB, TOPOLOGY_CONVERGE_JOB = "topology", "topology-converge"
+# apscheduler logs two INFO lines per run of a job; the node sync, the Slurm metrics and the
+# topology look run every few seconds and log what matters themselves, so their executors'
+# lines would bury it.
+for _job in (NODE_SYNC_JOB, SLURM_METRICS_JOB, TOPOLOGY_JOB):
     logging.getLogger(f"apscheduler.executors.{_job}").setLevel(logging.WARNING)
 
 
@@ -107,12 +110,9 @@ class Daemon:
         self.metrics.watch_packing(lambda: getattr(self._pod_scheduler, "fragmentation", None))
         self.metrics.watch_leader(lambda: self._leading())
         self.metrics.watch_slurm(self._slurm_view)
+        names = ("default", NODE_SYNC_JOB, SLURM_METRICS_JOB, TOPOLOGY_JOB)
         self._jobs = BackgroundScheduler(
-            executors={
-                "default": ThreadPoolExecutor(1),
-                NODE_SYNC_JOB: ThreadPoolExecutor(1),
-                SLURM_METRICS_JOB: ThreadPoolExecutor(1),
-            },
+            executors={name: ThreadPoolExecutor(1) for name in names},
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
         )
         self._tried: str | None = None  # the last revision id converged
@@ -182,6 +182,11 @@ class Daemon:
                 self._read_slurm, "interval",
                 seconds=self._settings.slurm_metrics_seconds, id=SLURM_METRICS_JOB,
                 executor=SLURM_METRICS_JOB, next_run_time=now,
+            )  # fmt: skip
+        if self._settings.node_sync_seconds > 0:
+            self._jobs.add_job(
+                self._look_at_topology, "interval", seconds=self._settings.node_sync_seconds,
+                id=TOPOLOGY_JOB, executor=TOPOLOGY_JOB,
             )  # fmt: skip
         self._jobs.start()
         if isinstance(self._source, DirectorySource):
@@ -283,6 +288,27 @@ class Daemon:
         """Slurm's series for a scrape: none where nothing reads Slurm (--slurm-metrics-interval
         0, or a follower, which never reads)."""
         return self._slurm_metrics.view() if self._slurm_metrics is not None else None
+
+    def _look_at_topology(self) -> None:
+        """compute.topology: converge now when the Nodes call for another topology.conf
+        (on the convergence thread, so never beside another convergence)."""
+        if not self._leading():
+            return
+        try:
+            stale = self._converger.topology.stale()
+        except ReconcilerError as error:
+            log.warning("daemon: reading Nodes and slurmd Pods for topology.conf failed: %s", error)
+            return
+        if stale and not self._stopping.is_set():
+            self._jobs.add_job(self._converge_topology, id=TOPOLOGY_CONVERGE_JOB,
+                               replace_existing=True)  # fmt: skip
+
+    def _converge_topology(self) -> None:
+        if not self._leading():
+            return
+        revision = self._fetch()
+        if revision is not None:
+            self._converge(revision, resync=False)
 
     def _watch_directory(self, source: DirectorySource) -> None:
         while not self._stopping.is_set():

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from reconciler.config.directory import DIRECTORY_ENTRY, DIRECTORY_VALUES
+from reconciler.config.topology import TOPOLOGY_VALUES
 
 ROOT = Path(__file__).resolve().parents[2]
 SEEDS = ROOT.parent / "shared" / "seeds"
@@ -32,6 +33,12 @@ def test_every_seed_pyxis_key_is_in_the_readme() -> None:
     # Seed 001 names compute.pyxis.enabled and .mountHome in its text, not its table.
     assert [k for k in ("enabled", "mountHome") if k not in README.split("## Containers")[1]] == []
     assert [r for r in _seed_rows("compute.pyxis.") if f"`{r}`" not in README] == []
+
+
+def test_every_topology_key_we_read_is_in_the_readme() -> None:
+    keys = [k for k in TOPOLOGY_VALUES if k != "compute.topology"]
+    assert len(keys) == 5
+    assert [k for k in keys if f"| `{k}` |" not in README] == []
 
 
 def test_every_directory_key_we_read_is_in_the_readme() -> None:

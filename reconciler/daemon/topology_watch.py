@@ -1,0 +1,57 @@
+"""The daemon's look at compute.topology between convergences: does topology.conf, rendered now
+from the Nodes' labels and where the slurmd Pods run, differ from the one the slurm.conf
+ConfigMap holds? Then the daemon converges, and apply writes it and has slurmctld reread it,
+as for any change of slurm.conf.
+
+Level-triggered: what is compared is the file itself, so a label changed while a convergence
+ran is seen at the next look. A text asked for once is not asked for again while it stays the
+same (a convergence that failed is retried by the resync, not at every look).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import hostlist
+
+from reconciler import wellknown as wk
+from reconciler.adapters.kube import Kube
+from reconciler.adapters.topology_facts import read_topology_inputs
+from reconciler.compile.manifests import slurm_conf_map_name
+from reconciler.compile.topology import TopologySpec, render_topology
+from reconciler.plan.topology import TOPOLOGY_CONF
+
+log = logging.getLogger(__name__)
+
+
+class TopologyWatch:
+    def __init__(self, kube: Kube) -> None:
+        self._kube = kube
+        self._spec: TopologySpec | None = None
+        self._where = ("", "")  # namespace, release
+        self._asked: str | None = None
+
+    def follow(self, spec: TopologySpec | None, namespace: str, release: str) -> None:
+        """What the revision converged last asks for (None: no compute.topology)."""
+        self._spec, self._where = spec, (namespace, release)
+
+    def stale(self) -> bool:
+        """Whether a convergence would change topology.conf now."""
+        spec, (namespace, release) = self._spec, self._where
+        if spec is None:
+            return False
+        conf_map = self._kube.get("v1", "ConfigMap", slurm_conf_map_name(release), namespace)
+        if conf_map is None:  # not applied yet: the convergence under way writes it
+            return False
+        annotations = conf_map["metadata"].get("annotations") or {}
+        declared = hostlist.expand_hostlist(annotations.get(wk.ANNOTATION_SLURM_NODES, ""))
+        inputs = read_topology_inputs(self._kube, namespace, release, spec.labels)
+        want = render_topology(spec, declared, inputs).text
+        if want == (conf_map.get("data") or {}).get(TOPOLOGY_CONF):
+            self._asked = None
+            return False
+        if want == self._asked:
+            return False
+        self._asked = want
+        log.info("topology: the Nodes' labels call for another %s; converging", TOPOLOGY_CONF)
+        return True
