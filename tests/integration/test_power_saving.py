@@ -10,11 +10,8 @@ slurm-gpu-small-0 sleeps, the gap a StatefulSet scale-down could never make.
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,9 +25,8 @@ from reconciler.adapters.kube import Kube
 from reconciler.adapters.slurm.client import connect
 from reconciler.adapters.slurm.jwt import MintedTokens
 from reconciler.adapters.slurm.model import SlurmNode, SlurmRestApi
-from reconciler.local.ports import free_port
 from reconciler.local.slurm import SlurmCluster, current_user
-from tests.integration.helpers import stop_cleanly, wait_for
+from tests.integration.helpers import reconciler_run, wait_for
 from tests.integration.local_up import local_up
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -104,31 +100,13 @@ def env(stack_timings: dict[str, float]) -> Iterator[Env]:
             uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in slurmd.items}
             _switch_power_saving_on(repo)
             rest = connect(slurm.rest_url(), MintedTokens(slurm.paths.jwt_key, current_user()))
-            port, log = free_port(), work / "run.log"
-            with log.open("wb") as out:
-                daemon = subprocess.Popen(
-                    [sys.executable, "-m", "reconciler", "run", "--source-dir", str(repo),
-                     "--runtime-dir", str(running.runtime), "--listen", f"127.0.0.1:{port}",
-                     "--hooks-api-bind-address", "127.0.0.1:0", "--workdir", str(work / "w")],
-                    stdout=out, stderr=subprocess.STDOUT,
-                )  # fmt: skip
-            env = Env(admin, slurm, rest, log, stack_timings, uids)
             try:
-                wait_for(lambda: _get(port, "/readyz") == "ok\n", 90, "readyz: " + env.said())
-                yield env
+                with reconciler_run(repo, running.runtime, work) as (_, log):
+                    yield Env(admin, slurm, rest, log, stack_timings, uids)
             finally:
-                stop_cleanly(daemon, log)
                 rest.close()
     finally:
         shutil.rmtree(work, ignore_errors=True)
-
-
-def _get(port: int, path: str) -> str:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
-            return response.read().decode()
-    except OSError:
-        return ""
 
 
 def test_idle_nodes_sleep_any_ordinal_and_the_floor_stays_warm(env: Env) -> None:
