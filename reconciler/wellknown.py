@@ -156,6 +156,9 @@ HOOKS_POWER_PREFIX: Final = "/hooks/v1/power/"
 # What a power call's token is derived from (hook tokens derive from Pod UIDs, never this).
 POWER_TOKEN_SUBJECT: Final = "slurmctld:power"
 POWER_FIELD_MANAGER: Final = "sunk-reconciler-power"
+# On a held slurmd Pod (power saving): the Node its Slurm node left when it powered down.
+# It goes back there when it fits, and keeps its place in topology.conf meanwhile.
+ANNOTATION_LAST_NODE: Final = f"{DOMAIN}/last-node"
 # Events on a slurmd Pod when Slurm powers its node down (the Pod is deleted) or up (bound).
 EVENT_POWERED_DOWN: Final = "SlurmNodePoweredDown"
 EVENT_POWERED_UP: Final = "SlurmNodePoweredUp"

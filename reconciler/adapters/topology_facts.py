@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
@@ -33,21 +34,27 @@ def read_topology_inputs(
     *,
     known_release: str = "",
 ) -> TopologyInputs:
-    """Only the `labels` of each Node are kept. A Pod being deleted has no place: its Slurm
-    node is going, or coming back elsewhere. The Slurm release is slurmctld's when it answers,
+    """Only the `labels` of each Node are kept. The Slurm release is slurmctld's when it answers,
     else `known_release` (a new cluster's, before slurmctld runs), else not known."""
     pods = kube.list("v1", "Pod", namespace, label_selector=slurmd_selector(release)).items
-    hosts = {
-        str(pod["metadata"]["name"]): str(pod["spec"]["nodeName"])
-        for pod in pods
-        if (pod.get("spec") or {}).get("nodeName") and not pod["metadata"].get("deletionTimestamp")
-    }
+    hosts = dict(place for pod in pods if (place := _place(pod)) is not None)
     node_labels = {}
     for node in kube.list("v1", "Node").items:
         have = (node.get("metadata") or {}).get("labels") or {}
         node_labels[str(node["metadata"]["name"])] = {k: str(have[k]) for k in labels if k in have}
     running = _running_release(slurm) if slurm is not None else None
     return TopologyInputs(node_labels, hosts, running or _parsed(known_release))
+
+
+def _place(pod: dict[str, Any]) -> tuple[str, str] | None:
+    """(Slurm node, Kubernetes Node) of a slurmd Pod: where it is bound. A Pod being deleted
+    has no place (its Slurm node is going, or coming back elsewhere), unless power saving
+    marked it with the Node it leaves: a powered-down node keeps that place while it sleeps
+    (its held Pod carries the same mark), and goes back there when it fits."""
+    meta, spec = pod["metadata"], pod.get("spec") or {}
+    left = (meta.get("annotations") or {}).get(wk.ANNOTATION_LAST_NODE)
+    node = left if meta.get("deletionTimestamp") else spec.get("nodeName") or left
+    return (str(meta["name"]), str(node)) if node else None
 
 
 def _running_release(slurm: SlurmRestApi) -> tuple[int, int] | None:

@@ -45,6 +45,7 @@ class PowerKeeper:
         self._lock = threading.Lock()
         self._pods: dict[str, Obj] = {}  # slurmd Pods by name, from the scheduler's watch
         self._told: dict[str, str] = {}  # Pod -> the last unplaceable reason told (no repeats)
+        self._left: dict[str, str] = {}  # Pod -> the Node it left when its node powered down
         self._credentials: HookCredentials | None = None
         self._published = False
         self._burst_until = 0.0
@@ -126,8 +127,9 @@ class PowerKeeper:
         with self._lock:
             pods = list(self._pods.values())
         ours = [
-            p for p in pods if (p.get("spec") or {}).get("schedulerName") == self._settings.name
-        ]
+            self._remember_where(p) for p in pods
+            if (p.get("spec") or {}).get("schedulerName") == self._settings.name
+        ]  # fmt: skip
         if not ours and not self._enabled:
             return []  # nothing of ours to place, and no node ever powers down
         self._publish()
@@ -138,12 +140,29 @@ class PowerKeeper:
         used = requests_by_node(self._all_pods()) if pending else {}
         steps = power_steps(pods, slurm_nodes, nodes, used, placed_by=self._settings.name)
         by_name = {p["metadata"]["name"]: p for p in pods}
+        by_name.update({p["metadata"]["name"]: p for p in ours})
         for step in steps:
             self._do(step, by_name[step.pod])
         self.passes += 1
         if steps:
             log.info("power: %d step(s) in %.2f s", len(steps), time.monotonic() - started)
         return steps
+
+    def _remember_where(self, pod: Obj) -> Obj:
+        """The StatefulSet's new Pod for a node that powered down gets the Node the old one
+        left, as an annotation: it outlives a restart of the daemon."""
+        meta, spec = pod["metadata"], pod.get("spec") or {}
+        left = self._left.get(meta["name"])
+        annotations = meta.get("annotations") or {}
+        if left is None or spec.get("nodeName") or meta.get("deletionTimestamp"):
+            return pod
+        if annotations.get(wk.ANNOTATION_LAST_NODE) != left:
+            self._writer.annotate(pod, {wk.ANNOTATION_LAST_NODE: left})
+        self._left.pop(meta["name"], None)
+        return {
+            **pod,
+            "metadata": {**meta, "annotations": {**annotations, wk.ANNOTATION_LAST_NODE: left}},
+        }
 
     def _all_pods(self) -> list[Obj]:
         live = "status.phase!=Succeeded,status.phase!=Failed"
@@ -159,6 +178,9 @@ class PowerKeeper:
                 "Delete",
                 f"Slurm powered {step.pod} down; its Pod leaves {step.node}",
             )
+            # Marked first: topology.conf keeps the node's place while the Pod terminates.
+            self._writer.annotate(pod, {wk.ANNOTATION_LAST_NODE: step.node})
+            self._left[step.pod] = step.node
             self._writer.delete(pod)
         elif step.kind == "bind":
             assert step.node is not None

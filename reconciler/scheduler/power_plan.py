@@ -89,10 +89,12 @@ def power_steps(
 def choose_node(
     pod: Obj, nodes: list[Obj], used: Mapping[str, Requests], load: Mapping[str, int]
 ) -> str | None:
-    """A Node the Pod may run on and fits, fewest slurmd Pods first (one per Node when there are
-    Nodes enough, as SUNK's anti-affinity spreads them), then by name."""
+    """A Node the Pod may run on and fits: the one its Slurm node left when it powered down
+    (its place in topology.conf, its warm caches), else the fewest slurmd Pods first (one per
+    Node when there are Nodes enough, as SUNK's anti-affinity spreads them), then by name."""
     fitting = [n["metadata"]["name"] for n in nodes if _admits(pod, n, used)]
-    return min(fitting, key=lambda n: (load.get(n, 0), n), default=None)
+    left = (pod["metadata"].get("annotations") or {}).get(wk.ANNOTATION_LAST_NODE)
+    return min(fitting, key=lambda n: (n != left, load.get(n, 0), n), default=None)
 
 
 def _admits(pod: Obj, node: Obj, used: Mapping[str, Requests]) -> bool:

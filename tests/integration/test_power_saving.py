@@ -44,6 +44,7 @@ class Env:
     log: Path
     timings: dict[str, float]
     first_uids: dict[str, str]  # each slurmd Pod's UID before power saving
+    first_nodes: dict[str, str]  # and its Node
 
     def node(self, name: str) -> SlurmNode:
         found = self.rest.node(name)
@@ -98,11 +99,12 @@ def env(stack_timings: dict[str, float]) -> Iterator[Env]:
             admin = Kube.from_kubeconfig(running.stack.kube_paths.kubeconfig, field_manager="test")
             slurmd = admin.list("v1", "Pod", NAMESPACE, label_selector=f"{wk.LABEL_NAME}=slurmd")
             uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in slurmd.items}
+            hosts = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in slurmd.items}
             _switch_power_saving_on(repo)
             rest = connect(slurm.rest_url(), MintedTokens(slurm.paths.jwt_key, current_user()))
             try:
                 with reconciler_run(repo, running.runtime, work) as (_, log):
-                    yield Env(admin, slurm, rest, log, stack_timings, uids)
+                    yield Env(admin, slurm, rest, log, stack_timings, uids, hosts)
             finally:
                 rest.close()
     finally:
@@ -124,6 +126,8 @@ def test_idle_nodes_sleep_any_ordinal_and_the_floor_stays_warm(env: Env) -> None
         pod = wait_for(lambda n=name: _held(env.pod(n), env.first_uids[n]), 30,
                        f"{name}'s Pod to be held: {env.pod(name).get('status')}")  # fmt: skip
         assert pod["spec"]["schedulerName"] == "slurm-slurm-slurm-scheduler"
+        # It remembers the Node it left (topology.conf keeps the node's place meanwhile).
+        assert pod["metadata"]["annotations"][wk.ANNOTATION_LAST_NODE] == env.first_nodes[name]
     # Ordinal 0 sleeps under a running ordinal 1: no StatefulSet scale-down could do that.
     assert env.job_state(held) == "RUNNING"
     assert env.pod("slurm-gpu-small-1")["metadata"]["uid"] == env.first_uids["slurm-gpu-small-1"]
@@ -161,7 +165,7 @@ def test_a_job_resumes_exactly_the_node_it_needs(env: Env) -> None:
         env.timings[f"power saving: sbatch on a powered-down node -> {what}"] = after
     resumed = seen["job running"]
     pod = env.pod("slurm-gpu-small-0")
-    assert pod["spec"].get("nodeName"), pod
+    assert pod["spec"].get("nodeName") == env.first_nodes["slurm-gpu-small-0"], pod
     assert "slurm-gpu-small-0 is up in Slurm: binding" in env.said()
     assert env.asleep("slurm-cpu-0"), "a node no job asked for stayed asleep"
     assert resumed < 30, f"resume took {resumed:.1f} s"

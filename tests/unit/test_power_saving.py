@@ -250,6 +250,16 @@ def test_binding_honours_affinity_taints_cordons_and_free_resources() -> None:
     assert steps[0].why == "no Node matches its nodeSelector and node affinity"
 
 
+def test_a_woken_pod_goes_back_to_the_node_it_left_when_it_fits() -> None:
+    pod = slurmd_pod("gpu-0", cpu="6")
+    pod["metadata"]["annotations"] = {"reconciler.sunk.dev/last-node": "k2"}
+    nodes = [kube_node("k1"), kube_node("k2"), kube_node("k3")]
+    assert power_steps([pod], {}, nodes, {}, placed_by=OURS) == [PowerStep("bind", "gpu-0", "k2")]
+    full = requests_by_node([{"spec": {"nodeName": "k2", "containers": [
+        {"resources": {"requests": {"cpu": "4"}}}]}, "status": {"phase": "Running"}}])  # fmt: skip
+    assert power_steps([pod], {}, nodes, full, placed_by=OURS) == [PowerStep("bind", "gpu-0", "k1")]
+
+
 def test_two_pods_waking_at_once_do_not_share_the_last_free_room() -> None:
     pods = [slurmd_pod("gpu-0", cpu="5"), slurmd_pod("gpu-1", cpu="5")]
     steps = power_steps(pods, {}, [kube_node("k1"), kube_node("k2")], {}, placed_by=OURS)
