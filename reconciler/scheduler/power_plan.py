@@ -16,8 +16,8 @@ from typing import Any, Literal
 
 from reconciler import wellknown as wk
 from reconciler.adapters.slurm.model import SlurmNode
-from reconciler.compile.quantity import QuantityError, parse_quantity
 from reconciler.kuberules.node_affinity import node_matches
+from reconciler.kuberules.pod_requests import Requests, plus, pod_requests, quantities
 from reconciler.scheduler.tolerations import blocking_taints, tolerates_all
 
 Obj = dict[str, Any]
@@ -25,7 +25,6 @@ Obj = dict[str, Any]
 # `#` powering up).
 ASLEEP_FLAGS = frozenset({"POWERED_DOWN", "POWERING_DOWN"})
 WAKING_FLAG = "POWERING_UP"
-Requests = dict[str, Decimal]
 
 
 def is_slurmd_pod(pod: Obj) -> bool:
@@ -82,7 +81,7 @@ def power_steps(
                 continue
             steps.append(PowerStep("bind", name, target))
             load[target] = load.get(target, 0) + 1
-            used[target] = _plus(used.get(target, {}), pod_requests(pod))
+            used[target] = plus(used.get(target, {}), pod_requests(pod))
     return steps
 
 
@@ -115,52 +114,19 @@ def fits(wanted: Requests, allocatable: Requests, used: Requests) -> bool:
     )
 
 
-def pod_requests(pod: Obj) -> Requests:
-    """Kubernetes' effective requests: the containers' sum, or an init container's own when
-    larger (they run one at a time, before the others), plus the Pod's overhead."""
-    spec = pod.get("spec") or {}
-    total: Requests = {}
-    for container in spec.get("containers") or []:
-        total = _plus(total, _container_requests(container))
-    for container in spec.get("initContainers") or []:
-        for resource, amount in _container_requests(container).items():
-            total[resource] = max(total.get(resource, Decimal(0)), amount)
-    return _plus(total, _quantities(spec.get("overhead")))
-
-
 def requests_by_node(pods: Iterable[Obj]) -> dict[str, Requests]:
     """What the bound, unfinished Pods ask of each Node."""
     used: dict[str, Requests] = {}
     for pod in pods:
         node = (pod.get("spec") or {}).get("nodeName")
         if node and not _finished(pod):
-            used[node] = _plus(used.get(node, {}), pod_requests(pod))
+            used[node] = plus(used.get(node, {}), pod_requests(pod))
     return used
-
-
-def _container_requests(container: Obj) -> Requests:
-    resources = container.get("resources") or {}
-    # A limit without a request is the request (the API server defaults it so).
-    return _quantities({**(resources.get("limits") or {}), **(resources.get("requests") or {})})
 
 
 def _allocatable(node: Obj) -> Requests:
     status = node.get("status") or {}
-    return _quantities(status.get("allocatable") or status.get("capacity"))
-
-
-def _quantities(raw: Mapping[str, Any] | None) -> Requests:
-    out: Requests = {}
-    for resource, value in (raw or {}).items():
-        try:
-            out[str(resource)] = parse_quantity(value)
-        except QuantityError:
-            continue  # the API server refuses such a Pod: it cannot reach here
-    return out
-
-
-def _plus(a: Requests, b: Requests) -> Requests:
-    return {k: a.get(k, Decimal(0)) + b.get(k, Decimal(0)) for k in {*a, *b}}
+    return quantities(status.get("allocatable") or status.get("capacity"))
 
 
 def _placed_by(pod: Obj) -> str:

@@ -68,7 +68,8 @@ def _start_run(
         daemon = subprocess.Popen(
             [sys.executable, "-m", "reconciler", "run", "--source-dir", str(tmp_path / "repo"),
              "--kubeconfig", str(kube.kubeconfig), "--no-scheduler", "--node-sync-interval",
-             "0", "--slurm-metrics-interval", "0", *extra, "--listen", f"127.0.0.1:{port}", "--workdir", str(tmp_path / "w"),
+             "0", "--slurm-metrics-interval", "0", *extra, "--listen", f"127.0.0.1:{port}",
+             "--workdir", str(tmp_path / "w"),
              "--interval", "1"],
             stdout=out, stderr=subprocess.STDOUT,
         )  # fmt: skip

@@ -15,12 +15,12 @@ from reconciler.adapters.slurm.model import SlurmNode
 from reconciler.compile.desired import DesiredState
 from reconciler.compile.power import wait_prolog
 from reconciler.errors import CompileError, ReconcilerError
+from reconciler.kuberules.pod_requests import pod_requests
 from reconciler.scheduler.hooks import HooksServer, parse_power_call
 from reconciler.scheduler.placeholder import HookCredentials
 from reconciler.scheduler.power_plan import (
     PowerStep,
     is_asleep,
-    pod_requests,
     power_steps,
     requests_by_node,
 )
@@ -268,13 +268,38 @@ def test_two_pods_waking_at_once_do_not_share_the_last_free_room() -> None:
     assert [s.kind for s in steps] == ["bind", "unplaceable"]
 
 
-def test_pod_requests_follow_kubernetes_init_containers_limits_and_overhead() -> None:
-    pod = {"spec": {
-        "containers": [{"resources": {"requests": {"cpu": "500m"}}},
-                       {"resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}],
-        "initContainers": [{"resources": {"requests": {"cpu": "2"}}}],
-        "overhead": {"cpu": "100m"}}}  # fmt: skip
-    assert pod_requests(pod) == {"cpu": Decimal("2.1"), "memory": Decimal(2**30)}
+def _c(cpu: str, *, always: bool = False) -> dict[str, Any]:
+    container: dict[str, Any] = {"resources": {"requests": {"cpu": cpu}}}
+    if always:
+        container["restartPolicy"] = "Always"
+    return container
+
+
+@pytest.mark.parametrize(
+    ("containers", "inits", "overhead", "cpu"),
+    [
+        ([_c("1"), _c("2")], [], None, "3"),  # summed
+        ([_c("1")], [_c("4"), _c("2")], None, "4"),  # init containers one at a time
+        ([_c("100")], [_c("10", always=True), _c("200")], None, "210"),  # issue 24's example
+        ([_c("100")], [_c("200"), _c("10", always=True)], None, "200"),  # sidecar after: 110
+        ([_c("1")], [_c("1", always=True), _c("1", always=True), _c("3")], None, "5"),
+        ([_c("1")], [], {"cpu": "250m"}, "1.25"),  # plus the RuntimeClass overhead
+        ([], [_c("1", always=True)], None, "1"),
+    ],
+)  # fmt: skip
+def test_pod_requests_follow_kubernetes_pod_requests(
+    containers: list[Any], inits: list[Any], overhead: dict[str, str] | None, cpu: str
+) -> None:
+    pod: dict[str, Any] = {"spec": {"containers": containers, "initContainers": inits}}
+    if overhead:
+        pod["spec"]["overhead"] = overhead
+    assert pod_requests(pod)["cpu"] == Decimal(cpu)
+
+
+def test_a_limit_without_a_request_counts_as_the_request() -> None:
+    resources = {"requests": {"cpu": "500m"}, "limits": {"cpu": "1", "memory": "1Gi"}}
+    pod = {"spec": {"containers": [{"resources": resources}]}}
+    assert pod_requests(pod) == {"cpu": Decimal("0.5"), "memory": Decimal(2**30)}
 
 
 # ---- the endpoint ---------------------------------------------------------------------------
