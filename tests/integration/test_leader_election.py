@@ -260,7 +260,8 @@ def _start_daemon(kube: KubeEndpoints, repo: Path, folder: Path, name: str) -> D
         process = subprocess.Popen(
             [sys.executable, "-m", "reconciler", "run", "--source-dir", str(repo),
              "--kubeconfig", str(kube.kubeconfig), "--no-scheduler", "--node-sync-interval",
-             "0", "--leader-elect", "--lease-duration", "3", "--identity", name,
+             "0", "--slurm-metrics-interval", "0", "--leader-elect", "--lease-duration", "3",
+             "--identity", name,
              "--listen", f"127.0.0.1:{port}", "--workdir", str(folder / "w"), "--interval", "1"],
             stdout=out, stderr=subprocess.STDOUT,
         )  # fmt: skip
