@@ -45,10 +45,11 @@ from prometheus_client import CollectorRegistry, generate_latest
 from bench.harness.procs import MIB, own_rss, reset_peak_rss
 from bench.harness.report import machine_line, print_head, say
 from bench.slurm_metrics.synthetic import PING, diag_body, jobs_body, nodes_body, serving
-from reconciler.adapters.slurm.client import SlurmRestClient, codec_for, connect
+from reconciler.adapters.slurm.client import SlurmRestClient, connect
 from reconciler.adapters.slurm.jwt import MintedTokens
 from reconciler.adapters.slurm.model import JobSpec, SlurmRestApi
 from reconciler.adapters.slurm.transport import Transport
+from reconciler.adapters.slurm.versions import codec_for
 from reconciler.slurm_metrics.collector import SlurmCollector
 from reconciler.slurm_metrics.figures import SlurmReading, slurm_families
 from reconciler.slurm_metrics.reader import SlurmView

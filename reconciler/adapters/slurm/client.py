@@ -1,22 +1,20 @@
 """One slurmrestd client for every OpenAPI version: discovery, then requests through a codec.
 
 `connect()` asks the server which versions it serves (`GET /openapi/v3`, the spec slurmrestd
-generates from its loaded plugins) and speaks the newest one a codec exists for: v0.0.42,
-v0.0.41, v0.0.40 (Slurm 23.11-24.11) or v0.0.38 (Slurm 22.05). Everything version-specific is in
-the codec; this module only sends, times and checks requests.
+generates from its loaded plugins) and speaks the newest one a codec exists for (versions.py):
+v0.0.42, v0.0.41, v0.0.40 (Slurm 23.11-24.11) or v0.0.38 (Slurm 22.05). Everything
+version-specific is in the codec; this module only sends, times and checks requests.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from time import perf_counter
 from typing import Any, TypeVar, cast, overload
 from urllib.parse import quote
 
-from reconciler.adapters.slurm import v0038, v0040
 from reconciler.adapters.slurm.codec import (
     ERR_INVALID_JOB_ID,
     ERR_INVALID_NODE_NAME,
@@ -51,48 +49,16 @@ from reconciler.adapters.slurm.transport import (
     api_error,
     as_of_now,
 )
+from reconciler.adapters.slurm.versions import choose_codec, codec_for, served_versions
 from reconciler.errors import SlurmArgumentError, SlurmUnavailableError, SlurmUnsupportedError
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
-# Newest first: discovery takes the first the server serves.
-CODECS: tuple[Codec, ...] = (*v0040.CODECS, v0038.CODEC)
-SUPPORTED_VERSIONS = tuple(codec.version for codec in CODECS)
-_VERSION_PATH = re.compile(r"^/slurm/(v\d+\.\d+\.\d+)/")
 # "not found" answers: v0.0.38 and v0.0.40+ both say 500 with Slurm's error number.
 _NOT_FOUND_STATUSES = frozenset({404, 500})
 _UNKNOWN_NODE = "Failure to query node"
 ERR_ALREADY_DONE = 2021  # cancel of a finished job: nothing left to do, as on v0.0.38
-
-
-def codec_for(version: str) -> Codec:
-    for codec in CODECS:
-        if codec.version == version:
-            return codec
-    raise SlurmArgumentError(
-        "api_version", version, f"expected one of {', '.join(SUPPORTED_VERSIONS)}"
-    )
-
-
-def served_versions(spec: Mapping[str, Any]) -> list[str]:
-    """The `/slurm/vX.Y.Z/` versions an OpenAPI document has paths for, newest first."""
-    paths = spec.get("paths")
-    found = {m.group(1) for p in paths if (m := _VERSION_PATH.match(p))} if paths else set()
-    return sorted(found, key=lambda v: tuple(int(x) for x in v[1:].split(".")), reverse=True)
-
-
-def choose_codec(served: Sequence[str]) -> Codec:
-    for codec in CODECS:
-        if codec.version in served:
-            return codec
-    raise SlurmUnsupportedError(
-        f"slurmrestd serves {', '.join(served) or 'no slurm/ API'}; this reconciler speaks "
-        f"{', '.join(SUPPORTED_VERSIONS)}",
-        endpoint="GET /openapi/v3",
-        hint="load a supported data parser (slurmrestd -s openapi/slurmctld on Slurm 23.11+, "
-        "-s openapi/v0.0.38 on 22.05)",
-    )
 
 
 def connect(
