@@ -29,6 +29,7 @@ from reconciler.adapters.slurm.model import (
     CAN_DELETE_NODES,
     JobSpec,
     JobsSnapshot,
+    JobSummary,
     JobUpdate,
     NodeUpdate,
     SlurmDiag,
@@ -195,6 +196,18 @@ class SlurmRestClient:
         found = self._timed("job", self._one, path, "jobs", ERR_INVALID_JOB_ID, strict=True)
         return self._codec.job(found) if found is not None else None
 
+    def job_summaries(self) -> tuple[JobSummary, ...]:
+        """Every job's state, partition and reason: what the metrics count. The job list is
+        decoded as it arrives and each job reduced at once, so a 50,000-job answer costs
+        tens of MiB where `jobs()` holds well over a GiB at its peak (bench/README.md)."""
+        path = self._codec.base + "/jobs"
+        reduce = self._codec.job_summary
+        response = self._timed("job_summaries", self._http.listing, path, "jobs", reduce)
+        if response.errors:
+            raise api_error(f"GET {path}", response.status, response.errors)
+        items = _listed(f"GET {path}", response.body, "jobs", JobSummary)
+        return tuple(items)
+
     def job_states(self) -> dict[int, str]:
         """Every job's id and state, and nothing else (v0.0.40+): a few ms where the whole
         list takes a hundred (docs/slurm-versions.md). The scheduler asks it while jobs it
@@ -342,12 +355,13 @@ class SlurmRestClient:
         return items[0] if items else None
 
 
-def _listed(endpoint: str, body: Mapping[str, Any], key: str) -> list[Wire]:
-    """The objects a list answer holds under `key`. Without the key (or with something else
-    there) the answer is not a list at all: read as empty, it would say every job and node is
-    gone, and the scheduler would delete their Pods."""
+def _listed(endpoint: str, body: Mapping[str, Any], key: str, kind: type = Mapping) -> list[Any]:
+    """The objects a list answer holds under `key` (each a `kind`: a streamed answer holds
+    them reduced, stream.py). Without the key (or with something else there) the answer is
+    not a list at all: read as empty, it would say every job and node is gone, and the
+    scheduler would delete their Pods."""
     items = body.get(key)
-    if not isinstance(items, list) or not all(isinstance(i, Mapping) for i in items):
+    if not isinstance(items, list) or not all(isinstance(i, kind) for i in items):
         found = "no " + repr(key) if items is None else f"{type(items).__name__} {key!r}"
         raise SlurmUnavailableError(
             f"slurmrestd answered a list with {found}, not a list of objects",
