@@ -152,7 +152,7 @@ class SlurmJob:
 @dataclass(frozen=True, slots=True)
 class JobSummary:
     """What the metrics count of a job, read as SlurmJob reads it: a job list decoded into
-    these (`job_summaries()`) holds a few dozen bytes per job instead of its whole object."""
+    these (`job_summaries()`) holds a few hundred bytes per job, not its whole object."""
 
     state: str  # as SlurmJob.state
     partition: str
