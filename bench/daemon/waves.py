@@ -24,10 +24,10 @@ from bench.harness.report import say
 from bench.harness.timing import wait_until
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
-from reconciler.adapters.slurm.client import codec_for
 from reconciler.adapters.slurm.jwt import TokenSource
 from reconciler.adapters.slurm.model import SlurmJob, SlurmRestApi
 from reconciler.adapters.slurm.transport import Transport
+from reconciler.adapters.slurm.versions import codec_for
 from reconciler.scheduler.decide import ACTIVE_STATES
 from reconciler.scheduler.placeholder import pod_uid_of
 

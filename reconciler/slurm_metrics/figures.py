@@ -15,9 +15,9 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
-from reconciler.adapters.slurm.model import SlurmDiag, SlurmJob, SlurmNode, gres_gpus
+from reconciler.adapters.slurm.model import SlurmDiag, SlurmNode, gres_gpus
 from reconciler.sync.node_health import standing_reason
 
 Kind = Literal["gauge", "counter"]
@@ -40,12 +40,24 @@ class Family:
     samples: tuple[tuple[Labels, float], ...] = ()
 
 
+class JobFields(Protocol):
+    """What the job families read of a job: a JobSummary (what the daemon's read decodes,
+    job_summaries()) or a whole SlurmJob, read alike."""
+
+    @property
+    def state(self) -> str: ...
+    @property
+    def partition(self) -> str: ...
+    @property
+    def state_reason(self) -> str: ...
+
+
 @dataclass(frozen=True)
 class SlurmReading:
     """What one read of Slurm gave: every node and job slurmctld lists, and its statistics."""
 
     nodes: Sequence[SlurmNode]
-    jobs: Sequence[SlurmJob]
+    jobs: Sequence[JobFields]
     diag: SlurmDiag
 
 
@@ -137,7 +149,7 @@ def node_families(nodes: Iterable[SlurmNode]) -> tuple[Family, ...]:
     )
 
 
-def job_families(jobs: Iterable[SlurmJob]) -> tuple[Family, ...]:
+def job_families(jobs: Iterable[JobFields]) -> tuple[Family, ...]:
     by_state: Counter[tuple[str, str]] = Counter()
     pending: Counter[tuple[str, str]] = Counter()
     for job in jobs:

@@ -8,10 +8,12 @@ the last families: the snapshot's age, served beside them, says how old they are
 `slurm_controller_up` says whether slurmctld answered the last ping.
 
 Reading every job is what costs (slurmrestd writes about 5 KB of JSON per job, which is
-decoded here: bench/README.md has the figures), so a read that took S seconds is not started
-again before PAUSE_FACTOR x S seconds have passed: on a cluster whose read outgrows the
-interval, the daemon and slurmrestd spend at most a quarter of their time on it, and the
-snapshot's age grows instead.
+decoded here: bench/README.md has the figures). Jobs are read as summaries (`job_summaries()`:
+each job's object is reduced to its state, partition and reason as soon as it is decoded), so
+the read's memory is that of one job's JSON at a time, not of the whole list. A read that took
+S seconds is not started again before PAUSE_FACTOR x S seconds have passed: on a cluster whose
+read outgrows the interval, the daemon and slurmrestd spend at most a quarter of their time on
+it, and the snapshot's age grows instead.
 """
 
 from __future__ import annotations
@@ -73,7 +75,7 @@ class SlurmMetricsReader:
                 return self._failed(last, "ping", error, controller_up=False)
             try:
                 reading = SlurmReading(
-                    self._api.nodes().items, self._api.jobs().items, self._api.diag()
+                    self._api.nodes().items, self._api.job_summaries(), self._api.diag()
                 )
                 families = slurm_families(reading)
             except ReconcilerError as error:

@@ -12,7 +12,7 @@ import pytest
 
 from reconciler.adapters.node_control import NodeControl
 from reconciler.adapters.scontrol import Scontrol
-from reconciler.adapters.slurm.client import SUPPORTED_VERSIONS, connect, served_versions
+from reconciler.adapters.slurm.client import connect
 from reconciler.adapters.slurm.jwt import MintedTokens, ProvidedToken, mint_token
 from reconciler.adapters.slurm.model import (
     CAN_SUBMIT_AS_USER,
@@ -23,6 +23,7 @@ from reconciler.adapters.slurm.model import (
     SlurmRestApi,
 )
 from reconciler.adapters.slurm.transport import Transport
+from reconciler.adapters.slurm.versions import SUPPORTED_VERSIONS, served_versions
 from reconciler.errors import SlurmApiError, SlurmAuthError, SlurmUnavailableError
 from reconciler.local.endpoints import SlurmEndpoints
 from tests.integration.helpers import FixedToken, unique, wait_for

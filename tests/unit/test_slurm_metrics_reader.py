@@ -16,8 +16,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from reconciler.adapters.kube import Kube
-from reconciler.adapters.slurm.client import SlurmRestClient, codec_for
+from reconciler.adapters.slurm.client import SlurmRestClient
 from reconciler.adapters.slurm.transport import Transport
+from reconciler.adapters.slurm.versions import codec_for
 from reconciler.daemon.converge import Converger
 from reconciler.daemon.run import Daemon, RunSettings
 from reconciler.slurm_metrics.collector import SlurmCollector

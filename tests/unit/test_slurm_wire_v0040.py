@@ -11,13 +11,7 @@ import pytest
 
 from reconciler.adapters.node_control import NodeControl
 from reconciler.adapters.scontrol_args import NodeState
-from reconciler.adapters.slurm.client import (
-    SUPPORTED_VERSIONS,
-    SlurmRestClient,
-    choose_codec,
-    codec_for,
-    served_versions,
-)
+from reconciler.adapters.slurm.client import SlurmRestClient
 from reconciler.adapters.slurm.codec import number, slurm_release
 from reconciler.adapters.slurm.model import (
     CAN_SUBMIT_AS_USER,
@@ -35,6 +29,12 @@ from reconciler.adapters.slurm.v0040 import (
     reservation_from_wire,
     submission_to_wire,
     update_to_wire,
+)
+from reconciler.adapters.slurm.versions import (
+    SUPPORTED_VERSIONS,
+    choose_codec,
+    codec_for,
+    served_versions,
 )
 from reconciler.errors import SlurmApiError, SlurmArgumentError, SlurmUnsupportedError
 

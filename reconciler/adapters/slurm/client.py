@@ -1,22 +1,20 @@
 """One slurmrestd client for every OpenAPI version: discovery, then requests through a codec.
 
 `connect()` asks the server which versions it serves (`GET /openapi/v3`, the spec slurmrestd
-generates from its loaded plugins) and speaks the newest one a codec exists for: v0.0.42,
-v0.0.41, v0.0.40 (Slurm 23.11-24.11) or v0.0.38 (Slurm 22.05). Everything version-specific is in
-the codec; this module only sends, times and checks requests.
+generates from its loaded plugins) and speaks the newest one a codec exists for (versions.py):
+v0.0.42, v0.0.41, v0.0.40 (Slurm 23.11-24.11) or v0.0.38 (Slurm 22.05). Everything
+version-specific is in the codec; this module only sends, times and checks requests.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from time import perf_counter
 from typing import Any, TypeVar, cast, overload
 from urllib.parse import quote
 
-from reconciler.adapters.slurm import v0038, v0040
 from reconciler.adapters.slurm.codec import (
     ERR_INVALID_JOB_ID,
     ERR_INVALID_NODE_NAME,
@@ -31,6 +29,7 @@ from reconciler.adapters.slurm.model import (
     CAN_DELETE_NODES,
     JobSpec,
     JobsSnapshot,
+    JobSummary,
     JobUpdate,
     NodeUpdate,
     SlurmDiag,
@@ -51,48 +50,16 @@ from reconciler.adapters.slurm.transport import (
     api_error,
     as_of_now,
 )
+from reconciler.adapters.slurm.versions import choose_codec, codec_for, served_versions
 from reconciler.errors import SlurmArgumentError, SlurmUnavailableError, SlurmUnsupportedError
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
-# Newest first: discovery takes the first the server serves.
-CODECS: tuple[Codec, ...] = (*v0040.CODECS, v0038.CODEC)
-SUPPORTED_VERSIONS = tuple(codec.version for codec in CODECS)
-_VERSION_PATH = re.compile(r"^/slurm/(v\d+\.\d+\.\d+)/")
 # "not found" answers: v0.0.38 and v0.0.40+ both say 500 with Slurm's error number.
 _NOT_FOUND_STATUSES = frozenset({404, 500})
 _UNKNOWN_NODE = "Failure to query node"
 ERR_ALREADY_DONE = 2021  # cancel of a finished job: nothing left to do, as on v0.0.38
-
-
-def codec_for(version: str) -> Codec:
-    for codec in CODECS:
-        if codec.version == version:
-            return codec
-    raise SlurmArgumentError(
-        "api_version", version, f"expected one of {', '.join(SUPPORTED_VERSIONS)}"
-    )
-
-
-def served_versions(spec: Mapping[str, Any]) -> list[str]:
-    """The `/slurm/vX.Y.Z/` versions an OpenAPI document has paths for, newest first."""
-    paths = spec.get("paths")
-    found = {m.group(1) for p in paths if (m := _VERSION_PATH.match(p))} if paths else set()
-    return sorted(found, key=lambda v: tuple(int(x) for x in v[1:].split(".")), reverse=True)
-
-
-def choose_codec(served: Sequence[str]) -> Codec:
-    for codec in CODECS:
-        if codec.version in served:
-            return codec
-    raise SlurmUnsupportedError(
-        f"slurmrestd serves {', '.join(served) or 'no slurm/ API'}; this reconciler speaks "
-        f"{', '.join(SUPPORTED_VERSIONS)}",
-        endpoint="GET /openapi/v3",
-        hint="load a supported data parser (slurmrestd -s openapi/slurmctld on Slurm 23.11+, "
-        "-s openapi/v0.0.38 on 22.05)",
-    )
 
 
 def connect(
@@ -228,6 +195,18 @@ class SlurmRestClient:
         # and deletes the job's Pod. A 200 without the job is no such answer.
         found = self._timed("job", self._one, path, "jobs", ERR_INVALID_JOB_ID, strict=True)
         return self._codec.job(found) if found is not None else None
+
+    def job_summaries(self) -> tuple[JobSummary, ...]:
+        """Every job's state, partition and reason: what the metrics count. The job list is
+        decoded as it arrives and each job reduced at once, so a 50,000-job answer costs
+        tens of MiB where `jobs()` holds well over a GiB at its peak (bench/README.md)."""
+        path = self._codec.base + "/jobs"
+        reduce = self._codec.job_summary
+        response = self._timed("job_summaries", self._http.listing, path, "jobs", reduce)
+        if response.errors:
+            raise api_error(f"GET {path}", response.status, response.errors)
+        items = _listed(f"GET {path}", response.body, "jobs", JobSummary)
+        return tuple(items)
 
     def job_states(self) -> dict[int, str]:
         """Every job's id and state, and nothing else (v0.0.40+): a few ms where the whole
@@ -376,12 +355,13 @@ class SlurmRestClient:
         return items[0] if items else None
 
 
-def _listed(endpoint: str, body: Mapping[str, Any], key: str) -> list[Wire]:
-    """The objects a list answer holds under `key`. Without the key (or with something else
-    there) the answer is not a list at all: read as empty, it would say every job and node is
-    gone, and the scheduler would delete their Pods."""
+def _listed(endpoint: str, body: Mapping[str, Any], key: str, kind: type = Mapping) -> list[Any]:
+    """The objects a list answer holds under `key` (each a `kind`: a streamed answer holds
+    them reduced, stream.py). Without the key (or with something else there) the answer is
+    not a list at all: read as empty, it would say every job and node is gone, and the
+    scheduler would delete their Pods."""
     items = body.get(key)
-    if not isinstance(items, list) or not all(isinstance(i, Mapping) for i in items):
+    if not isinstance(items, list) or not all(isinstance(i, kind) for i in items):
         found = "no " + repr(key) if items is None else f"{type(items).__name__} {key!r}"
         raise SlurmUnavailableError(
             f"slurmrestd answered a list with {found}, not a list of objects",

@@ -13,6 +13,7 @@ from typing import Any
 
 from reconciler.adapters.slurm.model import (
     JobSpec,
+    JobSummary,
     JobUpdate,
     NodeUpdate,
     SlurmDiag,
@@ -40,6 +41,7 @@ class Codec:
     partition: Callable[[Wire], SlurmPartition]
     reservation: Callable[[Wire], SlurmReservation]
     job: Callable[[Wire], SlurmJob]
+    job_summary: Callable[[Wire], JobSummary]  # the same job, only the fields it keeps
     submission: Callable[[JobSpec], dict[str, Any]]
     job_update: Callable[[JobUpdate], dict[str, Any]]
     diag: Callable[[Wire], SlurmDiag]  # the `statistics` of `GET /diag`
@@ -91,9 +93,11 @@ def text(value: Any) -> str:
 
 
 def words(value: Any) -> tuple[str, ...]:
-    """A comma-separated list ("debug,high") or a JSON list, as a tuple of non-empty words."""
-    parts: Iterable[Any] = value.split(",") if isinstance(value, str) else value or ()
-    if isinstance(parts, Mapping):
+    """A comma-separated list ("debug,high") or a JSON list, as a tuple of non-empty words;
+    () for anything else (a number or an object where a list belongs reads as none, rather
+    than failing the whole answer's decode)."""
+    parts: Iterable[Any] = value.split(",") if isinstance(value, str) else value
+    if not isinstance(parts, list | tuple):
         return ()
     return tuple(p.strip() for p in parts if isinstance(p, str) and p.strip())
 

@@ -149,6 +149,16 @@ class SlurmJob:
         return self.state == "PENDING" and self.state_reason in ("JobHeldUser", "JobHeldAdmin")
 
 
+@dataclass(frozen=True, slots=True)
+class JobSummary:
+    """What the metrics count of a job, read as SlurmJob reads it: a job list decoded into
+    these (`job_summaries()`) holds a few hundred bytes per job, not its whole object."""
+
+    state: str  # as SlurmJob.state
+    partition: str
+    state_reason: str
+
+
 # How a job shares its nodes, in Slurm's own words (job_desc `shared`, sbatch --exclusive and
 # --oversubscribe): none = the whole node (--exclusive), oversubscribe = with any job,
 # user/mcs = only with jobs of the same user / MCS label, topo = alone in its topology segment.
@@ -308,6 +318,7 @@ class SlurmRestApi(Protocol):
     @overload
     def jobs(self, since: int) -> JobsSnapshot | None: ...
     def job(self, job_id: int) -> SlurmJob | None: ...
+    def job_summaries(self) -> tuple[JobSummary, ...]: ...  # every job, few fields: metrics
     def job_states(self) -> dict[int, str]: ...  # CAN_LIST_JOB_STATES
     def submit(self, spec: JobSpec) -> SubmittedJob: ...
     def update_job(self, job_id: int, update: JobUpdate) -> None: ...

@@ -12,6 +12,7 @@ import requests
 from requests.adapters import HTTPAdapter
 
 from reconciler.adapters.slurm.jwt import TokenSource
+from reconciler.adapters.slurm.stream import stream_listing
 from reconciler.errors import SlurmApiError, SlurmAuthError, SlurmUnavailableError
 
 DEFAULT_TIMEOUT_SECONDS = 30.0
@@ -25,6 +26,9 @@ SlurmObserver = Callable[[str, float, bool], None]
 
 
 POOL_CONNECTIONS = 32  # kept-alive connections to slurmrestd per client
+# A streamed answer is read this much at a time: big enough that the per-chunk work (a
+# socket read, a decode, a copy of the unfinished value) is small beside the JSON's.
+STREAM_CHUNK_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -129,24 +133,58 @@ class Transport:
     ) -> Response:
         """Send; raise for transport failures and for any status not 2xx/304 unless allowed."""
         endpoint = f"{method} {path}"
+        return self._parse(endpoint, self._send(endpoint, params=params, json=json), allow)
+
+    def listing(self, path: str, key: str, reduce: Callable[[dict[str, Any]], object]) -> Response:
+        """GET a list answer whose `key` list is decoded as it arrives, each object of it
+        `reduce`d at once (stream.py): a big answer is never held whole, as bytes, text or
+        objects. Answers other than 2xx are read as `request` reads them."""
+        endpoint = f"GET {path}"
+        with self._send(endpoint, stream=True) as raw:
+            if not 200 <= raw.status_code < 300:
+                return self._parse(endpoint, raw, frozenset())
+            try:
+                body = stream_listing(raw.iter_content(STREAM_CHUNK_BYTES), key, reduce)
+            except requests.RequestException as error:
+                raise self._unreachable(endpoint, error) from None
+            except ValueError as error:
+                raise SlurmUnavailableError(
+                    f"HTTP {raw.status_code}, not a JSON object: {error}",
+                    endpoint=endpoint,
+                    status=raw.status_code,
+                ) from None
+        return Response(raw.status_code, body, wire_errors(body), wire_errors(body, "warnings"))
+
+    def _send(
+        self,
+        endpoint: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        json: Any = None,
+        stream: bool = False,
+    ) -> requests.Response:
+        method, _, path = endpoint.partition(" ")
         headers = {
             "X-SLURM-USER-NAME": self._tokens.user,
             "X-SLURM-USER-TOKEN": self._tokens.token(),
         }
         try:
-            raw = self._session.request(
+            return self._session.request(
                 method,
                 self.url + path,
                 params=params,
                 json=json,
                 headers=headers,
                 timeout=self._timeout,
+                stream=stream,
             )
         except requests.RequestException as error:
-            raise SlurmUnavailableError(
-                f"slurmrestd at {self.url} unreachable: {type(error).__name__}", endpoint=endpoint
-            ) from None
-        return self._parse(endpoint, raw, allow)
+            raise self._unreachable(endpoint, error) from None
+
+    def _unreachable(self, endpoint: str, error: Exception) -> SlurmUnavailableError:
+        return SlurmUnavailableError(
+            f"slurmrestd at {self.url} unreachable: {type(error).__name__}", endpoint=endpoint
+        )
 
     def _parse(self, endpoint: str, raw: requests.Response, allow: frozenset[int]) -> Response:
         if raw.status_code == 304:

@@ -36,6 +36,7 @@ from reconciler.adapters.slurm.codec import (
 )
 from reconciler.adapters.slurm.model import (
     JobSpec,
+    JobSummary,
     JobUpdate,
     SlurmDiag,
     SlurmJob,
@@ -140,6 +141,15 @@ def job_from_wire(d: Wire) -> SlurmJob:
         batch_host=text(d.get("batch_host")),
         flags=upper_set(d.get("flags")),
         admin_comment=text(d.get("admin_comment")),
+    )
+
+
+def job_summary_from_wire(d: Wire) -> JobSummary:
+    """job_from_wire's state, partition and reason alone (a unit test holds them equal)."""
+    return JobSummary(
+        state=text(d.get("job_state")).upper(),
+        partition=text(d.get("partition")),
+        state_reason=text(d.get("state_reason")),
     )
 
 
@@ -248,6 +258,7 @@ CODEC = Codec(
     partition=partition_from_wire,
     reservation=reservation_from_wire,
     job=job_from_wire,
+    job_summary=job_summary_from_wire,
     submission=submission_to_wire,
     job_update=update_to_wire,
     diag=diag_from_wire,

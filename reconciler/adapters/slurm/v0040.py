@@ -45,6 +45,7 @@ from reconciler.adapters.slurm.model import (
     CAN_UPDATE_NODES,
     SHARED_MODES,
     JobSpec,
+    JobSummary,
     JobUpdate,
     NodeUpdate,
     SlurmJob,
@@ -107,6 +108,15 @@ def job_from_wire(d: Wire) -> SlurmJob:
         "exit_code": _exit_code(d.get("exit_code")),
     }
     return job_from_v0038_wire(flat)
+
+
+def job_summary_from_wire(d: Wire) -> JobSummary:
+    """job_from_wire's state, partition and reason alone (a unit test holds them equal)."""
+    return JobSummary(
+        state=_job_state(d.get("job_state")),
+        partition=text(d.get("partition")),
+        state_reason=text(d.get("state_reason")),
+    )
 
 
 def _section(d: Wire, key: str) -> Wire:
@@ -233,6 +243,7 @@ def _codec(version: str) -> Codec:
         partition=partition_from_wire,
         reservation=reservation_from_wire,
         job=job_from_wire,
+        job_summary=job_summary_from_wire,
         job_state=job_state_from_wire,
         submission=submission_to_wire,
         job_update=update_to_wire,
