@@ -61,13 +61,15 @@ def test_any_chunking_decodes_as_json_loads_of_the_whole(
 @pytest.mark.parametrize("size", [1, 2, 3, 5, 1000])
 def test_numbers_and_words_cut_between_chunks_are_read_whole(size: int) -> None:
     data = (
-        b'{"jobs": [12345, {"id": 678}, -1.5e3, true, null], "n": 67890, "s": "\xc3\xa9t\xc3\xa9"}'
+        b'{"jobs": [12345, {"id": 678}, -1.5e3, true, null], "n": 67890, "s": "\xc3\xa9t\xc3\xa9",'
+        b' "no_val64": 18446744073709551614}'
     )
     found = stream_listing(chunked(data, size), "jobs", reduced)
     assert found == {
         "jobs": [12345, ("reduced", {"id": 678}), -1500.0, True, None],
         "n": 67890,
         "s": "été",
+        "no_val64": 2**64 - 2,  # Slurm's NO_VAL64: past int64, as slurmrestd writes it
     }
 
 
