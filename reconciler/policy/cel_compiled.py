@@ -381,8 +381,9 @@ class _Compiler:
 
         def run(env: Env) -> Any:
             value = base(env)
-            if type(value) is MapType:
-                return TRUE if name in value else FALSE
+            if type(value) is MapType:  # a map literal may hold an error: has() of it is false
+                found = value.get(StringType(name)) if name in value else None
+                return TRUE if name in value and not isinstance(found, CELEvalError) else FALSE
             return FALSE if isinstance(_field(value, name, None), CELEvalError) else TRUE
 
         return run, total
