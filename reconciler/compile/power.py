@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import hostlist
+
 from reconciler import wellknown as wk
 from reconciler.compile.profile import Profile
 from reconciler.compile.slurm_nodes import SlurmNodeSpec
@@ -90,15 +92,11 @@ def power_conf(values: dict[str, Any], specs: list[SlurmNodeSpec], conf_dir: str
         "ResumeTimeout": str(power.resume_timeout),
         "PrologSlurmctld": f"{conf_dir}/{PROGRAMS_DIR}/{WAIT_PROLOG}",
     }
-    floors = [f"{_hostlist(s)}:{s.min_replicas}" for s in specs if s.min_replicas and s.replicas]
+    floors = [f"{hostlist.collect_hostlist(s.node_names())}:{s.min_replicas}"
+              for s in specs if s.min_replicas and s.replicas]  # fmt: skip
     if floors:
         settings["SuspendExcNodes"] = ",".join(floors)
     return settings
-
-
-def _hostlist(spec: SlurmNodeSpec) -> str:
-    last = spec.replicas - 1
-    return f"{spec.statefulset}-{last}" if not last else f"{spec.statefulset}-[0-{last}]"
 
 
 def programs_map_name(release: str) -> str:

@@ -268,21 +268,20 @@ class Daemon:
 
     def _sync_nodes(self) -> None:
         assert self._node_sync is not None
-        if not self._leading():
-            return
-        try:
-            self._node_sync.run_once()
-        except Exception:  # a bug: keep the trace; the next interval tries again
-            log.exception("daemon: the node health sync failed")
+        self._as_leader(self._node_sync.run_once, "the node health sync failed")
 
     def _read_slurm(self) -> None:
         assert self._slurm_metrics is not None
+        self._as_leader(self._slurm_metrics.refresh, "reading Slurm for /metrics failed")
+
+    def _as_leader(self, work: Callable[[], object], failed: str) -> None:
+        """An interval job only the leader runs."""
         if not self._leading():
             return
         try:
-            self._slurm_metrics.refresh()
+            work()
         except Exception:  # a bug: keep the trace; the next interval tries again
-            log.exception("daemon: reading Slurm for /metrics failed")
+            log.exception("daemon: %s", failed)
 
     def _slurm_view(self) -> SlurmView | None:
         """Slurm's series for a scrape: none where nothing reads Slurm (--slurm-metrics-interval

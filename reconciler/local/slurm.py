@@ -24,8 +24,9 @@ from reconciler.adapters.slurm.client import connect
 from reconciler.adapters.slurm.jwt import MintedTokens
 from reconciler.errors import LocalStackError
 from reconciler.local.accounting import Accounting
+from reconciler.local.orphans import reap_orphans
 from reconciler.local.ports import is_accepting
-from reconciler.local.processes import Supervisor, reap_orphans
+from reconciler.local.processes import Supervisor
 from reconciler.local.slurm_install import SlurmInstall, slurm_install
 from reconciler.local.slurm_jobs import kill_job_processes
 from reconciler.local.slurm_prepare import (

@@ -10,7 +10,8 @@ import signal
 import time
 from pathlib import Path
 
-from reconciler.local.processes import is_running, reap_orphans
+from reconciler.local.orphans import reap_orphans
+from reconciler.local.processes import is_running
 
 
 def kill_job_processes(slurm_conf: Path) -> list[int]:

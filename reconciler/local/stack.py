@@ -30,13 +30,9 @@ from pathlib import Path
 from reconciler.errors import LocalStackError
 from reconciler.local import kube as kube_module
 from reconciler.local.kube import KubeControlPlane, KubePaths, KubePorts
+from reconciler.local.orphans import OrphanReaper, start_orphan_reaper
 from reconciler.local.ports import free_ports
-from reconciler.local.processes import (
-    OrphanReaper,
-    Supervisor,
-    belongs_to,
-    start_orphan_reaper,
-)
+from reconciler.local.processes import Supervisor, belongs_to
 from reconciler.local.slurm import (
     SlurmCluster,
     SlurmPaths,

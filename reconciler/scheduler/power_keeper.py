@@ -22,7 +22,13 @@ from reconciler.errors import ReconcilerError
 from reconciler.scheduler.clients import SlurmClients
 from reconciler.scheduler.placeholder import HookCredentials
 from reconciler.scheduler.pod_writer import PodWriter
-from reconciler.scheduler.power_plan import Obj, PowerStep, power_steps, requests_by_node
+from reconciler.scheduler.power_plan import (
+    Obj,
+    PowerStep,
+    is_asleep,
+    power_steps,
+    requests_by_node,
+)
 from reconciler.scheduler.settings import SchedulerSettings
 
 log = logging.getLogger(__name__)
@@ -135,9 +141,15 @@ class PowerKeeper:
         self._publish()
         snapshot = self._slurm.operator.nodes()
         slurm_nodes = {n.name: n for n in snapshot.items}
-        pending = any(not (p.get("spec") or {}).get("nodeName") for p in ours)
-        nodes = self._kube.list("v1", "Node").items if pending else []
-        used = requests_by_node(self._all_pods()) if pending else {}
+        # Every Pod and Node of the cluster is read only when a Pod is to be bound: a sleeping
+        # node's held Pod is Pending too, and stays so for hours.
+        waking = any(
+            not (p.get("spec") or {}).get("nodeName")
+            and not is_asleep(slurm_nodes.get(p["metadata"]["name"]))
+            for p in ours
+        )
+        nodes = self._kube.list("v1", "Node").items if waking else []
+        used = requests_by_node(self._all_pods()) if waking else {}
         steps = power_steps(pods, slurm_nodes, nodes, used, placed_by=self._settings.name)
         by_name = {p["metadata"]["name"]: p for p in pods}
         by_name.update({p["metadata"]["name"]: p for p in ours})
