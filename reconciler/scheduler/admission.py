@@ -21,6 +21,7 @@ import hostlist
 
 from reconciler import wellknown as wk
 from reconciler.compile.quantity import QuantityError, parse_quantity
+from reconciler.kuberules.pod_requests import pod_requests
 
 ExclusiveMode = Literal["none", "ok", "user", "mcs", "topo"]
 EXCLUSIVE_MODES: tuple[ExclusiveMode, ...] = ("none", "ok", "user", "mcs", "topo")
@@ -119,51 +120,57 @@ def fingerprint(pod: Obj) -> str:
 
 
 def _resources(spec: Obj, problems: list[Problem]) -> tuple[Decimal, Decimal, int]:
-    """The Pod's effective requests: the sum over containers, or the largest init container if
-    that is more (as kube-scheduler computes them)."""
+    """The Pod's requests as Kubernetes counts them (kuberules.pod_requests: sidecars and
+    overhead included), after every container's own requests are checked."""
     containers = spec.get("containers") or []
     if not containers:
         problems.append(Problem("spec.containers", "the Pod has no containers"))
-    totals = [Decimal(0), Decimal(0), 0]
     for index, container in enumerate(containers):
-        cpu, memory, gpus = _container_requests(container, f"spec.containers[{index}]", problems)
-        totals = [totals[0] + cpu, totals[1] + memory, totals[2] + gpus]
+        _check_container(container, f"spec.containers[{index}]", problems, required=True)
     for index, container in enumerate(spec.get("initContainers") or []):
-        where = f"spec.initContainers[{index}]"
-        cpu, memory, gpus = _container_requests(container, where, problems, required=False)
-        totals = [max(totals[0], cpu), max(totals[1], memory), max(totals[2], gpus)]
-    return totals[0], totals[1], int(totals[2])
+        _check_container(container, f"spec.initContainers[{index}]", problems, required=False)
+    for resource, raw in (spec.get("overhead") or {}).items():
+        _quantity(raw, f"spec.overhead.{resource}", problems)
+    total = pod_requests({"spec": spec})
+    zero = Decimal(0)
+    gpus = total.get(wk.RESOURCE_NVIDIA_GPU, zero)
+    return total.get("cpu", zero), total.get("memory", zero), int(gpus)
 
 
-def _container_requests(
-    container: Obj, where: str, problems: list[Problem], *, required: bool = True
-) -> tuple[Decimal, Decimal, int]:
+def _check_container(
+    container: Obj, where: str, problems: list[Problem], *, required: bool
+) -> None:
+    """Every quantity must parse; a regular container must request CPU and memory (SUNK: Slurm
+    accounts for the Pod by its requests); GPUs come whole. A limit without a request counts
+    as the request, as the API server defaults it."""
     name = container.get("name") or "?"
     resources = container.get("resources") or {}
-    requests = resources.get("requests") or {}
-    limits = resources.get("limits") or {}
-    values: list[Decimal] = []
-    for resource in ("cpu", "memory"):
-        field = f"{where}.resources.requests.{resource}"
-        value = _quantity(requests.get(resource), field, problems)
+    merged = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+    for part in ("limits", "requests"):
+        for resource, raw in (resources.get(part) or {}).items():
+            _quantity(raw, f"{where}.resources.{part}.{resource}", problems)
+    for resource, example in (("cpu", '"1"'), ("memory", '"4Gi"')):
+        value = _quiet_quantity(merged.get(resource))
         if required and (value is None or value <= 0):
-            example = '"1"' if resource == "cpu" else '"4Gi"'
             problems.append(
                 Problem(
-                    field,
+                    f"{where}.resources.requests.{resource}",
                     f"container {name!r} must request {resource} (non-zero), e.g. {example}: "
                     "Slurm accounts for the Pod by its requests",
                 )
             )
-        values.append(value or Decimal(0))
-    # Extended resources: a limit alone implies the same request.
-    gpu_raw = requests.get(wk.RESOURCE_NVIDIA_GPU, limits.get(wk.RESOURCE_NVIDIA_GPU))
-    gpus = _quantity(gpu_raw, f"{where}.resources.requests.{wk.RESOURCE_NVIDIA_GPU}", problems)
+    gpus = _quiet_quantity(merged.get(wk.RESOURCE_NVIDIA_GPU))
     if gpus is not None and gpus != gpus.to_integral_value():
         problems.append(
             Problem(f"{where}.resources.requests.{wk.RESOURCE_NVIDIA_GPU}", "must be whole GPUs")
         )
-    return values[0], values[1], int(gpus or 0)
+
+
+def _quiet_quantity(raw: Any) -> Decimal | None:
+    try:
+        return None if raw is None else parse_quantity(raw)
+    except QuantityError:
+        return None  # reported once, by _quantity
 
 
 def _quantity(raw: Any, field: str, problems: list[Problem]) -> Decimal | None:

@@ -188,9 +188,69 @@ def test_container_without_resources_gets_both_problems() -> None:
     ]
 
 
-def test_limits_alone_do_not_count_as_cpu_or_memory_requests() -> None:
-    bare = {"name": "c", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}
-    assert len(refused(pod(bare)).problems) == 2
+def test_a_limit_without_a_request_is_the_request_as_the_api_server_defaults_it() -> None:
+    # SetDefaults_Pod copies limits into missing requests, so a Pod read from the API server
+    # never has a limit alone; a manifest checked before it is applied is counted the same.
+    bare = {"name": "c", "resources": {"limits": {"cpu": "2", "memory": "1Gi"}}}
+    request = admitted(pod(bare))
+    assert (request.cpus, request.memory_mb) == (2, 1024)
+
+
+def test_no_request_and_no_limit_is_refused_naming_both_fields() -> None:
+    bare = {"name": "c", "resources": {"limits": {wk.RESOURCE_NVIDIA_GPU: "1"}}}
+    assert fields_of(refused(pod(bare))) == [
+        "spec.containers[0].resources.requests.cpu",
+        "spec.containers[0].resources.requests.memory",
+    ]
+
+
+def sidecar(cpu: str, memory: str = "1Gi") -> dict[str, Any]:
+    return {**container("sidecar", cpu=cpu, memory=memory), "restartPolicy": "Always"}
+
+
+# What Slurm is asked for is Kubernetes' PodRequests (component-helpers resource.PodRequests):
+# (containers, init containers, overhead) -> (cpus, memory MiB). The issue's example first.
+POD_REQUESTS_ROWS = [
+    ("a sidecar runs beside a later init container: max(100 + 10, 200 + 10) = 210",
+     [container(cpu="100")], [sidecar("10"), container("init", cpu="200")], None, (210, 2048)),
+    ("an ordinary init container larger than the containers wins",
+     [container(cpu="1")], [container("init", cpu="4")], None, (4, 1024)),
+    ("containers larger than the init container",
+     [container(cpu="2"), container("b", cpu="3")], [container("init", cpu="2")], None,
+     (5, 2048)),
+    ("overhead is added to the larger of the two",
+     [container(cpu="2"), container("b", cpu="3")], [container("init", cpu="2")],
+     {"cpu": "1", "memory": "1Gi"}, (6, 3072)),
+    ("a sidecar started after an init container does not run beside it",
+     [container(cpu="1")], [container("init", cpu="4"), sidecar("2")], None, (4, 2048)),
+    ("sidecars run beside the containers and each other",
+     [container(cpu="1")], [sidecar("2"), sidecar("3")], None, (6, 3072)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("case", "containers", "init", "overhead", "expected"),
+    POD_REQUESTS_ROWS,
+    ids=[row[0] for row in POD_REQUESTS_ROWS],
+)
+def test_slurm_is_asked_for_what_kubernetes_counts(
+    case: str,
+    containers: list[dict[str, Any]],
+    init: list[dict[str, Any]],
+    overhead: dict[str, str] | None,
+    expected: tuple[int, int],
+) -> None:
+    p = pod(*containers, init=init)
+    if overhead:
+        p["spec"]["overhead"] = overhead
+    request = admitted(p)
+    assert (request.cpus, request.memory_mb) == expected
+
+
+def test_a_bad_overhead_quantity_is_refused_naming_the_field() -> None:
+    p = pod(container())
+    p["spec"]["overhead"] = {"cpu": "lots"}
+    assert fields_of(refused(p)) == ["spec.overhead.cpu"]
 
 
 def test_pod_without_containers_is_refused() -> None:
