@@ -1,12 +1,13 @@
 #!/bin/bash
-# Install what the local stack needs (Debian packages), build kube-apiserver and
-# kube-controller-manager v1.20.2 from Debian's `kubernetes` source package, and build Slurm
-# 24.11.5 (the default Slurm of the local stack) from the upstream tarball Debian's next release
+# Install what the local stack needs (Debian packages), build kube-apiserver,
+# kube-controller-manager and kube-scheduler v1.20.2 from Debian's `kubernetes` source package
+# (kube-scheduler is the tests' oracle for the Kubernetes rules our scheduler re-implements),
+# and build Slurm 24.11.5 (the default Slurm of the local stack) from the upstream tarball Debian's next release
 # serves; Debian 12's own Slurm 22.05 packages stay installed for `--slurm 22.05`.
 #
 # Idempotent: a second run only checks (dpkg status, cached binaries' --version) and takes seconds.
 # Run as root. The build happens in a temp dir outside the checkout, which is removed afterwards;
-# the two binaries are cached under ${XDG_CACHE_HOME:-$HOME/.cache}/sunk-reconciler/kubernetes/<version>/.
+# the kube binaries are cached under ${XDG_CACHE_HOME:-$HOME/.cache}/sunk-reconciler/kubernetes/<version>/.
 #
 # Slurm is installed into /opt/sunk-reconciler/slurm/<version> (not under ~/.cache: slurmrestd
 # runs as `nobody` and must read its libraries and plugins there).
@@ -19,7 +20,7 @@ set -euo pipefail
 KUBE_VERSION=${KUBE_VERSION:-v1.20.2}
 CACHE_ROOT=${SUNK_RECONCILER_CACHE:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/sunk-reconciler}
 KUBE_BIN_DIR=$CACHE_ROOT/kubernetes/$KUBE_VERSION
-KUBE_TARGETS=(kube-apiserver kube-controller-manager)
+KUBE_TARGETS=(kube-apiserver kube-controller-manager kube-scheduler)
 # Slurm 24.11 from Debian 13's source: the suite, the Debian revision whose orig tarball is served
 # (its .dsc may not be), and that tarball's sha256 from the suite's Sources index.
 SLURM_VERSION=24.11.5
@@ -268,7 +269,7 @@ go_build() {
   done
 }
 
-# Install into the cache only once both binaries report the right version, so an interrupted
+# Install into the cache only once every binary reports the right version, so an interrupted
 # build never leaves a half-filled cache that a later run would trust.
 install_binaries() {
   local t out
