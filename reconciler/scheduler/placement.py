@@ -43,15 +43,16 @@ class Placement:
             or not tolerates_all(pod, taints.get(node, ()))
         }
         candidates = {node for slurm, node in placed.items() if slurm not in ruled_out}
-        kube_nodes = self._pod_rules_exclude(pod, labels, candidates)
+        kube_nodes = self._pod_rules_exclude(pod, labels, candidates, set(placed.values()))
         ruled_out |= {slurm for slurm, node in placed.items() if node in kube_nodes}
         return sorted(ruled_out)
 
     def _pod_rules_exclude(
-        self, pod: Obj, labels: dict[str, dict[str, str]], candidates: set[str]
+        self, pod: Obj, labels: dict[str, dict[str, str]], candidates: set[str], hosts: set[str]
     ) -> set[str]:
         """Kubernetes Nodes ruled out by the Pod's own pod (anti-)affinity and spread rules,
-        and by the required anti-affinity of the Pods we bound (the symmetric check)."""
+        and by the required anti-affinity of the Pods we bound (the symmetric check). Spread
+        domains come from `hosts`, the Nodes hosting Slurm nodes: our Pods run nowhere else."""
         state = self._state
         with state.lock:
             ruled = [
@@ -60,7 +61,8 @@ class Placement:
             ]  # fmt: skip
         excluded = excluded_by_placed_rules(pod, ruled, labels, candidates) if ruled else set()
         if needs_placed_pods(pod):
-            excluded |= topology_excluded(pod, self._placed_pods(pod), labels, candidates)
+            placed = self._placed_pods(pod)
+            excluded |= topology_excluded(pod, placed, labels, candidates, hosts)
         return excluded
 
     def topology_refusal(self, pod: Obj) -> str | None:
@@ -84,7 +86,10 @@ class Placement:
                 meta, node = other["metadata"], (other.get("spec") or {}).get("nodeName")
                 if node and meta["uid"] != own and not finished(other):
                     found[meta["uid"]] = PlacedPod(
-                        meta["namespace"], meta.get("labels") or {}, node
+                        meta["namespace"],
+                        meta.get("labels") or {},
+                        node,
+                        terminating=bool(meta.get("deletionTimestamp")),
                     )
         return list(found.values())
 
@@ -94,4 +99,4 @@ class Placement:
         with self._state.lock:
             labels = dict(self._state.node_labels)
             candidates = set(self._state.kube_node_of.values())
-        return node not in self._pod_rules_exclude(pod, labels, candidates)
+        return node not in self._pod_rules_exclude(pod, labels, candidates, candidates)

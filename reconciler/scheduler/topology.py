@@ -8,33 +8,39 @@ InterPodAffinity and PodTopologySpread filters decide it. Preferred terms and Sc
 constraints are preferences, not rules, and are ignored.
 
 What this module cannot honour (namespaceSelector, minDomains, the node inclusion policies,
-matchLabelKeys) is reported by `topology_problems`, so the Pod is refused with a reason rather
-than placed somewhere its rules do not hold. `excluded_nodes` assumes a Pod without problems
-and skips a term or constraint it cannot read.
+matchLabelKeys) and what kube-scheduler would not schedule either (a selector
+metav1.LabelSelectorAsSelector refuses) is reported by `topology_problems`, so the Pod is refused
+with a reason rather than placed somewhere its rules do not hold. `excluded_nodes` assumes a Pod
+without problems and skips a term or constraint it cannot read.
+
+A Node without a rule's topologyKey is in no domain, as in kube-scheduler: pod affinity and
+spreading keep the Pod off it, anti-affinity does not. tests/unit/test_kube_*.py run
+kube-scheduler 1.20.2's own filter test tables against this module.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from reconciler.kuberules.label_selector import selector_matches, selector_string
+from reconciler.kuberules.label_selector import selector_error, selector_matches, selector_string
 from reconciler.kuberules.node_affinity import node_matches
 from reconciler.scheduler.admission import Problem
 
 HOSTNAME: Final = "kubernetes.io/hostname"
 REQUIRED: Final = "requiredDuringSchedulingIgnoredDuringExecution"
+PREFERRED: Final = "preferredDuringSchedulingIgnoredDuringExecution"
 SPREAD: Final = "spec.topologySpreadConstraints"
 HARD: Final = "DoNotSchedule"
 WHEN_UNSATISFIABLE: Final = (HARD, "ScheduleAnyway")
-OPERATORS: Final = ("In", "NotIn", "Exists", "DoesNotExist")
 # Spread constraint fields newer than 1.20 whose meaning we do not reproduce, and what to do.
 UNSUPPORTED_SPREAD_FIELDS: Final = {
     "minDomains": "remove it; every domain holding a Node the Pod may use counts",
     "nodeAffinityPolicy": "remove it; spreading counts the Nodes that pass the Pod's node "
     "affinity, as the default (Honor) does",
-    "nodeTaintsPolicy": "remove it; the Pod's tolerations already decide which Nodes it may use",
+    "nodeTaintsPolicy": "remove it; spreading counts the Nodes that pass the Pod's node "
+    "affinity, tainted or not, as Kubernetes 1.20 does (the default, Ignore)",
     "matchLabelKeys": "remove it and put those labels (with their values) in labelSelector",
 }
 
@@ -48,6 +54,7 @@ class PlacedPod:
     namespace: str
     labels: Mapping[str, str]
     node: str  # the Kubernetes Node it is bound to
+    terminating: bool = False  # deletionTimestamp set: spreading does not count it
 
 
 @dataclass(frozen=True)
@@ -95,17 +102,20 @@ def excluded_nodes(
     placed: Sequence[PlacedPod],
     node_labels: Mapping[str, Mapping[str, str]],
     candidates: Iterable[str],
+    hosts: Iterable[str] | None = None,
 ) -> set[str]:
     """The candidates the Pod must not go to for its pod (anti-)affinity and spread rules.
 
     `node_labels` maps every Node name we know to its labels; `candidates` are the Nodes that
-    could take the Pod otherwise. Only ever a subset of `candidates`: never a requirement."""
+    could take the Pod otherwise. Only ever a subset of `candidates`: never a requirement.
+    `hosts` are the Nodes the Pod could ever run on, whatever its rules (see `spread_counts`);
+    None: every Node of `node_labels`, as kube-scheduler."""
     pool = list(dict.fromkeys(candidates))
     topology = _Topology(node_labels)
     return (
         _anti_affinity_excluded(pod, placed, topology, pool)
         | _affinity_excluded(pod, placed, topology, pool)
-        | _spread_excluded(pod, placed, topology, pool)
+        | _spread_excluded(pod, placed, topology, pool, hosts)
     )
 
 
@@ -119,7 +129,8 @@ def excluded_by_placed_rules(
     already bound (kube-scheduler's symmetric check): a bound Pod whose term selects this Pod
     keeps it out of the bound Pod's domain. `placed` are bound Pods (dicts, spec.nodeName
     set), typically the ones this scheduler placed: on Slurm nodes other Pods are not
-    supported (seed 003)."""
+    supported (seed 003). As kube-scheduler, a bound Pod one of whose anti-affinity
+    selectors is invalid has no anti-affinity terms at all."""
     pool = list(dict.fromkeys(candidates))
     topology = _Topology(node_labels)
     namespace, labels = _namespace(pod), _labels(pod)
@@ -128,14 +139,50 @@ def excluded_by_placed_rules(
         node = (other.get("spec") or {}).get("nodeName")
         if not node or other is pod:
             continue
-        for rule in _terms(other):
+        terms = [rule for rule in _terms(other) if rule.kind == "podAntiAffinity"]
+        if any(selector_error(rule.selector) for rule in terms):
+            continue
+        for rule in terms:
             key = rule.topology_key
-            if rule.kind != "podAntiAffinity" or not key or not rule.matches(namespace, labels):
+            if not key or not rule.matches(namespace, labels):
                 continue
             domain = topology.value(node, key)
             if domain is not None:
                 excluded |= {n for n in pool if topology.value(n, key) == domain}
     return excluded
+
+
+def spread_counts(
+    pod: Obj,
+    placed: Sequence[PlacedPod],
+    node_labels: Mapping[str, Mapping[str, str]],
+    hosts: Iterable[str] | None = None,
+) -> dict[tuple[str, str], int]:
+    """The Pod's DoNotSchedule spread domains, (topologyKey, value), each with the number of
+    placed Pods its constraint selects: kube-scheduler 1.20's TpPairToMatchNum.
+
+    A domain is a value of the key on a Node of `hosts` (None: every Node of `node_labels`)
+    that passes the Pod's nodeSelector and required node affinity and carries every
+    constraint's key; taints do not matter. A placed Pod of the Pod's namespace counts, unless
+    terminating, wherever its Node's value is a domain, even on a Node that is not in one
+    itself (fails the node affinity, lacks another constraint's key): 1.20 counts so."""
+    rules = _spread_rules(pod)
+    topology = _Topology(node_labels)
+    keys = [rule.topology_key for rule in rules]
+    counts: dict[tuple[str, str], int] = {}
+    for node in node_labels if hosts is None else hosts:
+        labels = topology.labels(node)
+        if node in node_labels and all(key in labels for key in keys) and node_matches(pod, labels):
+            counts.update({(key, labels[key]): 0 for key in keys})
+    for placed_pod in placed:
+        if placed_pod.terminating or placed_pod.node not in node_labels:
+            continue
+        labels = topology.labels(placed_pod.node)
+        for rule in rules:
+            pair = (rule.topology_key, labels.get(rule.topology_key, ""))
+            if pair in counts and rule.matches(placed_pod.namespace, placed_pod.labels):
+                counts[pair] += 1
+    return counts
 
 
 def topology_problems(pod: Obj) -> list[Problem]:
@@ -151,6 +198,7 @@ def topology_problems(pod: Obj) -> list[Problem]:
                 )
             )
         problems.extend(_rule_problems(rule))
+    problems.extend(_preferred_problems(pod))
     for index, constraint in enumerate(_spread_constraints(pod)):
         problems.extend(_constraint_problems(pod, index, constraint))
     return problems
@@ -160,9 +208,8 @@ def unlabelled_keys(
     pod: Obj, node_labels: Mapping[str, Mapping[str, str]], candidates: Iterable[str]
 ) -> list[Problem]:
     """Rules whose topologyKey no candidate Node carries: they would exclude every Node (or, for
-    anti-affinity, none), so the Pod is refused with a reason instead. Hostname always counts as
-    carried (a Node without the label is its own domain); no candidates, no problems: the
-    caller has a better reason to give then."""
+    anti-affinity, none), so the Pod is refused with a reason instead. No candidates, no
+    problems: the caller has a better reason to give then."""
     pool = list(candidates)
     if not pool:
         return []
@@ -248,6 +295,12 @@ def _spread_rule(pod: Obj, index: int, constraint: Obj) -> _Rule:
     return _Rule(field, "spread", constraint, (_namespace(pod),), selector)
 
 
+def _spread_rules(pod: Obj) -> list[_Rule]:
+    """The DoNotSchedule constraints `excluded_nodes` can read (a key, a maxSkew)."""
+    rules = [r for r in _hard_rules(pod) if r.kind == "spread" and r.topology_key]
+    return [r for r in rules if _max_skew(r.body) is not None]
+
+
 # ---- problems -------------------------------------------------------------------------------
 
 
@@ -261,16 +314,28 @@ def _rule_problems(rule: _Rule) -> list[Problem]:
                 "topology.kubernetes.io/zone",
             )
         )
-    expressions = (rule.selector or {}).get("matchExpressions") or ()
-    for index, expression in enumerate(expressions):
-        operator = expression.get("operator")
-        if operator not in OPERATORS:
-            problems.append(
-                Problem(
-                    f"{rule.field}.labelSelector.matchExpressions[{index}].operator",
-                    f"{operator!r} is not a label-selector operator; use {', '.join(OPERATORS)}",
-                )
-            )
+    return problems + _selector_problems(rule.field, rule.selector)
+
+
+def _selector_problems(field: str, selector: Obj | None) -> list[Problem]:
+    """A selector Kubernetes cannot build: kube-scheduler schedules such a Pod nowhere (and the
+    API server refuses it), so neither do we."""
+    error = selector_error(selector)
+    if error is None:
+        return []
+    return [Problem(f"{field}.labelSelector", f"{error} (not a valid label selector)")]
+
+
+def _preferred_problems(pod: Obj) -> list[Problem]:
+    """Preferred terms are ignored, but one with an invalid selector makes kube-scheduler 1.20
+    refuse the whole Pod (the Pod's affinity does not parse)."""
+    affinity = (pod.get("spec") or {}).get("affinity") or {}
+    problems = []
+    for kind in ("podAffinity", "podAntiAffinity"):
+        for index, weighted in enumerate((affinity.get(kind) or {}).get(PREFERRED) or ()):
+            term = (weighted or {}).get("podAffinityTerm") or {}
+            field = f"spec.affinity.{kind}.{PREFERRED}[{index}].podAffinityTerm"
+            problems.extend(_selector_problems(field, term.get("labelSelector")))
     return problems
 
 
@@ -285,7 +350,8 @@ def _constraint_problems(pod: Obj, index: int, constraint: Obj) -> list[Problem]
             )
         ]
     if when != HARD:
-        return []  # a preference: ignored, so nothing in it can fail to be honoured
+        # A preference, ignored; but kube-scheduler refuses the Pod if its selector is invalid.
+        return _selector_problems(field, constraint.get("labelSelector"))
     problems = [
         Problem(f"{field}.{name}", f"not supported (spreading follows Kubernetes 1.20): {advice}")
         for name, advice in UNSUPPORTED_SPREAD_FIELDS.items()
@@ -312,7 +378,9 @@ def _max_skew(constraint: Obj) -> int | None:
 
 
 class _Topology:
-    """Node labels, with the hostname rule: a Node without the label is its own domain."""
+    """Node labels. A Node without a key is in no domain of that key (hostname included, as in
+    kube-scheduler; every kubelet sets kubernetes.io/hostname); a Node we do not know has no
+    labels."""
 
     def __init__(self, node_labels: Mapping[str, Mapping[str, str]]) -> None:
         self.node_labels = node_labels
@@ -321,10 +389,7 @@ class _Topology:
         return self.node_labels.get(node) or {}
 
     def value(self, node: str, key: str) -> str | None:
-        value = self.labels(node).get(key)
-        if value is None and key == HOSTNAME:
-            return node
-        return value
+        return self.labels(node).get(key)
 
 
 def _anti_affinity_excluded(
@@ -369,54 +434,34 @@ def _affinity_excluded(
 
 
 def _spread_excluded(
-    pod: Obj, placed: Sequence[PlacedPod], topology: _Topology, pool: list[str]
-) -> set[str]:
-    """DoNotSchedule spreading. Domains are the key's values over the candidates that carry
-    every constraint's key (the others are out); Pods count where their Node carries every key
-    and passes the Pod's node affinity, as kube-scheduler counts them."""
-    rules = [r for r in _hard_rules(pod) if r.kind == "spread" and r.topology_key]
-    rules = [r for r in rules if _max_skew(r.body) is not None]
-    if not rules:
-        return set()
-    keys = [rule.topology_key for rule in rules]
-
-    def carries_all(node: str) -> bool:
-        return all(topology.value(node, key) is not None for key in keys)
-
-    eligible = [node for node in pool if carries_all(node)]
-    pool_set = set(pool)
-
-    def counted(node: str) -> bool:
-        return carries_all(node) and (node in pool_set or node_matches(pod, topology.labels(node)))
-
-    excluded = pool_set - set(eligible)
-    for rule in rules:
-        excluded |= _skewed(pod, rule, placed, topology, eligible, counted)
-    return excluded
-
-
-def _skewed(
     pod: Obj,
-    rule: _Rule,
     placed: Sequence[PlacedPod],
     topology: _Topology,
-    eligible: list[str],
-    counted: Callable[[str], bool],
+    pool: list[str],
+    hosts: Iterable[str] | None,
 ) -> set[str]:
-    """Nodes whose domain would end up more than maxSkew above the least loaded domain."""
-    key, max_skew = rule.topology_key, _max_skew(rule.body) or 1
-    counts = dict.fromkeys((topology.value(node, key) for node in eligible), 0)
-    for placed_pod in placed:
-        if rule.matches(placed_pod.namespace, placed_pod.labels) and counted(placed_pod.node):
-            value = topology.value(placed_pod.node, key)
-            if value in counts:
-                counts[value] += 1
-    if not counts:
+    """DoNotSchedule spreading, as kube-scheduler 1.20's Filter: a Node without every key is
+    out; else, per constraint, the Pods in its domain, plus one if the Pod matches its own
+    selector, may exceed the least loaded domain (`spread_counts`) by maxSkew at the most."""
+    rules = _spread_rules(pod)
+    if not rules:
         return set()
-    floor = min(counts.values())
-    self_match = int(selector_matches(rule.selector, _labels(pod)))
-    return {
-        node
-        for node in eligible
-        if counts[topology.value(node, key)] + self_match - floor > max_skew
-    }
+    counts = spread_counts(pod, placed, topology.node_labels, hosts)
+    floor: dict[str, int] = {}
+    for (key, _), count in counts.items():
+        floor[key] = min(count, floor.get(key, count))
+    excluded = set()
+    for node in pool:
+        labels = topology.labels(node)
+        for rule in rules:
+            key, self_match = rule.topology_key, int(selector_matches(rule.selector, _labels(pod)))
+            if key not in labels:
+                excluded.add(node)
+                break
+            if key not in floor:
+                continue  # no domain at all: kube-scheduler's minimum is MaxInt32
+            skew = counts.get((key, labels[key]), 0) + self_match - floor[key]
+            if skew > (_max_skew(rule.body) or 1):
+                excluded.add(node)
+                break
+    return excluded

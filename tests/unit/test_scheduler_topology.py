@@ -16,6 +16,7 @@ from reconciler.scheduler.topology import (
     gang_rule_problems,
     needs_placed_pods,
     selector_queries,
+    spread_counts,
     topology_problems,
     unlabelled_keys,
 )
@@ -87,9 +88,13 @@ def test_zone_anti_affinity_excludes_the_whole_zone_but_not_nodes_without_a_zone
     assert excluded_nodes(pod(anti=[term(key=ZONE)]), placed, NODES, ALL) == {"n1", "n2"}
 
 
-def test_a_node_without_the_hostname_label_is_its_own_domain() -> None:
+def test_a_node_without_the_hostname_label_is_in_no_hostname_domain() -> None:
+    # As kube-scheduler: no special case for kubernetes.io/hostname (every kubelet sets it).
     nodes = {"n1": {}, "n2": {}}
-    assert excluded_nodes(pod(anti=[term()]), [web("n1")], nodes, ["n1", "n2"]) == {"n1"}
+    assert excluded_nodes(pod(anti=[term()]), [web("n1")], nodes, ["n1", "n2"]) == set()
+    assert excluded_nodes(pod(affinity=[term()]), [web("n1")], nodes, ["n1", "n2"]) == {"n1", "n2"}
+    spreading = spread_pod(constraint())
+    assert excluded_nodes(spreading, [web("n1")], nodes, ["n1", "n2"]) == {"n1", "n2"}
 
 
 def test_only_candidates_are_ever_excluded() -> None:
@@ -148,16 +153,19 @@ def spread_pod(*constraints: dict, labels: dict[str, str] | None = None) -> dict
 
 def test_spread_max_skew_one_over_three_nodes_with_two_one_one_excludes_the_first() -> None:
     placed = [web("n1"), web("n1"), web("n2"), web("n3")]
-    candidates = ["n1", "n2", "n3"]
-    assert excluded_nodes(spread_pod(constraint()), placed, NODES, candidates) == {"n1"}
-    assert excluded_nodes(spread_pod(constraint(skew=2)), placed, NODES, candidates) == set()
+    three = ["n1", "n2", "n3"]
+    assert excluded_nodes(spread_pod(constraint()), placed, NODES, three, three) == {"n1"}
+    assert excluded_nodes(spread_pod(constraint(skew=2)), placed, NODES, three, three) == set()
+    # n4, empty, is a domain too when the Pod may run there: only it is allowed then.
+    assert excluded_nodes(spread_pod(constraint()), placed, NODES, three) == set(three)
 
 
 def test_spread_without_self_match_allows_one_more_than_the_minimum() -> None:
     unmatched = spread_pod(constraint(), labels={"app": "db"})
     placed = [web("n1"), web("n1"), web("n2"), web("n3")]
-    assert excluded_nodes(unmatched, placed, NODES, ["n1", "n2", "n3"]) == set()
-    assert excluded_nodes(unmatched, [*placed, web("n1")], NODES, ["n1", "n2", "n3"]) == {"n1"}
+    three = ["n1", "n2", "n3"]
+    assert excluded_nodes(unmatched, placed, NODES, three, three) == set()
+    assert excluded_nodes(unmatched, [*placed, web("n1")], NODES, three, three) == {"n1"}
 
 
 def test_spread_counts_only_the_pods_namespace_and_excludes_nodes_lacking_the_key() -> None:
@@ -168,22 +176,31 @@ def test_spread_counts_only_the_pods_namespace_and_excludes_nodes_lacking_the_ke
     }  # fmt: skip
 
 
-def test_spread_domains_are_those_of_the_candidates() -> None:
-    # Zone b has no candidate: it is not a domain, so its emptiness does not hold zone a back.
-    placed = [web("n1"), web("n3")]
-    assert excluded_nodes(spread_pod(constraint(key=ZONE)), placed, NODES, ["n1", "n2"]) == set()
+def test_spread_domains_come_from_the_hosts_passing_node_affinity_tainted_or_not() -> None:
+    # n3 (zone b) is no candidate, say it is tainted: zone b is a domain all the same, as in
+    # kube-scheduler 1.20, and its emptiness holds zone a back.
+    placed = [web("n1")]
+    spreading = spread_pod(constraint(key=ZONE))
+    assert excluded_nodes(spreading, placed, NODES, ["n1", "n2"]) == {"n1", "n2"}
+    # Unless zone b hosts no Node the Pod could run on, or none that passes its node affinity.
+    assert excluded_nodes(spreading, placed, NODES, ["n1", "n2"], ["n1", "n2"]) == set()
+    spreading["spec"]["nodeSelector"] = {ZONE: "a"}
+    assert excluded_nodes(spreading, placed, NODES, ["n1", "n2"]) == set()
 
 
-def test_spread_counts_pods_on_other_nodes_of_a_domain_only_if_they_pass_node_affinity() -> None:
-    # n2 (zone a) is not a candidate, say it is tainted; its Pod counts unless the Pod's node
-    # selector rules n2 out, as kube-scheduler counts only Nodes that pass node affinity.
+def test_spread_counts_pods_on_any_node_of_a_domain_as_kubernetes_1_20_does() -> None:
+    # n2 (zone a) fails the Pod's node selector, but zone a is a domain (n1 passes): 1.20
+    # counts n2's Pod (later versions count only Nodes that pass). A Pod on n4 (no zone) or
+    # a terminating one never counts.
     nodes = {name: {**labels, "gpu": "yes"} for name, labels in NODES.items()}
     nodes["n2"] = NODES["n2"]
-    placed = [web("n2")]
     spreading = spread_pod(constraint(key=ZONE))
-    assert excluded_nodes(spreading, placed, nodes, ["n1", "n3"]) == {"n1"}
     spreading["spec"]["nodeSelector"] = {"gpu": "yes"}
-    assert excluded_nodes(spreading, placed, nodes, ["n1", "n3"]) == set()
+    counts = spread_counts(spreading, [web("n2"), web("n4")], nodes)
+    assert counts == {(ZONE, "a"): 1, (ZONE, "b"): 0}
+    assert excluded_nodes(spreading, [web("n2")], nodes, ["n1", "n3"]) == {"n1"}
+    leaving = PlacedPod("ml", {"app": "web"}, "n2", terminating=True)
+    assert excluded_nodes(spreading, [leaving], nodes, ["n1", "n3"]) == set()
 
 
 def test_schedule_anyway_is_ignored() -> None:
@@ -256,16 +273,39 @@ def test_namespace_selector_is_refused_with_namespaces_as_the_way_out() -> None:
     assert "not supported" in problem.message and "namespaces" in problem.message
 
 
-def test_missing_topology_key_and_unknown_operators_are_refused() -> None:
+def test_missing_topology_key_and_invalid_selectors_are_refused() -> None:
     bad = {"matchExpressions": [{"key": "a", "operator": "Exists"},
                                 {"key": "b", "operator": "Gt", "values": ["1"]}]}  # fmt: skip
     problems = topology_problems(pod(anti=[term(bad, key="")], affinity=[{"labelSelector": {}}]))
     assert fields(problems) == [
         f"spec.affinity.podAffinity.{REQUIRED}[0].topologyKey",
         f"{ANTI}.topologyKey",
-        f"{ANTI}.labelSelector.matchExpressions[1].operator",
+        f"{ANTI}.labelSelector",
     ]
-    assert "'Gt'" in problems[2].message and "In, NotIn, Exists" in problems[2].message
+    assert '"Gt" is not a valid pod selector operator' in problems[2].message
+
+
+def test_an_invalid_selector_anywhere_refuses_the_pod_as_kube_scheduler_does() -> None:
+    # kube-scheduler 1.20 schedules such a Pod nowhere, preferences included (its affinity
+    # does not parse; PreScore fails on a ScheduleAnyway constraint); the API server refuses it.
+    empty_in = {"matchExpressions": [{"key": "app", "operator": "In", "values": []}]}
+    soft = pod()
+    soft["spec"]["affinity"]["podAffinity"] = {
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 1, "podAffinityTerm": term(empty_in)}
+        ]
+    }
+    [problem] = topology_problems(soft)
+    assert problem.field == (
+        "spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution[0]"
+        ".podAffinityTerm.labelSelector"
+    )
+    assert "values set can't be empty" in problem.message
+    [problem] = topology_problems(spread_pod(constraint(empty_in, when="ScheduleAnyway")))
+    assert problem.field == "spec.topologySpreadConstraints[0].labelSelector"
+    bad_value = {"matchLabels": {"app": "{{.bad-value.}}"}}
+    [problem] = topology_problems(spread_pod(constraint(bad_value)))
+    assert 'invalid label value: "{{.bad-value.}}": at key: "app"' in problem.message
 
 
 def test_spread_fields_newer_than_1_20_are_refused() -> None:
@@ -302,7 +342,7 @@ def test_a_topology_key_no_candidate_carries_is_reported() -> None:
     assert fields(unlabelled_keys(rules, NODES, ["n4"])) == [
         f"{ANTI}.topologyKey", "spec.topologySpreadConstraints[0].topologyKey",
     ]  # fmt: skip
-    assert unlabelled_keys(pod(anti=[term()]), {}, ["x"]) == []  # hostname is always there
+    assert fields(unlabelled_keys(pod(anti=[term()]), {}, ["x"])) == [f"{ANTI}.topologyKey"]
 
 
 # ---- property --------------------------------------------------------------------------------
@@ -317,7 +357,7 @@ def test_placing_on_any_allowed_candidate_keeps_the_spread_within_max_skew(
 ) -> None:
     """Pods placed one by one, each on a Node the rule allows, never leave one domain more
     than maxSkew ahead of another; and some Node is always allowed."""
-    nodes = {f"n{i}": {ZONE: zone} for i, zone in enumerate(zones)}
+    nodes = {f"n{i}": {ZONE: zone, HOST: f"n{i}"} for i, zone in enumerate(zones)}
     key = ZONE if use_zone else HOST
     domain = {name: labels[ZONE] if use_zone else name for name, labels in nodes.items()}
     incoming = spread_pod(constraint(key=key, skew=skew))
@@ -374,3 +414,12 @@ def test_a_bound_pods_anti_affinity_about_others_or_another_namespace_changes_no
     assert excluded_by_placed_rules(incoming, placed, NODES, ALL) == set()
     unbound = pod(labels={"app": "db"}, anti=[term()])
     assert excluded_by_placed_rules(pod(labels={"app": "web"}), [unbound], NODES, ALL) == set()
+
+
+def test_a_bound_pod_with_an_invalid_anti_affinity_selector_has_no_anti_affinity() -> None:
+    # kube-scheduler 1.20 parses a Pod's required anti-affinity terms together: one selector
+    # it cannot build and the Pod has none (NewPodInfo), so none of them keeps anyone out.
+    invalid = {"matchExpressions": [{"key": "app", "operator": "NotIn", "values": []}]}
+    incoming = pod(labels={"app": "web"})
+    placed = [bound("n1", anti=[term(), term(invalid)]), bound("n3", anti=[term(key=ZONE)])]
+    assert excluded_by_placed_rules(incoming, placed, NODES, ALL) == {"n3"}
