@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-from reconciler.compile.quantity import QuantityError, parse_quantity
+from reconciler.compile.quantity import QuantityError, manifest_quantity
 
 Requests = dict[str, Decimal]
 
@@ -54,7 +54,7 @@ def quantities(raw: Mapping[str, Any] | None) -> Requests:
     out: Requests = {}
     for resource, value in (raw or {}).items():
         try:
-            out[str(resource)] = parse_quantity(value)
+            out[str(resource)] = manifest_quantity(value)
         except QuantityError:
             continue
     return out

@@ -20,7 +20,7 @@ from typing import Any, Literal
 import hostlist
 
 from reconciler import wellknown as wk
-from reconciler.compile.quantity import QuantityError, parse_quantity
+from reconciler.compile.quantity import QuantityError, manifest_quantity
 
 ExclusiveMode = Literal["none", "ok", "user", "mcs", "topo"]
 EXCLUSIVE_MODES: tuple[ExclusiveMode, ...] = ("none", "ok", "user", "mcs", "topo")
@@ -170,7 +170,7 @@ def _quantity(raw: Any, field: str, problems: list[Problem]) -> Decimal | None:
     if raw is None:
         return None
     try:
-        return parse_quantity(raw)
+        return manifest_quantity(raw)
     except QuantityError as error:
         problems.append(Problem(field, f"not a Kubernetes quantity: {error}"))
         return None
