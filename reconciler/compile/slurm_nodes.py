@@ -9,7 +9,7 @@ from decimal import Decimal
 from typing import Any
 
 from reconciler.compile.nodesets import NodeSet
-from reconciler.compile.quantity import QuantityError, parse_quantity
+from reconciler.compile.quantity import QuantityError, manifest_quantity
 from reconciler.errors import CompileError
 
 # Matched whole (fullmatch): `$` also matches before a final newline, which would end a line
@@ -166,7 +166,7 @@ def _memory_mb(nodeset: NodeSet, definition: dict[str, Any]) -> int:
 
 def _quantity(nodeset: NodeSet, value: Any, key: str) -> Decimal:
     try:
-        return parse_quantity(value)
+        return manifest_quantity(value)
     except QuantityError as exc:
         raise CompileError(
             f"node definition {nodeset.name!r}: {key}: {exc}", where=nodeset.where

@@ -56,7 +56,7 @@ from decimal import ROUND_CEILING, Context, Decimal
 from functools import reduce
 from typing import Any, NamedTuple
 
-from reconciler.compile.quantity import QuantityError, parse_quantity
+from reconciler.compile.quantity import QuantityError, manifest_quantity
 
 Requests = dict[str, Decimal]
 Obj = Mapping[str, Any]
@@ -203,7 +203,7 @@ def quantities(raw: Mapping[str, Any] | None) -> Requests:
     out: Requests = {}
     for resource, value in (raw or {}).items():
         try:
-            out[str(resource)] = parse_quantity(value)
+            out[str(resource)] = manifest_quantity(value)
         except QuantityError:
             continue
     return out

@@ -20,7 +20,7 @@ from typing import Any, Literal
 import hostlist
 
 from reconciler import wellknown as wk
-from reconciler.compile.quantity import QuantityError, parse_quantity
+from reconciler.compile.quantity import QuantityError, manifest_quantity
 from reconciler.kuberules.pod_requests import pod_requests
 
 ExclusiveMode = Literal["none", "ok", "user", "mcs", "topo"]
@@ -168,7 +168,7 @@ def _check_container(
 
 def _quiet_quantity(raw: Any) -> Decimal | None:
     try:
-        return None if raw is None else parse_quantity(raw)
+        return None if raw is None else manifest_quantity(raw)
     except QuantityError:
         return None  # reported once, by _quantity
 
@@ -177,7 +177,7 @@ def _quantity(raw: Any, field: str, problems: list[Problem]) -> Decimal | None:
     if raw is None:
         return None
     try:
-        return parse_quantity(raw)
+        return manifest_quantity(raw)
     except QuantityError as error:
         problems.append(Problem(field, f"not a Kubernetes quantity: {error}"))
         return None

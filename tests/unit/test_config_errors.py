@@ -152,6 +152,33 @@ def test_zero_cpus() -> None:
     assert "'tiny' has zero CPUs (resources.requests.cpu='500m')" in str(err.value)
 
 
+def test_memory_that_is_no_quantity_names_the_field() -> None:
+    values = """
+    compute:
+      nodes:
+        big:
+          definitions: [las1]
+          resources: {requests: {cpu: 4, memory: 16 Gi}}
+    """
+    with pytest.raises(CompileError) as err:
+        compile_desired_state(config_from(values))
+    assert (
+        "node definition 'big': resources.requests.memory: '16 Gi' is not a quantity (examples: "
+    ) in str(err.value)
+
+
+def test_memory_with_spaces_around_is_read_as_the_api_server_reads_it() -> None:
+    # kubectl and server-side apply pass the string to Quantity.UnmarshalJSON, which trims it.
+    values = """
+    compute:
+      nodes:
+        big:
+          definitions: [las1]
+          resources: {requests: {cpu: 4, memory: " 16Gi "}}
+    """
+    assert "RealMemory=16384" in compile_desired_state(config_from(values)).slurm_conf
+
+
 def test_no_cpus_at_all() -> None:
     values = "compute:\n  nodes:\n    bare:\n      definitions: [las1]\n"
     with pytest.raises(CompileError, match=r"'bare' has zero CPUs: no resources\.limits\.cpu"):

@@ -55,7 +55,9 @@ POD = {"spec": {"containers": [{"resources": {"requests": {"memory": "2Gi", "cpu
         # Kubernetes rounds below a nano up to a whole nano
         'quantity("0.0000000001") == quantity("1n")',
         'isQuantity("1.3Gi") && isQuantity("10000k") && isQuantity("+1E")',
-        '!isQuantity("200K") && !isQuantity("Mi") && !isQuantity("1,3G") && !isQuantity("1e3Gi")',
+        '!isQuantity("200K") && !isQuantity("1,3G") && !isQuantity("1e3Gi")',
+        # as ParseQuantity: a suffix alone is 0, but "Pi" and "Ei" take the path that wants a digit
+        'quantity("Mi") == quantity("0") && !isQuantity("Pi")',
         '!isQuantity(" 1") && !isQuantity("")',
         # extended strings
         '"Hello".lowerAscii() == "hello"',
