@@ -1,62 +1,230 @@
-"""Kubernetes node selection rules (nodeSelector, required node affinity, taints) evaluated
-against a Node's labels, as pure functions over plain dicts.
+"""Kubernetes node selection rules (nodeSelector and required node affinity) evaluated against
+a Node's labels and name, as pure functions over plain dicts.
 
-Used twice: by the scheduler, to turn a Pod's node affinity into Slurm nodes to exclude, and by
-the local node agent, which places slurmd Pods as the default scheduler would.
+Used by the scheduler, to turn a Pod's node affinity into Slurm nodes to exclude, and by the
+local node agent, which places slurmd Pods as the default scheduler would.
+
+Each rule follows Kubernetes' own code, checked against v1.20.2 (the kube-scheduler we run as
+an oracle) and the current upstream, which agree on every input a 1.20 API server accepts:
+
+- node_matches: PodMatchesNodeSelectorAndAffinityTerms (1.20.2
+  pkg/scheduler/framework/plugins/helper/node_affinity.go; now GetRequiredNodeAffinity(pod).Match
+  in component-helpers/scheduling/corev1/nodeaffinity). A nodeSelector is compared as written
+  (labels.SelectorFromSet validates nothing); a null required affinity imposes nothing, while a
+  present one with no terms matches no Node.
+- node_selector_matches: MatchNodeSelectorTerms and LazyErrorNodeSelector.Match
+  (component-helpers/scheduling/corev1, the same code in 1.20.2): terms are ORed; an empty
+  term, or one holding an invalid requirement, matches nothing, and the other terms still count.
+- requirement_error: labels.NewRequirement behind nodeSelectorRequirementsAsSelector (apimachinery
+  pkg/labels/selector.go): the key must be a qualified name, every value a label value; In and
+  NotIn need values, Exists and DoesNotExist none, Gt and Lt exactly one int64.
+- requirement_holds: labels.Requirement.Matches, for a requirement already validated.
+- field_requirement_error / matchFields: nodeSelectorRequirementsAsFieldSelector: In or NotIn
+  with exactly one value, compared with the Node's fields, of which there is one, metadata.name.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import functools
+import re
+from collections.abc import Collection, Mapping
+from typing import Any, Final
+
+Obj = Mapping[str, Any]
+Parts = tuple[str, str, tuple[str, ...]]  # a requirement's key, operator and values
+
+HOSTNAME_LABEL: Final = "kubernetes.io/hostname"
+NODE_NAME_FIELD: Final = "metadata.name"
+# NodeSelectorOperator values; a LabelSelector (pod affinity, spread) has no Gt or Lt.
+NODE_SELECTOR_OPERATORS: Final = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
+LABEL_SELECTOR_OPERATORS: Final = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
+FIELD_SELECTOR_OPERATORS: Final = frozenset({"In", "NotIn"})
+
+# k8s.io/apimachinery/pkg/util/validation: IsQualifiedName, IsValidLabelValue, IsDNS1123Subdomain.
+_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS_SUBDOMAIN = re.compile(rf"{_DNS_LABEL}(\.{_DNS_LABEL})*")
+_INT64 = re.compile(r"[+-]?[0-9]+")  # strconv.ParseInt(s, 10, 64): ASCII digits, no spaces
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
-def node_matches(pod: Mapping[str, Any], node_labels: Mapping[str, str]) -> bool:
-    """Whether a Node with these labels satisfies the Pod's nodeSelector and required affinity."""
+def node_matches(pod: Obj, node_labels: Mapping[str, str], node_name: str | None = None) -> bool:
+    """Whether the Node satisfies the Pod's nodeSelector and required node affinity.
+    `node_name` (matchFields' metadata.name) defaults to the Node's hostname label."""
     spec = pod.get("spec") or {}
-    selector = spec.get("nodeSelector") or {}
-    if any(node_labels.get(k) != v for k, v in selector.items()):
+    if not _node_selector_holds(spec.get("nodeSelector") or {}, node_labels):
         return False
-    terms = required_terms(spec.get("affinity"))
-    return not terms or any(_term_matches(term, node_labels) for term in terms)
+    required = required_node_selector(spec.get("affinity"))
+    return required is None or node_selector_matches(required, node_labels, node_name)
 
 
-def has_node_constraints(pod: Mapping[str, Any]) -> bool:
+def has_node_constraints(pod: Obj) -> bool:
+    """Whether the Pod's nodeSelector or required node affinity can rule any Node out."""
     spec = pod.get("spec") or {}
-    return bool(spec.get("nodeSelector") or required_terms(spec.get("affinity")))
+    required = required_node_selector(spec.get("affinity"))
+    return bool(spec.get("nodeSelector")) or required is not None
 
 
-def required_terms(affinity: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
+def required_node_selector(affinity: Obj | None) -> Obj | None:
+    """requiredDuringSchedulingIgnoredDuringExecution, or None where it is absent or null: a
+    present one, even {}, is a rule (with no terms it matches no Node)."""
     node_affinity = (affinity or {}).get("nodeAffinity") or {}
-    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
-    return list(required.get("nodeSelectorTerms") or [])
+    return node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
 
 
-def _term_matches(term: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
-    # matchFields (metadata.name) is the only field Kubernetes allows; the hostname label
-    # carries the same value on every Node we know.
-    fields = {"metadata.name": labels.get("kubernetes.io/hostname", "")}
-    return all(expression_matches(e, labels) for e in term.get("matchExpressions") or []) and all(
-        expression_matches(e, fields) for e in term.get("matchFields") or []
-    )
+def required_terms(affinity: Obj | None) -> list[Obj]:
+    """The required nodeSelectorTerms as written ([] also when there is no requirement)."""
+    return list((required_node_selector(affinity) or {}).get("nodeSelectorTerms") or [])
 
 
-def expression_matches(expression: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
-    key, operator = expression.get("key"), expression.get("operator")
-    values = [str(v) for v in expression.get("values") or []]
+def node_selector_matches(
+    node_selector: Obj, node_labels: Mapping[str, str] | None, node_name: str | None = None
+) -> bool:
+    """MatchNodeSelectorTerms: whether any term matches; `node_labels` None is no Node at all."""
+    if node_labels is None:
+        return False
+    name = node_labels.get(HOSTNAME_LABEL, "") if node_name is None else node_name
+    # extractNodeFields: a Node without a name has no fields, and matchFields are then skipped.
+    fields = {NODE_NAME_FIELD: name} if name else {}
+    terms = node_selector.get("nodeSelectorTerms") or []
+    return any(_term_matches(term, node_labels, fields) for term in terms)
+
+
+def _term_matches(term: Obj | None, labels: Mapping[str, str], fields: Mapping[str, str]) -> bool:
+    term = term or {}  # a null term decodes as an empty one
+    expressions = [_parts(e) for e in term.get("matchExpressions") or []]
+    field_rules = [_parts(f) for f in term.get("matchFields") or []]
+    if not expressions and not field_rules:
+        return False  # an empty term selects nothing
+    if any(_error(p, NODE_SELECTOR_OPERATORS) for p in expressions):
+        return False  # a parse error fails this term only
+    if any(_field_error(p) for p in field_rules):
+        return False
+    if not all(_holds(p, labels) for p in expressions):
+        return False
+    return not fields or all(_field_holds(p, fields) for p in field_rules)
+
+
+def expression_matches(
+    expression: Obj,
+    labels: Mapping[str, str],
+    *,
+    operators: Collection[str] = NODE_SELECTOR_OPERATORS,
+) -> bool:
+    """One requirement, validated as NewRequirement does (an invalid one matches nothing)."""
+    parts = _parts(expression)
+    return _error(parts, operators) is None and _holds(parts, labels)
+
+
+def requirement_error(
+    expression: Obj, *, operators: Collection[str] = NODE_SELECTOR_OPERATORS
+) -> str | None:
+    """Why Kubernetes refuses this requirement (NewRequirement), or None if it is valid."""
+    return _error(_parts(expression), operators)
+
+
+def requirement_holds(expression: Obj, labels: Mapping[str, str]) -> bool:
+    """labels.Requirement.Matches, without validation: use expression_matches."""
+    return _holds(_parts(expression), labels)
+
+
+def _error(parts: Parts, operators: Collection[str]) -> str | None:
+    key, operator, values = parts
+    if operator not in operators:
+        return f"operator {operator!r} is not one of {sorted(operators)}"
+    return _validation_error(key, operator, values)
+
+
+# A Pod's requirements are checked against every Node: validate each distinct one once.
+@functools.lru_cache(maxsize=4096)
+def _validation_error(key: str, operator: str, values: tuple[str, ...]) -> str | None:
+    return _key_error(key) or _values_error(operator, values)
+
+
+def _values_error(operator: str, values: tuple[str, ...]) -> str | None:
+    if operator in ("In", "NotIn") and not values:
+        return "In and NotIn need at least one value"
+    if operator in ("Exists", "DoesNotExist") and values:
+        return "Exists and DoesNotExist take no values"
+    if operator in ("Gt", "Lt") and (len(values) != 1 or _int64(values[0]) is None):
+        return "Gt and Lt take exactly one integer value"
+    bad = [v for v in values if not _is_label_value(v)]
+    return f"invalid label value {bad[0]!r}" if bad else None
+
+
+def _holds(parts: Parts, labels: Mapping[str, str]) -> bool:
+    key, operator, values = parts
     present = key in labels
     if operator == "In":
         return present and labels[key] in values
     if operator == "NotIn":
         return not present or labels[key] not in values
-    if operator == "Exists":
-        return present
-    if operator == "DoesNotExist":
-        return not present
-    if operator in ("Gt", "Lt") and present and values:
-        try:
-            left, right = int(labels[key]), int(values[0])
-        except ValueError:
-            return False
-        return left > right if operator == "Gt" else left < right
+    if operator in ("Exists", "DoesNotExist"):
+        return present == (operator == "Exists")
+    if operator in ("Gt", "Lt") and present and len(values) == 1:
+        return _compare(operator, _int64(labels[key]), _int64(values[0]))
     return False
+
+
+def _compare(operator: str, left: int | None, right: int | None) -> bool:
+    # A label or a value that is no int64 makes the requirement false.
+    if left is None or right is None:
+        return False
+    return left > right if operator == "Gt" else left < right
+
+
+def field_requirement_error(expression: Obj) -> str | None:
+    """nodeSelectorRequirementsAsFieldSelector: In or NotIn with exactly one value (the key is
+    not checked here; the API server allows only metadata.name)."""
+    return _field_error(_parts(expression))
+
+
+def _field_error(parts: Parts) -> str | None:
+    _, operator, values = parts
+    if operator not in FIELD_SELECTOR_OPERATORS:
+        return f"operator {operator!r} is not one of {sorted(FIELD_SELECTOR_OPERATORS)}"
+    return None if len(values) == 1 else "matchFields need exactly one value"
+
+
+def _field_holds(parts: Parts, fields: Mapping[str, str]) -> bool:
+    # fields.OneTermEqualSelector / OneTermNotEqualSelector: a missing field reads as "".
+    key, operator, values = parts
+    return (fields.get(key, "") == values[0]) == (operator == "In")
+
+
+def _node_selector_holds(selector: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    return all(key in labels and labels[key] == value for key, value in selector.items())
+
+
+def _parts(expression: Obj | None) -> Parts:
+    expression = expression or {}  # a null requirement decodes as the zero (invalid) one
+    key, operator = expression.get("key"), expression.get("operator")
+    values = tuple(str(v) for v in expression.get("values") or ())
+    return ("" if key is None else str(key)), ("" if operator is None else str(operator)), values
+
+
+def _key_error(key: str) -> str | None:
+    parts = key.split("/")
+    if len(parts) > 2:
+        return f"invalid label key {key!r}: more than one '/'"
+    prefix, name = parts if len(parts) == 2 else ("", parts[0])
+    if len(parts) == 2 and not _is_dns_subdomain(prefix):
+        return f"invalid label key {key!r}: the prefix is no DNS subdomain"
+    if len(name) > 63 or not _NAME.fullmatch(name):
+        return f"invalid label key {key!r}"
+    return None
+
+
+def _is_dns_subdomain(value: str) -> bool:
+    return len(value) <= 253 and _DNS_SUBDOMAIN.fullmatch(value) is not None
+
+
+def _is_label_value(value: str) -> bool:
+    return value == "" or (len(value) <= 63 and _NAME.fullmatch(value) is not None)
+
+
+def _int64(text: str) -> int | None:
+    if not _INT64.fullmatch(text):
+        return None
+    number = int(text)
+    return number if _INT64_MIN <= number <= _INT64_MAX else None

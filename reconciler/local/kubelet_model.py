@@ -115,7 +115,7 @@ def choose_node(
     pod: Mapping[str, Any], nodes: Iterable[NodeTemplate], load: Mapping[str, int]
 ) -> str | None:
     """The matching Node with the fewest Pods (ties by name), or None: the Pod stays Pending."""
-    fits = [n.name for n in nodes if node_matches(pod, n.labels)]
+    fits = [n.name for n in nodes if node_matches(pod, n.labels, n.name)]
     return min(fits, key=lambda name: (load.get(name, 0), name)) if fits else None
 
 

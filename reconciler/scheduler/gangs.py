@@ -307,7 +307,7 @@ class GangSteps:
             if node is None:
                 self._queue.add_after(gang.key, UNRESOLVED_NODE_RECHECK_SECONDS)
                 return
-            fits = node_matches(pod, labels.get(node, {})) and tolerates_all(
+            fits = node_matches(pod, labels.get(node, {}), node) and tolerates_all(
                 pod, taints.get(node, ())
             )
             if not fits and not started:

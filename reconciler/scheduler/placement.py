@@ -39,7 +39,7 @@ class Placement:
         ruled_out = {
             slurm
             for slurm, node in placed.items()
-            if (constrained and not node_matches(pod, labels.get(node, {})))
+            if (constrained and not node_matches(pod, labels.get(node, {}), node))
             or not tolerates_all(pod, taints.get(node, ()))
         }
         candidates = {node for slurm, node in placed.items() if slurm not in ruled_out}

@@ -134,7 +134,7 @@ class PodSteps:
             self._queue.add_after(uid, UNRESOLVED_NODE_RECHECK_SECONDS)
             return None
         if (
-            not node_matches(pod, labels)
+            not node_matches(pod, labels, node)
             or not tolerates_all(pod, taints)
             or not self._placement.topology_allows(pod, node)
         ):

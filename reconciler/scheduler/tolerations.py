@@ -1,4 +1,7 @@
-"""Taints and tolerations, as the default scheduler reads them (pure).
+"""Taints and tolerations, as the default scheduler reads them (pure), checked against
+Kubernetes v1.20.2 and the current upstream: the TaintToleration filter (untolerated NoSchedule
+and NoExecute taints: FindMatchingUntoleratedTaint with that effect filter) and the
+NodeUnschedulable filter (spec.unschedulable, tolerated like the taint below).
 
 A Slurm node whose Kubernetes Node carries a NoSchedule or NoExecute taint the Pod does not
 tolerate is excluded from the Pod's job, so the kubelet never rejects a bound Pod (SUNK does
@@ -38,17 +41,19 @@ def untolerated(pod: Mapping[str, Any], taints: Iterable[Taint]) -> list[Taint]:
 
 
 def _tolerates(toleration: Mapping[str, Any], taint: Taint) -> bool:
-    """Kubernetes' ToleratesTaint: effect empty or equal; an empty key with Exists matches
-    every key; Exists ignores the value; Equal (the default) compares it."""
+    """v1.Toleration.ToleratesTaint (1.20.2 and current upstream): an empty effect matches every
+    effect and an empty key every key; Exists matches any value, Equal (or no operator) the same
+    value, so an empty key with Equal matches the taints of that value (the API server refuses
+    that toleration, the function does not). Any other operator matches nothing: 1.20 has no
+    other, and current upstream honours Gt/Lt only behind the alpha gate
+    TaintTolerationComparisonOperators, off by default. tolerationSeconds does not count here."""
     effect = toleration.get("effect") or ""
-    if effect and effect != taint.get("effect"):
+    if effect and effect != (taint.get("effect") or ""):
         return False
     key = toleration.get("key") or ""
-    operator = toleration.get("operator") or "Equal"
-    if not key:
-        return operator == "Exists"
-    if key != taint.get("key"):
+    if key and key != (taint.get("key") or ""):
         return False
+    operator = toleration.get("operator") or "Equal"
     if operator == "Exists":
         return True
     return operator == "Equal" and (toleration.get("value") or "") == (taint.get("value") or "")

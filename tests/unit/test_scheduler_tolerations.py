@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -44,7 +45,10 @@ def test_the_effect_must_match_when_given_and_an_empty_key_exists_matches_all() 
     assert not tolerates_all(pod({"key": "dedicated", "operator": "Exists",
                                   "effect": "NoExecute"}), [TAINT])  # fmt: skip
     assert tolerates_all(pod({"operator": "Exists"}), [TAINT, {"key": "x", "effect": "NoExecute"}])
-    assert not tolerates_all(pod({"value": "infer"}), [TAINT])  # empty key, Equal: matches none
+    # ToleratesTaint: an empty key with Equal matches every key with that value (the API server
+    # refuses such a toleration; the function, and so we, do not)
+    assert tolerates_all(pod({"value": "infer"}), [TAINT])
+    assert not tolerates_all(pod({"value": "train"}), [TAINT])
 
 
 def test_a_pod_without_tolerations_tolerates_no_taint_and_every_taint_is_named() -> None:
@@ -53,6 +57,28 @@ def test_a_pod_without_tolerations_tolerates_no_taint_and_every_taint_is_named()
     assert [describe(t) for t in untolerated(pod(), [TAINT, *cordon])] == [
         "dedicated=infer:NoSchedule", "node.kubernetes.io/unschedulable:NoSchedule",
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("toleration", "tolerated"),
+    [
+        # inputs a 1.20 API server refuses, read as ToleratesTaint reads them
+        ({"key": "dedicated", "operator": "Exists", "value": "train"}, True),  # value ignored
+        ({"operator": "Exists", "value": "train"}, True),
+        ({"key": "dedicated", "operator": "Gt", "value": "1"}, False),  # alpha gate, off
+        ({"key": "dedicated", "operator": "exists"}, False),  # operators are case-sensitive
+        # an empty effect matches every effect; tolerationSeconds only matter to eviction
+        ({"key": "dedicated", "value": "infer", "effect": ""}, True),
+        ({"key": "dedicated", "value": "infer", "tolerationSeconds": 0}, True),
+    ],
+)
+def test_degenerate_tolerations(toleration: dict, tolerated: bool) -> None:
+    assert tolerates_all(pod(toleration), [TAINT]) is tolerated
+
+
+def test_only_noschedule_and_noexecute_taints_block() -> None:
+    taints = [{"key": "a", "effect": ""}, {"key": "b"}, {"key": "c", "effect": "noschedule"}]
+    assert blocking_taints({"spec": {"taints": taints}}) == []
 
 
 keys = st.sampled_from(["a", "b"])
