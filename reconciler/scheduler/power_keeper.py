@@ -27,7 +27,6 @@ from reconciler.scheduler.power_plan import (
     PowerStep,
     is_asleep,
     power_steps,
-    requests_by_node,
 )
 from reconciler.scheduler.settings import SchedulerSettings
 
@@ -149,8 +148,8 @@ class PowerKeeper:
             for p in ours
         )
         nodes = self._kube.list("v1", "Node").items if waking else []
-        used = requests_by_node(self._all_pods()) if waking else {}
-        steps = power_steps(pods, slurm_nodes, nodes, used, placed_by=self._settings.name)
+        bound = self._all_pods() if waking else []
+        steps = power_steps(pods, slurm_nodes, nodes, bound, placed_by=self._settings.name)
         by_name = {p["metadata"]["name"]: p for p in pods}
         by_name.update({p["metadata"]["name"]: p for p in ours})
         for step in steps:

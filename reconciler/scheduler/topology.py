@@ -119,6 +119,29 @@ def excluded_nodes(
     )
 
 
+def excluded_by_rule(
+    pod: Obj,
+    placed: Sequence[PlacedPod],
+    bound: Iterable[Obj],
+    node_labels: Mapping[str, Mapping[str, str]],
+    candidates: Iterable[str],
+) -> dict[str, set[str]]:
+    """The candidates each kind of rule keeps the Pod off, for a caller that says why as
+    kube-scheduler does: "spreadLabel" (a Node lacks a constraint's key), "spread",
+    "podAffinity", "podAntiAffinity" and "existingAntiAffinity" (`excluded_by_placed_rules`
+    over `bound`). Every Node of `node_labels` may host the Pod, as for kube-scheduler."""
+    pool = list(dict.fromkeys(candidates))
+    topology = _Topology(node_labels)
+    keys = [rule.topology_key for rule in _spread_rules(pod)]
+    return {
+        "spreadLabel": {n for n in pool if any(k not in topology.labels(n) for k in keys)},
+        "spread": _spread_excluded(pod, placed, topology, pool, None),
+        "podAffinity": _affinity_excluded(pod, placed, topology, pool),
+        "podAntiAffinity": _anti_affinity_excluded(pod, placed, topology, pool),
+        "existingAntiAffinity": excluded_by_placed_rules(pod, bound, node_labels, pool),
+    }
+
+
 def excluded_by_placed_rules(
     pod: Obj,
     placed: Iterable[Obj],

@@ -22,7 +22,6 @@ from reconciler.scheduler.power_plan import (
     PowerStep,
     is_asleep,
     power_steps,
-    requests_by_node,
 )
 
 OURS = "slurm-slurm-slurm-scheduler"
@@ -205,7 +204,7 @@ def test_a_sleeping_node_s_pod_goes_any_ordinal_and_a_waking_one_is_bound() -> N
              "gpu-2": slurm_node("gpu-2", "MIXED", "POWERING_UP"),
              "gpu-3": slurm_node("gpu-3", "IDLE", "POWERING_DOWN")}  # fmt: skip
     nodes = [kube_node("k1"), kube_node("k2"), kube_node("k3"), kube_node("k4")]
-    steps = power_steps(pods, slurm, nodes, requests_by_node(pods), placed_by=OURS)
+    steps = power_steps(pods, slurm, nodes, pods, placed_by=OURS)
     # Ordinal 0 goes though 1 runs; a Pod from before power saving (default-scheduler) goes too.
     assert steps == [PowerStep("delete", "gpu-0", "k1", "Slurm powered the node down"),
                      PowerStep("bind", "gpu-2", "k4"),  # the emptiest Node
@@ -215,7 +214,7 @@ def test_a_sleeping_node_s_pod_goes_any_ordinal_and_a_waking_one_is_bound() -> N
 def test_a_held_pod_stays_pending_and_another_scheduler_s_pod_is_never_bound() -> None:
     pods = [slurmd_pod("gpu-0"), slurmd_pod("gpu-1", scheduler="default-scheduler")]
     slurm = {"gpu-0": slurm_node("gpu-0", "IDLE", "POWERED_DOWN"), "gpu-1": slurm_node("gpu-1")}
-    assert power_steps(pods, slurm, [kube_node("k1")], {}, placed_by=OURS) == []
+    assert power_steps(pods, slurm, [kube_node("k1")], [], placed_by=OURS) == []
 
 
 def test_terminating_and_finished_pods_are_left_alone() -> None:
@@ -224,7 +223,7 @@ def test_terminating_and_finished_pods_are_left_alone() -> None:
     done = slurmd_pod("gpu-1")
     done["status"]["phase"] = "Failed"
     slurm = {"gpu-0": slurm_node("gpu-0", "IDLE", "POWERED_DOWN"), "gpu-1": slurm_node("gpu-1")}
-    assert power_steps([going, done], slurm, [kube_node("k1")], {}, placed_by=OURS) == []
+    assert power_steps([going, done], slurm, [kube_node("k1")], [], placed_by=OURS) == []
 
 
 def test_binding_honours_affinity_taints_cordons_and_free_resources() -> None:
@@ -240,31 +239,35 @@ def test_binding_honours_affinity_taints_cordons_and_free_resources() -> None:
         kube_node("d-full", labels=gpu),
         kube_node("e-fits", labels=gpu),
     ]
-    used = requests_by_node([{"spec": {"nodeName": "d-full", "containers": [
-        {"resources": {"requests": {"cpu": "3"}}}]}, "status": {"phase": "Running"}}])  # fmt: skip
+    used = [{"metadata": {"name": "other"}, "spec": {"nodeName": "d-full", "containers": [
+        {"resources": {"requests": {"cpu": "3"}}}]}, "status": {"phase": "Running"}}]  # fmt: skip
     steps = power_steps([pod], {}, nodes, used, placed_by=OURS)
     assert steps == [PowerStep("bind", "gpu-0", "e-fits")]
     steps = power_steps([pod], {}, nodes[:4], used, placed_by=OURS)
-    assert steps[0].kind == "unplaceable" and "match its node affinity" in steps[0].why
+    # Said as kube-scheduler says it (a FailedScheduling Event on the Pod).
+    assert steps[0] == PowerStep("unplaceable", "gpu-0", None, (
+        "0/4 nodes are available: 1 Insufficient cpu, 1 node(s) didn't match Pod's node "
+        "affinity, 1 node(s) had taint {x: }, that the pod didn't tolerate, 1 node(s) were "
+        "unschedulable."))  # fmt: skip
     steps = power_steps([pod], {}, nodes[:1], used, placed_by=OURS)
-    assert steps[0].why == "no Node matches its nodeSelector and node affinity"
+    assert steps[0].why == "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity."
 
 
 def test_a_woken_pod_goes_back_to_the_node_it_left_when_it_fits() -> None:
     pod = slurmd_pod("gpu-0", cpu="6")
     pod["metadata"]["annotations"] = {"reconciler.sunk.dev/last-node": "k2"}
     nodes = [kube_node("k1"), kube_node("k2"), kube_node("k3")]
-    assert power_steps([pod], {}, nodes, {}, placed_by=OURS) == [PowerStep("bind", "gpu-0", "k2")]
-    full = requests_by_node([{"spec": {"nodeName": "k2", "containers": [
-        {"resources": {"requests": {"cpu": "4"}}}]}, "status": {"phase": "Running"}}])  # fmt: skip
+    assert power_steps([pod], {}, nodes, [], placed_by=OURS) == [PowerStep("bind", "gpu-0", "k2")]
+    full = [{"metadata": {"name": "other"}, "spec": {"nodeName": "k2", "containers": [
+        {"resources": {"requests": {"cpu": "4"}}}]}, "status": {"phase": "Running"}}]  # fmt: skip
     assert power_steps([pod], {}, nodes, full, placed_by=OURS) == [PowerStep("bind", "gpu-0", "k1")]
 
 
 def test_two_pods_waking_at_once_do_not_share_the_last_free_room() -> None:
     pods = [slurmd_pod("gpu-0", cpu="5"), slurmd_pod("gpu-1", cpu="5")]
-    steps = power_steps(pods, {}, [kube_node("k1"), kube_node("k2")], {}, placed_by=OURS)
+    steps = power_steps(pods, {}, [kube_node("k1"), kube_node("k2")], [], placed_by=OURS)
     assert [s.node for s in steps] == ["k1", "k2"]
-    steps = power_steps(pods, {}, [kube_node("k1")], {}, placed_by=OURS)
+    steps = power_steps(pods, {}, [kube_node("k1")], [], placed_by=OURS)
     assert [s.kind for s in steps] == ["bind", "unplaceable"]
 
 
@@ -334,3 +337,23 @@ def test_only_the_power_token_may_call_and_only_when_power_saving_is_on() -> Non
         assert calls == [("suspend", "n1")]
     finally:
         server.stop()
+
+
+def test_binding_honours_pod_anti_affinity_and_spreading_as_kube_scheduler_does() -> None:
+    # The binder uses the same filters as kube-scheduler (scheduler.feasibility), so a slurmd
+    # Pod that must not share a Node with another slurmd Pod is kept apart from it.
+    term = {"labelSelector": {"matchLabels": {"app.kubernetes.io/name": "slurmd"}},
+            "topologyKey": "kubernetes.io/hostname"}  # fmt: skip
+    anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    pod = slurmd_pod("gpu-1", affinity=anti)
+    pod["metadata"]["annotations"] = {"reconciler.sunk.dev/last-node": "k1"}
+    other = slurmd_pod("gpu-0", "k1")
+    nodes = [kube_node("k1", labels={"kubernetes.io/hostname": "k1"}),
+             kube_node("k2", labels={"kubernetes.io/hostname": "k2"})]  # fmt: skip
+    steps = power_steps([pod, other], {}, nodes, [other], placed_by=OURS)
+    assert steps == [PowerStep("bind", "gpu-1", "k2")]
+    steps = power_steps([pod, other], {}, nodes[:1], [other], placed_by=OURS)
+    assert steps[0].why == (
+        "0/1 nodes are available: 1 node(s) didn't match pod affinity/anti-affinity, "
+        "1 node(s) didn't match pod anti-affinity rules."
+    )
