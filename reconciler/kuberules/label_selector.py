@@ -5,21 +5,16 @@ them: whether one is valid, whether it selects a set of labels, and its ?labelSe
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any
 
-from reconciler.kuberules.node_affinity import expression_matches
+from reconciler.kuberules.node_affinity import (
+    LABEL_SELECTOR_OPERATORS,
+    expression_matches,
+    requirement_error,
+)
 
 Obj = Mapping[str, Any]
-
-OPERATORS: Final = ("In", "NotIn", "Exists", "DoesNotExist")
-# k8s.io/apimachinery/pkg/util/validation: IsQualifiedName, IsValidLabelValue,
-# IsDNS1123Subdomain (a key's prefix).
-_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
-_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_DNS_SUBDOMAIN = re.compile(rf"{_DNS_LABEL}(\.{_DNS_LABEL})*")
-_NAME_MAX, _PREFIX_MAX = 63, 253
 
 
 def selector_error(selector: Obj | None) -> str | None:
@@ -29,12 +24,12 @@ def selector_error(selector: Obj | None) -> str | None:
     value that is not a valid label key or value are not."""
     if selector is None:
         return None
-    for key, value in sorted((selector.get("matchLabels") or {}).items()):
-        error = _key_error(key) or _value_error(key, value)
-        if error:
-            return error
-    for expression in selector.get("matchExpressions") or ():
-        error = _expression_error(expression)
+    # A matchLabels pair is NewRequirement(key, Equals, [value]), refused as In with that value is.
+    pairs = sorted((selector.get("matchLabels") or {}).items())
+    expressions = [{"key": key, "operator": "In", "values": [value]} for key, value in pairs]
+    for expression in [*expressions, *(selector.get("matchExpressions") or ())]:
+        error = requirement_error(expression, operators=LABEL_SELECTOR_OPERATORS)
+        error = error or _not_strings(expression)
         if error:
             return error
     return None
@@ -65,59 +60,12 @@ def selector_string(selector: Obj) -> str:
     return ",".join(part for _, part in sorted(parts, key=lambda item: item[0]))
 
 
-def _expression_error(expression: Obj) -> str | None:
-    key, operator = expression.get("key"), expression.get("operator")
-    values = list(expression.get("values") or ())
-    if operator not in OPERATORS:
-        return f'"{operator}" is not a valid pod selector operator'
-    error = _key_error(key)
-    if error:
-        return error
-    if operator in ("In", "NotIn") and not values:
-        return "for 'in', 'notin' operators, values set can't be empty"
-    if operator in ("Exists", "DoesNotExist") and values:
-        return "values set must be empty for exists and does not exist"
-    for value in values:
-        error = _value_error(key, value)
-        if error:
-            return error
-    return None
-
-
-def _key_error(key: object) -> str | None:
-    """IsQualifiedName: an optional DNS-subdomain prefix and "/", then a name of 63 or fewer
-    alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric."""
-    parts = (key if isinstance(key, str) else "").split("/")
-    if len(parts) > 2:
-        return f"invalid label key \"{key}\": a qualified name has one '/' at the most"
-    prefix, name = parts if len(parts) == 2 else ("", parts[0])
-    reasons = []
-    if len(parts) == 2 and not prefix:
-        reasons.append("prefix part must be non-empty")
-    elif prefix and (len(prefix) > _PREFIX_MAX or not _DNS_SUBDOMAIN.fullmatch(prefix)):
-        reasons.append("prefix part must be a lowercase RFC 1123 subdomain")
-    if not name:
-        reasons.append("name part must be non-empty")
-    elif len(name) > _NAME_MAX:
-        reasons.append(f"name part must be no more than {_NAME_MAX} characters")
-    if not _NAME.fullmatch(name):
-        reasons.append(
-            "name part must consist of alphanumeric characters, '-', '_' or '.', and must "
-            "start and end with an alphanumeric character"
-        )
-    return f'invalid label key "{key}": {"; ".join(reasons)}' if reasons else None
-
-
-def _value_error(key: object, value: object) -> str | None:
-    """IsValidLabelValue: empty, or 63 or fewer name characters."""
-    text = value if isinstance(value, str) else None
-    if text is not None and len(text) <= _NAME_MAX and (not text or _NAME.fullmatch(text)):
-        return None
-    return (
-        f'invalid label value: "{value}": at key: "{key}": a valid label must be an empty '
-        f"string or consist of {_NAME_MAX} or fewer alphanumeric characters, '-', '_' or '.', "
-        "and must start and end with an alphanumeric character"
-    )
+def _not_strings(expression: Obj) -> str | None:
+    """Label keys and values are strings on the wire. requirement_error reads another type as
+    its text, but YAML's 1 or null is no label key or value: the API server would not decode it."""
+    key, values = expression.get("key"), expression.get("values") or ()
+    odd = [item for item in (key, *values) if not isinstance(item, str)]
+    return f"label keys and values are strings, not {odd[0]!r}" if odd else None
 
 
 def _expression_string(expression: Obj) -> str:

@@ -16,8 +16,10 @@ an oracle) and the current upstream, which agree on every input a 1.20 API serve
   (component-helpers/scheduling/corev1, the same code in 1.20.2): terms are ORed; an empty
   term, or one holding an invalid requirement, matches nothing, and the other terms still count.
 - requirement_error: labels.NewRequirement behind nodeSelectorRequirementsAsSelector (apimachinery
-  pkg/labels/selector.go): the key must be a qualified name, every value a label value; In and
-  NotIn need values, Exists and DoesNotExist none, Gt and Lt exactly one int64.
+  pkg/labels/selector.go), or with LABEL_SELECTOR_OPERATORS behind metav1.LabelSelectorAsSelector
+  (label_selector's check), refusing in their words: the key must be a qualified name, every
+  value a label value; In and NotIn need values, Exists and DoesNotExist none, Gt and Lt exactly
+  one int64.
 - requirement_holds: labels.Requirement.Matches, for a requirement already validated.
 - field_requirement_error / matchFields: nodeSelectorRequirementsAsFieldSelector: In or NotIn
   with exactly one value, compared with the Node's fields, of which there is one, metadata.name.
@@ -30,6 +32,8 @@ import re
 from collections.abc import Collection, Mapping
 from typing import Any, Final
 
+from reconciler.kuberules.validation import is_qualified_name, is_valid_label_value
+
 Obj = Mapping[str, Any]
 Parts = tuple[str, str, tuple[str, ...]]  # a requirement's key, operator and values
 
@@ -40,10 +44,12 @@ NODE_SELECTOR_OPERATORS: Final = frozenset({"In", "NotIn", "Exists", "DoesNotExi
 LABEL_SELECTOR_OPERATORS: Final = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
 FIELD_SELECTOR_OPERATORS: Final = frozenset({"In", "NotIn"})
 
-# k8s.io/apimachinery/pkg/util/validation: IsQualifiedName, IsValidLabelValue, IsDNS1123Subdomain.
-_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
-_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_DNS_SUBDOMAIN = re.compile(rf"{_DNS_LABEL}(\.{_DNS_LABEL})*")
+# How a selector refuses an operator it does not know (nodeSelectorRequirementsAsSelector,
+# metav1.LabelSelectorAsSelector; NewRequirement's own words for any other set).
+_UNKNOWN_OPERATOR: Final = {
+    NODE_SELECTOR_OPERATORS: '"{}" is not a valid node selector operator',
+    LABEL_SELECTOR_OPERATORS: '"{}" is not a valid pod selector operator',
+}
 _INT64 = re.compile(r"[+-]?[0-9]+")  # strconv.ParseInt(s, 10, 64): ASCII digits, no spaces
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
@@ -119,7 +125,8 @@ def expression_matches(
 def requirement_error(
     expression: Obj, *, operators: Collection[str] = NODE_SELECTOR_OPERATORS
 ) -> str | None:
-    """Why Kubernetes refuses this requirement (NewRequirement), or None if it is valid."""
+    """Why Kubernetes refuses this requirement, in its words, or None if it is valid: the
+    selector's operator switch (`operators`: a node or a label selector's), then NewRequirement."""
     return _error(_parts(expression), operators)
 
 
@@ -131,25 +138,33 @@ def requirement_holds(expression: Obj, labels: Mapping[str, str]) -> bool:
 def _error(parts: Parts, operators: Collection[str]) -> str | None:
     key, operator, values = parts
     if operator not in operators:
-        return f"operator {operator!r} is not one of {sorted(operators)}"
-    return _validation_error(key, operator, values)
+        unknown = _UNKNOWN_OPERATOR.get(frozenset(operators), "operator '{}' is not recognized")
+        return unknown.format(operator)
+    return _new_requirement_error(key, operator, values)
 
 
 # A Pod's requirements are checked against every Node: validate each distinct one once.
 @functools.lru_cache(maxsize=4096)
-def _validation_error(key: str, operator: str, values: tuple[str, ...]) -> str | None:
-    return _key_error(key) or _values_error(operator, values)
-
-
-def _values_error(operator: str, values: tuple[str, ...]) -> str | None:
+def _new_requirement_error(key: str, operator: str, values: tuple[str, ...]) -> str | None:
+    """labels.NewRequirement's refusal, in its words, or None: the key a qualified name; In
+    and NotIn with values, Exists and DoesNotExist without, Gt and Lt with one int64; every
+    value a label value. Asked once the selector has accepted the operator."""
+    errors = is_qualified_name(key)
+    if errors:
+        return f'invalid label key "{key}": {"; ".join(errors)}'
     if operator in ("In", "NotIn") and not values:
-        return "In and NotIn need at least one value"
+        return "for 'in', 'notin' operators, values set can't be empty"
     if operator in ("Exists", "DoesNotExist") and values:
-        return "Exists and DoesNotExist take no values"
-    if operator in ("Gt", "Lt") and (len(values) != 1 or _int64(values[0]) is None):
-        return "Gt and Lt take exactly one integer value"
-    bad = [v for v in values if not _is_label_value(v)]
-    return f"invalid label value {bad[0]!r}" if bad else None
+        return "values set must be empty for exists and does not exist"
+    if operator in ("Gt", "Lt") and len(values) != 1:
+        return "for 'Gt', 'Lt' operators, exactly one value is required"
+    if operator in ("Gt", "Lt") and _int64(values[0]) is None:
+        return "for 'Gt', 'Lt' operators, the value must be an integer"
+    for value in values:
+        errors = is_valid_label_value(value)
+        if errors:
+            return f'invalid label value: "{value}": at key: "{key}": {"; ".join(errors)}'
+    return None
 
 
 def _holds(parts: Parts, labels: Mapping[str, str]) -> bool:
@@ -201,26 +216,6 @@ def _parts(expression: Obj | None) -> Parts:
     key, operator = expression.get("key"), expression.get("operator")
     values = tuple(str(v) for v in expression.get("values") or ())
     return ("" if key is None else str(key)), ("" if operator is None else str(operator)), values
-
-
-def _key_error(key: str) -> str | None:
-    parts = key.split("/")
-    if len(parts) > 2:
-        return f"invalid label key {key!r}: more than one '/'"
-    prefix, name = parts if len(parts) == 2 else ("", parts[0])
-    if len(parts) == 2 and not _is_dns_subdomain(prefix):
-        return f"invalid label key {key!r}: the prefix is no DNS subdomain"
-    if len(name) > 63 or not _NAME.fullmatch(name):
-        return f"invalid label key {key!r}"
-    return None
-
-
-def _is_dns_subdomain(value: str) -> bool:
-    return len(value) <= 253 and _DNS_SUBDOMAIN.fullmatch(value) is not None
-
-
-def _is_label_value(value: str) -> bool:
-    return value == "" or (len(value) <= 63 and _NAME.fullmatch(value) is not None)
 
 
 def _int64(text: str) -> int | None:

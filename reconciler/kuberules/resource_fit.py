@@ -28,18 +28,16 @@ profile, which ignores none).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import ROUND_CEILING, Context, Decimal
 from typing import Any
 
 from reconciler.kuberules.pod_requests import Requests, plus, pod_requests
+from reconciler.kuberules.validation import is_qualified_name
 
 _EXACT = Context(prec=1000)
 _NAMED = ("cpu", "memory", "ephemeral-storage")  # checked first, in this order, as upstream
-_QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
 @dataclass(frozen=True)
@@ -119,14 +117,7 @@ def is_extended_resource(name: str) -> bool:
     is still a qualified name with "requests." in front (how quota names it)."""
     if "/" not in name or "kubernetes.io/" in name or name.startswith("requests."):
         return False
-    prefix, _, last = f"requests.{name}".partition("/")
-    return (
-        "/" not in last
-        and len(prefix) <= 253
-        and _DNS_SUBDOMAIN.fullmatch(prefix) is not None
-        and len(last) <= 63
-        and _QUALIFIED_NAME.fullmatch(last) is not None
-    )
+    return not is_qualified_name(f"requests.{name}")
 
 
 def _ceiling(amount: Decimal, unit: Decimal) -> Decimal:

@@ -100,10 +100,17 @@ def test_requirement_selector_matching(
 
 
 def test_invalid_keys_and_values_are_refused_in_kubernetes_words() -> None:
+    """The texts are what apimachinery 1.20.2 returns; the second is labels/selector_test.go's
+    TestValidatedSelectorFromSet, which builds the same requirement."""
     assert selector_error({"matchLabels": {"app": "{{.bad-value.}}"}}) == (
         'invalid label value: "{{.bad-value.}}": at key: "app": a valid label must be an empty '
-        "string or consist of 63 or fewer alphanumeric characters, '-', '_' or '.', and must "
-        "start and end with an alphanumeric character"
+        "string or consist of alphanumeric characters, '-', '_' or '.', and must start and end "
+        "with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex "
+        "used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
+    )
+    too_long = "axahm2EJ8Phiephe2eixohbee9eGeiyees1thuozi1xoh0GiuH3diewi8iem7Nui"
+    assert selector_error({"matchLabels": {"Key": too_long}}) == (
+        f'invalid label value: "{too_long}": at key: "Key": must be no more than 63 characters'
     )
     assert selector_error({"matchLabels": {"example.com/app": ""}}) is None
     for key in ("/app", "Example.com/app", "a/b/c", "-app", ""):
@@ -112,3 +119,21 @@ def test_invalid_keys_and_values_are_refused_in_kubernetes_words() -> None:
     assert selector_error({"matchExpressions": [{"key": "a", "operator": "Gt"}]}) == (
         '"Gt" is not a valid pod selector operator'
     )
+    assert selector_error({"matchExpressions": [{"key": "a", "operator": "In"}]}) == (
+        "for 'in', 'notin' operators, values set can't be empty"
+    )
+
+
+@pytest.mark.parametrize(
+    "selector",
+    [
+        {"matchLabels": {"app": 1}},
+        {"matchLabels": {"app": None}},
+        {"matchExpressions": [{"key": "app", "operator": "In", "values": [1]}]},
+        {"matchExpressions": [{"key": 1, "operator": "Exists"}]},
+        {"matchExpressions": [{"operator": "Exists"}]},
+    ],
+)
+def test_keys_and_values_that_are_no_strings_are_refused(selector: dict[str, Any]) -> None:
+    """The API server would not decode them: YAML's 1 is no label value "1"."""
+    assert selector_error(selector) is not None

@@ -106,6 +106,39 @@ def test_requirement_selector_matching(row: Row) -> None:
     assert matches is row["match"]
 
 
+_NAME_PATTERN = (
+    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
+    "alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for "
+    "validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
+)
+_VALUE_PATTERN = (
+    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or "
+    "'.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or "
+    "'my_value',  or '12345', regex used for validation is "
+    "'(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
+)
+
+
+@pytest.mark.parametrize(
+    ("key", "operator", "values", "error"),
+    [
+        ("a", "in", ["x"], '"in" is not a valid node selector operator'),
+        ("-a", "In", ["x"], f'invalid label key "-a": name part {_NAME_PATTERN}'),
+        ("a", "In", [], "for 'in', 'notin' operators, values set can't be empty"),
+        ("a", "Exists", ["x"], "values set must be empty for exists and does not exist"),
+        ("a", "Gt", ["1", "2"], "for 'Gt', 'Lt' operators, exactly one value is required"),
+        ("a", "Lt", ["x"], "for 'Gt', 'Lt' operators, the value must be an integer"),
+        ("a", "In", ["x", "-1"], f'invalid label value: "-1": at key: "a": {_VALUE_PATTERN}'),
+    ],
+)
+def test_requirements_are_refused_in_kubernetes_words(
+    key: str, operator: str, values: list[str], error: str
+) -> None:
+    """What nodeSelectorRequirementsAsSelector and NewRequirement (1.20.2) return, run there."""
+    requirement = {"key": key, "operator": operator, "values": values}
+    assert requirement_error(requirement) == error
+
+
 # ---- the degenerate inputs, one by one -----------------------------------------------------
 
 
