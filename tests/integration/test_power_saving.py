@@ -126,8 +126,11 @@ def test_idle_nodes_sleep_any_ordinal_and_the_floor_stays_warm(env: Env) -> None
         pod = wait_for(lambda n=name: _held(env.pod(n), env.first_uids[n]), 30,
                        f"{name}'s Pod to be held: {env.pod(name).get('status')}")  # fmt: skip
         assert pod["spec"]["schedulerName"] == "slurm-slurm-slurm-scheduler"
-        # It remembers the Node it left (topology.conf keeps the node's place meanwhile).
-        assert pod["metadata"]["annotations"][wk.ANNOTATION_LAST_NODE] == env.first_nodes[name]
+        # It remembers the Node it left (topology.conf keeps the node's place meanwhile): the
+        # daemon marks the StatefulSet's new Pod on its next pass, so within seconds.
+        left = wait_for(lambda n=name: _annotation(env.pod(n), wk.ANNOTATION_LAST_NODE), 10,
+                        f"{name}'s held Pod to be marked with the Node it left")  # fmt: skip
+        assert left == env.first_nodes[name]
     # Ordinal 0 sleeps under a running ordinal 1: no StatefulSet scale-down could do that.
     assert env.job_state(held) == "RUNNING"
     assert env.pod("slurm-gpu-small-1")["metadata"]["uid"] == env.first_uids["slurm-gpu-small-1"]
@@ -169,6 +172,10 @@ def test_a_job_resumes_exactly_the_node_it_needs(env: Env) -> None:
     assert "slurm-gpu-small-0 is up in Slurm: binding" in env.said()
     assert env.asleep("slurm-cpu-0"), "a node no job asked for stayed asleep"
     assert resumed < 30, f"resume took {resumed:.1f} s"
+
+
+def _annotation(pod: dict[str, Any], key: str) -> str | None:
+    return (pod.get("metadata", {}).get("annotations") or {}).get(key)
 
 
 def _held(pod: dict[str, Any], first_uid: str) -> dict[str, Any] | None:
