@@ -2,8 +2,9 @@
 # Install what the local stack needs (Debian packages), build kube-apiserver,
 # kube-controller-manager and kube-scheduler v1.20.2 from Debian's `kubernetes` source package
 # (kube-scheduler is the tests' oracle for the Kubernetes rules our scheduler re-implements),
-# and build Slurm 24.11.5 (the default Slurm of the local stack) from the upstream tarball Debian's next release
-# serves; Debian 12's own Slurm 22.05 packages stay installed for `--slurm 22.05`.
+# and build Slurm 24.11.5 (the default Slurm of the local stack) from the upstream tarball
+# Debian's next release serves; Debian 12's own Slurm 22.05 packages stay installed for
+# `--slurm 22.05`.
 #
 # Idempotent: a second run only checks (dpkg status, cached binaries' --version) and takes seconds.
 # Run as root. The build happens in a temp dir outside the checkout, which is removed afterwards;
@@ -21,6 +22,7 @@ KUBE_VERSION=${KUBE_VERSION:-v1.20.2}
 CACHE_ROOT=${SUNK_RECONCILER_CACHE:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/sunk-reconciler}
 KUBE_BIN_DIR=$CACHE_ROOT/kubernetes/$KUBE_VERSION
 KUBE_TARGETS=(kube-apiserver kube-controller-manager kube-scheduler)
+BUILD_TARGETS=()
 # Slurm 24.11 from Debian 13's source: the suite, the Debian revision whose orig tarball is served
 # (its .dsc may not be), and that tarball's sha256 from the suite's Sources index.
 SLURM_VERSION=24.11.5
@@ -160,12 +162,13 @@ install_packages() {
   [ -z "${missing// /}" ] || fail "step 'apt-get install' left packages missing: $missing"
 }
 
-cached_binaries_ok() {
+# The targets whose cached binary is missing or reports another version: only those are built
+# (a cache from before kube-scheduler was added gets just that one).
+missing_targets() {
   local t out
   for t in "${KUBE_TARGETS[@]}"; do
-    [ -x "$KUBE_BIN_DIR/$t" ] || return 1
-    out=$("$KUBE_BIN_DIR/$t" --version 2>/dev/null) || return 1
-    [ "$out" = "Kubernetes $KUBE_VERSION" ] || return 1
+    out=$("$KUBE_BIN_DIR/$t" --version 2>/dev/null) || { echo "$t"; continue; }
+    [ "$out" = "Kubernetes $KUBE_VERSION" ] || echo "$t"
   done
 }
 
@@ -263,7 +266,7 @@ go_build() {
     ld="$ld -X $p.gitTreeState=clean -X $p.gitCommit=debian-$KUBE_VERSION"
   done
   local t
-  for t in "${KUBE_TARGETS[@]}"; do
+  for t in "${BUILD_TARGETS[@]}"; do
     echo "building $t"
     go build -ldflags "-s -w $ld" -o "$WORK/bin/$t" "./cmd/$t"
   done
@@ -273,19 +276,20 @@ go_build() {
 # build never leaves a half-filled cache that a later run would trust.
 install_binaries() {
   local t out
-  for t in "${KUBE_TARGETS[@]}"; do
+  for t in "${BUILD_TARGETS[@]}"; do
     out=$("$WORK/bin/$t" --version)
     [ "$out" = "Kubernetes $KUBE_VERSION" ] || { echo "$t --version said '$out'"; return 1; }
   done
   mkdir -p "$KUBE_BIN_DIR"
-  for t in "${KUBE_TARGETS[@]}"; do
+  for t in "${BUILD_TARGETS[@]}"; do
     cp "$WORK/bin/$t" "$KUBE_BIN_DIR/.$t.new"
     mv -f "$KUBE_BIN_DIR/.$t.new" "$KUBE_BIN_DIR/$t"
   done
 }
 
 build_kube() {
-  if cached_binaries_ok; then
+  mapfile -t BUILD_TARGETS < <(missing_targets)
+  if [ "${#BUILD_TARGETS[@]}" -eq 0 ]; then
     say "kubernetes $KUBE_VERSION: cached binaries ok in $KUBE_BIN_DIR, skipping build"
     return
   fi
@@ -299,7 +303,7 @@ build_kube() {
   step "apt-get source kubernetes" fetch_source
   step "replace vendored reflect2" replace_reflect2
   step "make gen_openapi" gen_openapi
-  step "go build ${KUBE_TARGETS[*]}" go_build
+  step "go build ${BUILD_TARGETS[*]}" go_build
   step "install binaries into $KUBE_BIN_DIR" install_binaries
 }
 
