@@ -45,9 +45,9 @@ from reconciler.scheduler.placeholder import (
     describe_job,
     gang_job_for,
 )
+from reconciler.scheduler.pod_rules import gang_rule_problems
 from reconciler.scheduler.settings import UNRESOLVED_NODE_RECHECK_SECONDS
 from reconciler.scheduler.tolerations import tolerates_all
-from reconciler.scheduler.topology import gang_rule_problems
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,7 @@
 """Where a Pod may go, as the cache (state.py) and the API server have the cluster now: the
 Slurm nodes its job must exclude, and whether the Node Slurm chose still suits it at bind time.
-The rules themselves are pure (kuberules, tolerations.py, topology.py); this reads their inputs.
+The rules themselves are pure (kuberules, tolerations.py, pod_rules.py, topology.py); this reads
+their inputs.
 """
 
 from __future__ import annotations
@@ -10,16 +11,15 @@ from typing import Any
 from reconciler.adapters.kube import Kube
 from reconciler.kuberules.node_affinity import has_node_constraints, node_matches
 from reconciler.scheduler.decide import finished
-from reconciler.scheduler.state import SchedulerState
-from reconciler.scheduler.tolerations import tolerates_all
-from reconciler.scheduler.topology import (
-    PlacedPod,
-    excluded_by_placed_rules,
+from reconciler.scheduler.pod_rules import (
     needs_placed_pods,
     selector_queries,
     topology_problems,
     unlabelled_keys,
 )
+from reconciler.scheduler.state import SchedulerState
+from reconciler.scheduler.tolerations import tolerates_all
+from reconciler.scheduler.topology import PlacedPod, excluded_by_placed_rules
 from reconciler.scheduler.topology import excluded_nodes as topology_excluded
 
 Obj = dict[str, Any]

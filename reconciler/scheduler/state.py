@@ -16,8 +16,8 @@ from reconciler.adapters.slurm.model import SlurmJob
 from reconciler.scheduler.decide import finished, recorded_job_id
 from reconciler.scheduler.gang import gang_key_of, is_gang_key
 from reconciler.scheduler.jobindex import Merged
+from reconciler.scheduler.pod_rules import needs_placed_pods
 from reconciler.scheduler.tolerations import Taint, blocking_taints
-from reconciler.scheduler.topology import needs_placed_pods
 
 Obj = dict[str, Any]
 
