@@ -63,8 +63,8 @@ Obj = Mapping[str, Any]
 
 HUGEPAGES_PREFIX = "hugepages-"
 # Exact sums: at the default 28 digits, 1Ei plus 1m would be rounded.
-_EXACT = Context(prec=1000)
-_MILLI = Decimal("0.001")
+EXACT = Context(prec=1000)
+MILLI = Decimal("0.001")
 
 
 class _Container(NamedTuple):
@@ -187,14 +187,13 @@ def _default_pod_level(requests: Requests, limits: Requests, containers: Request
 
 def _milli_up(requests: Requests) -> Requests:
     """SetDefaults_ResourceList: every quantity rounded up to a thousandth."""
-    return {name: _milli_ceiling(amount) for name, amount in requests.items()}
+    return {name: round_up(amount, MILLI) for name, amount in requests.items()}
 
 
-def _milli_ceiling(amount: Decimal) -> Decimal:
-    exponent = amount.as_tuple().exponent
-    if not isinstance(exponent, int) or exponent >= -3:
-        return amount
-    return amount.quantize(_MILLI, rounding=ROUND_CEILING, context=_EXACT)
+def round_up(amount: Decimal, unit: Decimal) -> Decimal:
+    """The least whole number of `unit`s at or above `amount`, exactly."""
+    units = EXACT.divide(amount, unit).to_integral_value(rounding=ROUND_CEILING)
+    return EXACT.multiply(units, unit)
 
 
 def quantities(raw: Mapping[str, Any] | None) -> Requests:
@@ -212,7 +211,7 @@ def quantities(raw: Mapping[str, Any] | None) -> Requests:
 def plus(a: Requests, b: Requests) -> Requests:
     """addResourceList: every resource of either, summed."""
     zero = Decimal(0)
-    return {k: _EXACT.add(a.get(k, zero), b.get(k, zero)) for k in {*a, *b}}
+    return {k: EXACT.add(a.get(k, zero), b.get(k, zero)) for k in {*a, *b}}
 
 
 def larger(a: Requests, b: Requests) -> Requests:

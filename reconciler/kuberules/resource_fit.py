@@ -30,13 +30,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from decimal import ROUND_CEILING, Context, Decimal
+from decimal import Decimal
 from typing import Any
 
-from reconciler.kuberules.pod_requests import Requests, plus, pod_requests
+from reconciler.kuberules.pod_requests import MILLI, Requests, plus, pod_requests, round_up
 from reconciler.kuberules.validation import is_qualified_name
 
-_EXACT = Context(prec=1000)
 _NAMED = ("cpu", "memory", "ephemeral-storage")  # checked first, in this order, as upstream
 
 
@@ -60,7 +59,7 @@ def insufficient_resources(
     `allocatable`: the Node's status.allocatable; `used`: `node_requested` of the Pods on the
     Node; `pods_on_node`: how many they are."""
     out = []
-    allowed = _ceiling(allocatable.get("pods", Decimal(0)), Decimal(1))
+    allowed = round_up(allocatable.get("pods", Decimal(0)), Decimal(1))
     on_node = Decimal(pods_on_node)
     if on_node + 1 > allowed:
         out.append(Insufficient("pods", "Too many pods", Decimal(1), on_node, allowed))
@@ -96,9 +95,9 @@ def scheduler_amounts(requests: Requests) -> Requests:
     out: Requests = {}
     for name, amount in requests.items():
         if name == "cpu":
-            out[name] = _ceiling(amount, Decimal("0.001"))
+            out[name] = round_up(amount, MILLI)
         elif name in _NAMED or is_scalar_resource(name):
-            out[name] = _ceiling(amount, Decimal(1))
+            out[name] = round_up(amount, Decimal(1))
     return out
 
 
@@ -118,8 +117,3 @@ def is_extended_resource(name: str) -> bool:
     if "/" not in name or "kubernetes.io/" in name or name.startswith("requests."):
         return False
     return not is_qualified_name(f"requests.{name}")
-
-
-def _ceiling(amount: Decimal, unit: Decimal) -> Decimal:
-    units = _EXACT.divide(amount, unit).to_integral_value(rounding=ROUND_CEILING)
-    return _EXACT.multiply(units, unit)

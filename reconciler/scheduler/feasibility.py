@@ -25,7 +25,8 @@ from typing import Any, Final
 from reconciler.kuberules.node_affinity import node_matches
 from reconciler.kuberules.pod_requests import Requests, pod_requests, quantities
 from reconciler.kuberules.resource_fit import insufficient_resources, node_requested
-from reconciler.scheduler.tolerations import BLOCKING_EFFECTS, UNSCHEDULABLE_TAINT, untolerated
+from reconciler.scheduler.decide import finished
+from reconciler.scheduler.tolerations import UNSCHEDULABLE_TAINT, node_taints, untolerated
 from reconciler.scheduler.topology import PlacedPod, excluded_by_rule
 
 Obj = Mapping[str, Any]
@@ -76,7 +77,7 @@ def _node_reasons(pod: Obj, node: Obj, used: Requests, pods_on_node: int) -> lis
     spec = node.get("spec") or {}
     if spec.get("unschedulable") and untolerated(pod, [UNSCHEDULABLE_TAINT]):
         return [UNSCHEDULABLE]
-    if refused := untolerated(pod, [t for t in spec.get("taints") or () if _blocks(t)]):
+    if refused := untolerated(pod, node_taints(node)):
         taint = refused[0]
         return [f"node(s) had taint {{{taint.get('key')}: {taint.get('value') or ''}}}, "
                 "that the pod didn't tolerate"]  # fmt: skip
@@ -124,14 +125,8 @@ def _load(running: list[Obj]) -> tuple[dict[str, Requests], dict[str, int]]:
     return used, {node: len(pods) for node, pods in by_node.items()}
 
 
-def _blocks(taint: Obj) -> bool:
-    return taint.get("effect") in BLOCKING_EFFECTS
-
-
 def _assigned(pod: Obj) -> bool:
-    return bool((pod.get("spec") or {}).get("nodeName")) and (pod.get("status") or {}).get(
-        "phase"
-    ) not in ("Succeeded", "Failed")
+    return bool((pod.get("spec") or {}).get("nodeName")) and not finished(pod)
 
 
 def _labels(node: Obj) -> Mapping[str, str]:

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from reconciler import wellknown as wk
 from reconciler.adapters.slurm.model import SlurmNode
+from reconciler.scheduler.decide import finished
 from reconciler.scheduler.feasibility import filter_nodes, unavailable_message
 
 Obj = dict[str, Any]
@@ -72,7 +73,7 @@ def power_steps(
         asleep = is_asleep(slurm_nodes.get(name))
         if asleep and node:
             steps.append(PowerStep("delete", name, node, "Slurm powered the node down"))
-        elif not asleep and not node and not _finished(pod) and _placed_by(pod) == placed_by:
+        elif not asleep and not node and not finished(pod) and _placed_by(pod) == placed_by:
             reasons = filter_nodes(pod, nodes, placed)
             target = choose_node(pod, [n for n, why in reasons.items() if not why], load)
             if target is None:
@@ -95,7 +96,3 @@ def choose_node(pod: Obj, feasible: list[str], load: Mapping[str, int]) -> str |
 
 def _placed_by(pod: Obj) -> str:
     return str((pod.get("spec") or {}).get("schedulerName") or "default-scheduler")
-
-
-def _finished(pod: Obj) -> bool:
-    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")

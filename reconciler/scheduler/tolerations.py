@@ -23,11 +23,17 @@ Taint = Mapping[str, Any]
 
 def blocking_taints(node: Mapping[str, Any]) -> list[Taint]:
     """The Node's taints that keep Pods off it, a cordon included."""
-    spec = node.get("spec") or {}
-    taints = [t for t in spec.get("taints") or () if t.get("effect") in BLOCKING_EFFECTS]
-    if spec.get("unschedulable"):
+    taints = node_taints(node)
+    if (node.get("spec") or {}).get("unschedulable"):
         taints.append(UNSCHEDULABLE_TAINT)
     return taints
+
+
+def node_taints(node: Mapping[str, Any]) -> list[Taint]:
+    """The NoSchedule and NoExecute taints the Node carries (TaintToleration's; the cordon is
+    NodeUnschedulable's)."""
+    taints = (node.get("spec") or {}).get("taints") or ()
+    return [t for t in taints if t.get("effect") in BLOCKING_EFFECTS]
 
 
 def tolerates_all(pod: Mapping[str, Any], taints: Iterable[Taint]) -> bool:
