@@ -13,8 +13,8 @@ from reconciler.compile.power import power_conf
 from reconciler.compile.profile import Profile
 from reconciler.compile.slurm_nodes import SlurmNodeSpec
 from reconciler.compile.slurmdbd import accounting_plan
+from reconciler.config.control_chars import control_character
 from reconciler.config.defaults import DEFAULT_KILL_WAIT_SECONDS
-from reconciler.config.slurm_words import control_character
 from reconciler.config.topology import topology_settings
 from reconciler.errors import CompileError, Location
 

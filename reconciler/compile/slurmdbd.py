@@ -24,7 +24,7 @@ from reconciler.compile.workloads import (
     service_for,
     statefulset_for,
 )
-from reconciler.config.slurm_words import control_character
+from reconciler.config.control_chars import control_character
 from reconciler.errors import CompileError
 
 SLURMDBD_PORT = 6819
