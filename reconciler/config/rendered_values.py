@@ -12,9 +12,9 @@ Checked where they are written, so the refusal names the file, line and key.
   into 4,096 bytes (the rest of a longer line is read as a line of its own).
 - A script (s6, prolog, epilog) is many lines by nature: it holds line feeds and tabs, no other
   control character. A CR breaks the `#!` line ("bad interpreter: /bin/sh^M") and, like ESC or
-  a backspace, lets the script read otherwise in a terminal or a diff than it runs; a NUL is
-  read differently by execve, sh and bash. None has a use in a script that an escape like
-  `printf '\\r'` does not serve.
+  a backspace, lets the script read otherwise in a terminal or a diff than it runs; a NUL ends
+  a C string, so a tool shows less of the script than runs. None has a use in a script that an
+  escape like `printf '\\r'` does not serve.
 """
 
 from __future__ import annotations

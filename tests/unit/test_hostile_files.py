@@ -13,12 +13,19 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from reconciler import cli
+from reconciler.compile import directory, pyxis
 from reconciler.compile.desired import DesiredState, compile_desired_state
-from reconciler.errors import ReconcilerError
+from reconciler.compile.lines import write_lines, write_script
+from reconciler.compile.s6_services import S6Service, s6_config_map_data
+from reconciler.errors import LineInjectionError, ReconcilerError
 from tests.unit.conftest import config_from
 
 NODES = "compute:\n  nodes:\n    cpu: {definitions: [cpu-epyc], replicas: 1}\n"
@@ -74,6 +81,17 @@ def test_the_password_is_never_in_the_refusal() -> None:
     text = _refusal(_directory(entry))
     assert "hunter2" not in text and "debug_level" not in text
     assert "directoryService.directories[0].user.password" in text
+
+
+def test_render_prints_one_refusal_line_and_a_hint_no_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    entry = 'ldapUri: "ldaps://x\\n[domain/evil]", user: {password: "pw\\nx = y"}'
+    (tmp_path / "values.yaml").write_text(_directory(entry))
+    assert cli.main(["render", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: values.yaml:6 (directoryService.directories[0].ldapUri): ")
+    assert len(err.strip().splitlines()) == 2 and "hint:" in err and "Traceback" not in err
 
 
 PYXIS_ATTACKS = {
@@ -216,3 +234,111 @@ def _rendered(state: DesiredState) -> dict[str, Any]:
 def test_allowed_values_render_byte_identical() -> None:
     rendered = json.dumps(_rendered(compile_desired_state(config_from(ALLOWED))), sort_keys=True)
     assert hashlib.sha256(rendered.encode()).hexdigest() == ALLOWED_DIGEST
+
+
+# ---- the writer: the last guard, whatever a value's source ------------------------------------
+
+
+def test_sssd_conf_refuses_a_line_break_that_no_config_check_saw() -> None:
+    """Values straight into the renderer (as a future source might hand them): the writer
+    names the file and the key."""
+    values = {"directoryService": {"directories": [
+        {"name": "default", "ldapUri": "ldaps://x"},
+        {"name": "b", "ldapUri": "ldaps://y", "defaultShell": "/bin/sh\n[domain/evil]"},
+    ]}}  # fmt: skip
+    with pytest.raises(LineInjectionError, match=r"^sssd.conf: directoryService.directories"
+                       r"\[1\].defaultShell holds a line feed \(U\+000A\)"):
+        directory.sssd_conf(values)
+
+
+def test_the_authtok_writer_never_shows_the_password() -> None:
+    values = {"directoryService": {"directories": [
+        {"name": "default", "ldapUri": "ldaps://x", "user": {"password": "hunter2\u2028x = y"}},
+    ]}}  # fmt: skip
+    with pytest.raises(LineInjectionError) as err:
+        directory.value_secrets("slurm", "default", values)
+    assert "hunter2" not in str(err.value)
+    assert "directoryService.directories[0].user.password" in str(err.value)
+
+
+def test_plugstack_refuses_a_line_spank_would_read_as_two() -> None:
+    values = {"compute": {"pyxis": {"enabled": True, "pluginPath": "/" + "a" * 4050}}}
+    with pytest.raises(LineInjectionError, match=r"plugstack.conf line 2 is longer than the 4094"):
+        pyxis.render_plugstack_conf(values)
+    values["compute"]["pyxis"]["pluginPath"] = "/x.so\rrequired /y.so"
+    with pytest.raises(LineInjectionError, match=r"compute.pyxis.pluginPath holds a carriage"):
+        pyxis.render_plugstack_conf(values)
+
+
+def test_an_s6_script_that_no_config_check_saw_is_refused() -> None:
+    with pytest.raises(LineInjectionError, match=r"^compute.s6.boot.script line 1 holds a NUL"):
+        s6_config_map_data([S6Service("boot", "oneshot", "#!/bin/sh\x00\n")])
+
+
+@pytest.mark.parametrize("line", ["a\nb", "a\rb", "a\x00", "\x1b[2K", "a\u2029", "a\x85b"])
+def test_write_lines_refuses_a_line_holding_a_control_character(line: str) -> None:
+    with pytest.raises(LineInjectionError, match=r"^x.conf line 2 holds "):
+        write_lines("x.conf", ["ok\tfine", line])
+
+
+def test_write_lines_and_write_script_keep_what_they_are_given() -> None:
+    assert write_lines("x.conf", ["a = b", "", "\tc"]) == "a = b\n\n\tc\n"
+    assert write_script("k", "#!/bin/sh\n\techo hi") == "#!/bin/sh\n\techo hi"
+
+
+# ---- property: no value with a control character reaches a rendered file ----------------------
+
+# Letters, the characters the formats give a meaning (sections, keys, comments, separators),
+# and every kind of line break and control character.
+_ALPHABET = st.sampled_from(list("aZ/:_=,#;[] \t\n\r\x00\x0b\x0c\x1b\x1c\x85\x9b\u2028\u2029\"'\\"))
+_SSSD_KEYS = ("ldapUri", "defaultShell", "fallbackHomeDir", "user.password", "user.bindDn")
+
+
+def _ini_shape(text: str) -> list[str]:
+    """Sections and keys, line by line, as sssd's ini reader sees them (comments start a line)."""
+    return [line.split("=", 1)[0].strip() for line in text.splitlines()
+            if line.strip() and not line.lstrip().startswith(("#", ";"))]  # fmt: skip
+
+
+def _with(key: str, value: str) -> DesiredState:
+    """One directory whose `key` is `value` (an ldapUri after `ldaps://`), with a password."""
+    if key == "ldapUri":
+        return compile_desired_state(config_from(_directory(
+            f"ldapUri: {json.dumps('ldaps://' + value)}, user: {{password: pw}}")))  # fmt: skip
+    user = {"password": "pw", **({key[5:]: value} if key.startswith("user.") else {})}
+    entry = {"ldapUri": "ldaps://x", "user": user, **({} if "." in key else {key: value})}
+    return compile_desired_state(config_from(_directory(json.dumps(entry)[1:-1])))
+
+
+def _control_free(text: str) -> bool:
+    return all(c in "\n\t" or not (c < " " or "\x7f" <= c <= "\x9f" or c in "\u2028\u2029")
+               for c in text)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(_SSSD_KEYS), st.text(_ALPHABET, min_size=1, max_size=16))
+def test_no_directory_value_adds_a_line_a_section_or_a_key(key: str, value: str) -> None:
+    """Whatever the text, it is refused, or sssd.conf and the authtok snippet have the shape
+    (sections and keys, in order) a plain value of that key gives them."""
+    try:
+        state = _with(key, value)
+    except ReconcilerError:
+        return
+    plain = _with(key, "v")
+    sssd, snippet = _map(state, "slurm-directory")["sssd.conf"], state.value_secrets[0].data
+    assert _control_free(sssd) and _control_free(snippet)
+    assert _ini_shape(sssd) == _ini_shape(_map(plain, "slurm-directory")["sssd.conf"])
+    assert _ini_shape(snippet) == _ini_shape(plain.value_secrets[0].data)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(_ALPHABET, min_size=1, max_size=16))
+def test_no_plugin_path_adds_a_plugin_or_an_argument(path: str) -> None:
+    values = f"compute:\n  pyxis: {{enabled: true, pluginPath: {json.dumps(path)}}}\n"
+    try:
+        state = compile_desired_state(config_from(values + _NODES_ONLY))
+    except ReconcilerError:
+        return
+    lines = _map(state, "slurm-slurm-conf")["plugstack.conf"].split("#", 2)[1].splitlines()
+    words = lines[1].split()
+    assert len(lines) == 2 and words[1] == path and len(words) == 6
