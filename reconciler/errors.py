@@ -69,6 +69,12 @@ class CompileError(ReconcilerError):
     """The composed configuration cannot become a valid Slurm or Kubernetes object."""
 
 
+class LineInjectionError(CompileError):
+    """A value would add a line (or hide one) in a line-oriented file we render: the writer's
+    last guard (compile/lines.py), for what no config check stopped. Names the file and the
+    key or line, never the value (it may be a password)."""
+
+
 class LocalStackError(ReconcilerError):
     """A daemon of the local stack (etcd, kube-apiserver, munged, slurmctld, ...) failed."""
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from reconciler.compile.lines import one_line, write_lines
 from reconciler.compile.value_secrets import ValueSecret
 from reconciler.config.directory import sudo_group_list
 
@@ -37,6 +38,11 @@ SSHD_SNIPPET_PATH = "/etc/ssh/sshd_config.d/sunk-directory.conf"
 NSSWITCH_PATH = "/etc/nsswitch.conf"
 AUTHORIZED_KEYS_COMMAND = "/usr/bin/sss_ssh_authorizedkeys"
 DEFAULT_DEBUG_LEVEL = 0x0200  # seed 001's default
+# The sssd.conf keys whose value a directory entry writes, and that entry's key.
+_USER_KEYS = {"ldap_uri": "ldapUri", "ldap_search_base": "user.searchBase",
+              "ldap_default_bind_dn": "user.bindDn", "default_shell": "defaultShell",
+              "fallback_homedir": "fallbackHomeDir",
+              "override_homedir": "overrideHomeDir"}  # fmt: skip
 
 # The sidecar's start: /etc/sssd as sssd demands it (root-owned, 0600 files, snippets in
 # conf.d), the emptyDir's folders sssd expects the package to have made, a CA from ldapsCert
@@ -59,7 +65,13 @@ exec sssd -i --logger=stderr
 
 
 def enabled_directories(values: Obj) -> list[Obj]:
-    return [d for d in _all_directories(values) if d.get("enabled", True) is not False]
+    return [d for _, d in _enabled(values)]
+
+
+def _enabled(values: Obj) -> list[tuple[int, Obj]]:
+    """(index in directoryService.directories, entry) of each enabled directory."""
+    return [(i, d) for i, d in enumerate(_all_directories(values))
+            if d.get("enabled", True) is not False]  # fmt: skip
 
 
 def directory_enabled(values: Obj) -> bool:
@@ -82,12 +94,17 @@ def value_secrets(release: str, namespace: str, values: Obj) -> list[ValueSecret
         password = (directory.get("user") or {}).get("password")
         if not password or directory.get("enabled", True) is False:
             continue
-        snippet = f"[domain/{_name(directory)}]\nldap_default_authtok = {password}\n"
+        key = f"{_key(index)}.user.password"
+        value = one_line("the authtok snippet", key, password, secret=True)
+        snippet = write_lines("the authtok snippet",
+                              [f"[domain/{_name(directory)}]", f"ldap_default_authtok = {value}"])
         found.append(ValueSecret(password_secret_name(release, directory), namespace, release,
-                                 "authtok.conf",
-                                 f"directoryService.directories[{index}].user.password",
-                                 snippet))  # fmt: skip
+                                 "authtok.conf", key, snippet))  # fmt: skip
     return found
+
+
+def _key(index: int) -> str:
+    return f"directoryService.directories[{index}]"
 
 
 def _all_directories(values: Obj) -> list[Obj]:
@@ -107,17 +124,17 @@ def _authtok_secret(release: str, directory: Obj) -> str | None:
 
 def sssd_conf(values: Obj) -> str:
     """sssd.conf: one [domain/<name>] per enabled directory, as sssd-ldap(5) spells it."""
-    directories = enabled_directories(values)
-    names = [_name(d) for d in directories]
+    directories = _enabled(values)
+    names = [_name(d) for _, d in directories]
     lines = ["[sssd]", "config_file_version = 2", "services = nss, pam, ssh",
              f"domains = {', '.join(names)}", "", "[nss]", "filter_users = root",
              "filter_groups = root", "", "[pam]", "", "[ssh]", ""]  # fmt: skip
-    for directory in directories:
-        lines += [f"[domain/{_name(directory)}]", *_domain(directory), ""]
-    return "\n".join(lines)
+    for index, directory in directories:
+        lines += [f"[domain/{_name(directory)}]", *_domain(index, directory), ""]
+    return write_lines("sssd.conf", lines[:-1])  # the last blank line is the file's end
 
 
-def _domain(directory: Obj) -> list[str]:
+def _domain(index: int, directory: Obj) -> list[str]:
     user = directory.get("user") or {}
     settings: dict[str, str] = {
         "id_provider": "ldap",
@@ -139,7 +156,15 @@ def _domain(directory: Obj) -> list[str]:
         settings["ldap_tls_cert"] = f"{folder}/tls.crt"
         settings["ldap_tls_key"] = f"{folder}/tls.key"
         settings["ldap_tls_reqcert"] = "demand"
-    return [f"{key} = {value}" for key, value in settings.items() if value != ""]
+    return [_setting(index, key, value) for key, value in settings.items() if value != ""]
+
+
+def _setting(index: int, key: str, value: str) -> str:
+    """One `key = value` line; a value the user wrote goes through the writer's one-line
+    check, which names its values key."""
+    if key in _USER_KEYS:
+        value = one_line("sssd.conf", f"{_key(index)}.{_USER_KEYS[key]}", value)
+    return f"{key} = {value}"
 
 
 def _debug_level(level: Any) -> str:
@@ -158,7 +183,7 @@ def sudoers(values: Obj) -> str:
     unique = list(dict.fromkeys(groups))
     lines = ["# Rendered by sunk-reconciler from directoryService.sudoGroups."]
     lines += [f"%{_sudoers_word(group)} ALL=(ALL:ALL) NOPASSWD: ALL" for group in unique]
-    return "\n".join(lines) + "\n"
+    return write_lines("sudoers", lines)
 
 
 def _sudoers_word(group: str) -> str:
@@ -167,13 +192,14 @@ def _sudoers_word(group: str) -> str:
 
 
 def sshd_snippet() -> str:
-    return (f"AuthorizedKeysCommand {AUTHORIZED_KEYS_COMMAND} %u\n"
-            "AuthorizedKeysCommandUser nobody\n")  # fmt: skip
+    return write_lines("sshd_config", [f"AuthorizedKeysCommand {AUTHORIZED_KEYS_COMMAND} %u",
+                                       "AuthorizedKeysCommandUser nobody"])  # fmt: skip
 
 
 def nsswitch_conf() -> str:
-    return ("passwd: files sss\ngroup: files sss\nshadow: files\nhosts: files dns\n"
-            "services: files\nnetgroup: files\nsudoers: files\n")  # fmt: skip
+    return write_lines("nsswitch.conf", ["passwd: files sss", "group: files sss",
+                                         "shadow: files", "hosts: files dns", "services: files",
+                                         "netgroup: files", "sudoers: files"])  # fmt: skip
 
 
 def config_map_data(values: Obj) -> dict[str, str]:

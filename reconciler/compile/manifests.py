@@ -9,6 +9,7 @@ from typing import Any
 
 from reconciler import wellknown as wk
 from reconciler.compile.directory import with_directory
+from reconciler.compile.lines import one_line, write_script
 from reconciler.compile.munge import munge_container, munge_socket_mount, munge_volumes
 from reconciler.compile.power import power_saving
 from reconciler.compile.pyxis import with_pyxis
@@ -278,9 +279,11 @@ def _script_config_map(slurmd: dict[str, Any], kind: str, release: str = "") -> 
 
 def script_files(source: str | dict[str, str], kind: str) -> dict[str, str]:
     """slurmd.prolog may be one script or a mapping of file name -> script."""
+    key = f"slurmConfig.slurmd.{kind}"
     if isinstance(source, str):
-        return {f"00-{kind}.sh": source}
-    return {str(k): str(v) for k, v in source.items()}
+        return {f"00-{kind}.sh": write_script(key, source)}
+    return {one_line(f"the {kind} ConfigMap", f"a file name of {key}", str(k)):
+            write_script(f"{key}.{k}", str(v)) for k, v in source.items()}  # fmt: skip
 
 
 def pvc_volume_name(pvc: str) -> str:

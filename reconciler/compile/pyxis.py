@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from reconciler.compile.lines import one_line, write_lines
+
 PLUGSTACK_CONF = "plugstack.conf"
 # pyxis's `make install` puts the plugin here; a deb build puts it under /usr/lib.
 DEFAULT_PLUGIN_PATH = "/usr/local/lib/slurm/spank_pyxis.so"
@@ -25,6 +27,8 @@ ENROOT_DATA_DIR = "/var/lib/enroot/data"  # the filesystems of running container
 ENROOT_CONFIG_DIR = "/var/lib/enroot/config"  # $ENROOT_CONFIG_PATH: .credentials
 CREDENTIALS_KEY = ".credentials"  # the Secret's key, and the file enroot reads
 PYXIS_CAPABILITIES = ("SYS_NICE", "SYS_ADMIN")  # seed 001, "Enabling Pyxis"
+# spank reads a plugstack.conf line with fgets into 4,096 bytes: its text and line feed fit.
+PLUGSTACK_LINE_BYTES = 4094
 
 
 def pyxis_values(values: dict[str, Any]) -> dict[str, Any]:
@@ -49,16 +53,17 @@ def render_plugstack_conf(values: dict[str, Any]) -> str:
     spelled out at the values we choose, so the file says what runs."""
     pyxis = pyxis_values(values)
     kind = "required" if pyxis.get("required", True) else "optional"
-    plugin = pyxis.get("pluginPath") or DEFAULT_PLUGIN_PATH
+    plugin = one_line(PLUGSTACK_CONF, "compute.pyxis.pluginPath",
+                      pyxis.get("pluginPath") or DEFAULT_PLUGIN_PATH)
     args = [
         f"runtime_path={PYXIS_RUNTIME_PATH}",
         "execute_entrypoint=0",  # run the job's command, not the image's ENTRYPOINT first
         "container_scope=global",  # a named container outlives the job that made it
         "sbatch_support=1",  # #SBATCH --container-image runs the batch script in it
     ]
-    return f"# pyxis (compute.pyxis), loaded by srun, sbatch and slurmd\n{kind} {plugin} " + (
-        " ".join(args) + "\n"
-    )
+    lines = ["# pyxis (compute.pyxis), loaded by srun, sbatch and slurmd",
+             " ".join([kind, plugin, *args])]  # fmt: skip
+    return write_lines(PLUGSTACK_CONF, lines, max_length=PLUGSTACK_LINE_BYTES)
 
 
 def render_enroot_conf(values: dict[str, Any]) -> str:
@@ -73,9 +78,8 @@ def render_enroot_conf(values: dict[str, Any]) -> str:
     ]
     width = max(len(name) for name, _ in settings) + 1
     lines = [f"{name:<{width}}{value}" for name, value in settings]
-    return "# enroot (compute.pyxis); every variable: enroot's doc/configuration.md\n" + (
-        "\n".join(lines) + "\n"
-    )
+    header = "# enroot (compute.pyxis); every variable: enroot's doc/configuration.md"
+    return write_lines(ENROOT_CONF, [header, *lines])
 
 
 def with_pyxis(spec: dict[str, Any], release: str, values: dict[str, Any]) -> dict[str, Any]:

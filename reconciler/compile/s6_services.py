@@ -25,6 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from reconciler.compile.lines import write_lines, write_script
+
 S6_OVERLAY_DIR = "/etc/s6-overlay"
 S6_RC_DIR = f"{S6_OVERLAY_DIR}/s6-rc.d"
 S6_SCRIPTS_DIR = f"{S6_OVERLAY_DIR}/scripts"
@@ -60,14 +62,16 @@ def _source_files(service: S6Service, oneshots: list[str]) -> list[tuple[str, st
     """(ConfigMap key, path in the volume, content, mode) of one service; a longrun depends
     on every oneshot in `oneshots`."""
     name, home = service.name, f"s6-rc.d/{service.name}"
-    files = [(f"{name}.type", f"{home}/type", f"{service.type}\n", _FILE)]
+    files = [(f"{name}.type", f"{home}/type", write_lines(f"{home}/type", [service.type]), _FILE)]
+    script = write_script(f"compute.s6.{name}.script", service.script)
     if service.type == ONESHOT:
+        up = write_lines(f"{home}/up", [f"{S6_SCRIPTS_DIR}/{name}"])
         files += [
-            (f"{name}.up", f"{home}/up", f"{S6_SCRIPTS_DIR}/{name}\n", _FILE),
-            (f"{name}.script", f"scripts/{name}", service.script, _EXECUTABLE),
+            (f"{name}.up", f"{home}/up", up, _FILE),
+            (f"{name}.script", f"scripts/{name}", script, _EXECUTABLE),
         ]
     else:
-        files.append((f"{name}.run", f"{home}/run", service.script, _EXECUTABLE))
+        files.append((f"{name}.run", f"{home}/run", script, _EXECUTABLE))
         files += [(f"{name}.after.{oneshot}", f"{home}/dependencies.d/{oneshot}", "", _FILE)
                   for oneshot in oneshots]  # fmt: skip
     files += [

@@ -9,12 +9,13 @@ from typing import Any
 
 import hostlist
 
+from reconciler.compile.lines import write_lines
 from reconciler.compile.power import power_conf
 from reconciler.compile.profile import Profile
 from reconciler.compile.slurm_nodes import SlurmNodeSpec
 from reconciler.compile.slurmdbd import accounting_plan
+from reconciler.config.control_chars import control_character
 from reconciler.config.defaults import DEFAULT_KILL_WAIT_SECONDS
-from reconciler.config.slurm_words import control_character
 from reconciler.config.topology import topology_settings
 from reconciler.errors import CompileError, Location
 
@@ -132,7 +133,7 @@ def render_slurm_conf(
     nodesets = sorted({*(s.nodeset for s in specs), *empty_nodesets})
     lines += [f"NodeSet={name} Feature={name}" for name in nodesets]
     lines += ["", "# Partitions (compute.partitions)", *(p.line() for p in partitions)]
-    return "\n".join(lines) + "\n"
+    return write_lines("slurm.conf", lines)
 
 
 def _settings(
@@ -278,7 +279,7 @@ def render_gres_conf(specs: list[SlurmNodeSpec], profile: Profile) -> str:
     lines = ["# Rendered by reconciler from the config repo; edit the repo, not this file."]
     if not profile.is_local:
         lines.append("AutoDetect=nvml" if gpu_specs else "# no GPU node definitions")
-        return "\n".join(lines) + "\n"
+        return write_lines("gres.conf", lines)
     lines.append("AutoDetect=off")
     for spec in gpu_specs:
         assert spec.gres is not None
@@ -287,7 +288,7 @@ def render_gres_conf(specs: list[SlurmNodeSpec], profile: Profile) -> str:
             devices = f"{profile.gres_device_dir}/gpu0"
         type_part = f" Type={spec.gres.type}" if spec.gres.type else ""
         lines.append(f"NodeName={declared_range(spec)} Name=gpu{type_part} File={devices}")
-    return "\n".join(lines) + "\n"
+    return write_lines("gres.conf", lines)
 
 
 def partitions_in(conf: str) -> list[Partition]:

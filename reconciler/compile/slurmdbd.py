@@ -9,6 +9,7 @@ from typing import Any
 
 from reconciler import wellknown as wk
 from reconciler.compile.directory import with_directory
+from reconciler.compile.lines import write_lines
 from reconciler.compile.manifests import config_map, image_ref
 from reconciler.compile.munge import munge_container, munge_socket_mount, munge_volumes
 from reconciler.compile.profile import Profile
@@ -24,7 +25,7 @@ from reconciler.compile.workloads import (
     service_for,
     statefulset_for,
 )
-from reconciler.config.slurm_words import control_character
+from reconciler.config.control_chars import control_character
 from reconciler.errors import CompileError
 
 SLURMDBD_PORT = 6819
@@ -115,7 +116,7 @@ def render_slurmdbd_conf(release: str, plan: AccountingPlan, site: dict[str, str
                 f"slurmdbd.conf setting {key} holds a control character",
                 hint="a value must stay on its own line; remove it",
             )
-    return "".join(f"{key}={value}\n" for key, value in settings.items())
+    return write_lines("slurmdbd.conf", (f"{key}={value}" for key, value in settings.items()))
 
 
 def slurmdbd_objects(

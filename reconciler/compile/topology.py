@@ -21,6 +21,7 @@ from typing import Any
 
 import hostlist
 
+from reconciler.compile.lines import write_lines
 from reconciler.compile.slurm_conf import Partition
 from reconciler.config.repo import Config
 from reconciler.config.topology import PLUGINS
@@ -229,7 +230,7 @@ def render_topology(
         lines = _block_lines(spec, places, unplaced, notes)
     else:
         lines = _tree_lines(places, unplaced)
-    return RenderedTopology("\n".join([HEADER, *lines]) + "\n", tuple(notes))
+    return RenderedTopology(write_lines("topology.conf", [HEADER, *lines]), tuple(notes))
 
 
 def _places(

@@ -21,6 +21,7 @@ from reconciler.config.accounting import check_accounting, note_accounting
 from reconciler.config.layering import deep_update, tag
 from reconciler.config.limits import ValueBudget
 from reconciler.config.policy_file import Override, Policy, parse_policy_file
+from reconciler.config.rendered_values import check_rendered_values
 from reconciler.config.reservations import check_reservations
 from reconciler.config.schema import Warning_, check_layer_file, check_values_file
 from reconciler.config.slurm_words import check_layer_words, check_slurm_values
@@ -168,6 +169,7 @@ def _merge_values(
         doc = parse_yaml(files[name], name, budget)
         check_values_file(doc, warnings)
         check_slurm_values(doc)
+        check_rendered_values(doc)
         check_reservations(doc, files[name])
         _note_reservations(doc, reservation_locations)
         check_accounting(doc)

@@ -14,13 +14,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from reconciler.config.control_chars import character_name, text_control_character
 from reconciler.config.yamlfile import KeyPath, YamlFile, format_path, lookup
 from reconciler.errors import ConfigTypeError
 
 # Printable ASCII but space, `#` (a comment), quotes and `\` (Slurm's quoting and escapes).
 WORD = re.compile(r"[\x21\x24-\x26\x28-\x5b\x5d-\x7e]+")
-# Control characters, and the line separators Python's splitlines breaks at and Slurm not.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 # Values rendered as `KEY=<value>` into slurm.conf or slurmdbd.conf.
 VALUE_WORDS: tuple[KeyPath, ...] = (
@@ -41,13 +40,7 @@ _WORD_HINT = (
     "keys. Set further slurm.conf keys in slurmConfig.extraConfig"
 )
 
-
-def control_character(text: str, allowed: str = "") -> str | None:
-    """The first control character (or line separator) of `text` not in `allowed`."""
-    for found in _CONTROL.finditer(text):
-        if found.group() not in allowed:
-            return found.group()
-    return None
+_TEXT_HINT = "slurm.conf text may hold tabs and line breaks, no other control characters"
 
 
 def check_slurm_values(doc: YamlFile) -> None:
@@ -59,7 +52,7 @@ def check_slurm_values(doc: YamlFile) -> None:
     for path in VALUE_TEXTS:
         value, found = lookup(doc.data, path)
         if found and isinstance(value, str):
-            _check_text(doc, path, value)
+            check_text(doc, path, value)
     nodes, _ = lookup(doc.data, ("compute", "nodes"))
     for name, definition in (nodes or {}).items():
         check_node_words(doc, ("compute", "nodes", name), definition)
@@ -91,16 +84,17 @@ def _check_word(doc: YamlFile, path: KeyPath, value: str) -> None:
         )
 
 
-def _check_text(doc: YamlFile, path: KeyPath, text: str) -> None:
-    for number, line in enumerate(text.split("\n"), start=1):
-        bad = control_character(line, allowed="\t")
-        if bad is not None:
-            raise ConfigTypeError(
-                f"{format_path(path)} line {number} holds the control character {bad!r}",
-                where=doc.location(path),
-                hint="slurm.conf text may hold tabs and line breaks, no other control "
-                "characters; remove it",
-            )
+def check_text(doc: YamlFile, path: KeyPath, text: str, hint: str = _TEXT_HINT) -> None:
+    """Multi-line text (extraConfig, a script): line breaks and tabs, no other control
+    character."""
+    found = text_control_character(text)
+    if found is not None:
+        number, bad = found
+        raise ConfigTypeError(
+            f"{format_path(path)} line {number} holds {character_name(bad)}",
+            where=doc.location(path),
+            hint=hint,
+        )
 
 
 def _shown(value: str) -> str:
