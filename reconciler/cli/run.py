@@ -276,11 +276,18 @@ def _words(values: list[str], option: str) -> list[str]:
 def _webhook_secret(args: argparse.Namespace) -> bytes | None:
     if args.webhook_secret_file:
         try:
-            return args.webhook_secret_file.read_bytes().strip()
+            secret = args.webhook_secret_file.read_bytes().strip()
         except OSError as error:
             raise ReconcilerError(
                 f"cannot read --webhook-secret-file {args.webhook_secret_file}: {error.strerror}"
             ) from None
+        if not secret:  # an HMAC under an empty key is one anyone can compute: no auth at all
+            raise ReconcilerError(
+                f"--webhook-secret-file {args.webhook_secret_file} is empty",
+                hint="put the secret the forge signs with in it (e.g. openssl rand -hex 32), "
+                "or drop the flag to serve no /webhook",
+            )
+        return secret
     value = os.environ.get(WEBHOOK_SECRET_ENV, "").strip()
     return value.encode() if value else None
 
