@@ -100,11 +100,24 @@ class GitSource:
         self._run("reset", "-q", "--hard", sha)
         self._run("clean", "-ffdxq")
         subject, _, author = self._run("log", "-1", "--format=%s%x00%an", sha).partition("\0")
-        return Revision(
-            sha,
-            self._workdir / self._subdir if self._subdir else self._workdir,
-            self.origin,
-            f"{subject} ({author})",
+        return Revision(sha, self._tree(sha), self.origin, f"{subject} ({author})")
+
+    def _tree(self, sha: str) -> Path:
+        """The config repo's folder in the checkout of `sha`. A commit may turn --git-subdir
+        (or a folder above it) into a symlink: resolved, it must still be inside the checkout
+        and outside .git, or the daemon would read whatever the link names as the repo."""
+        if not self._subdir:
+            return self._workdir
+        root = self._workdir.resolve()
+        resolved = (self._workdir / self._subdir).resolve()
+        if resolved.is_relative_to(root) and not resolved.is_relative_to(root / ".git"):
+            return self._workdir / self._subdir
+        raise SourceError(
+            f"refusing commit {sha[:12]} of branch {self.branch!r} of {redacted(self.url)}: "
+            f"--git-subdir {self._subdir!r} is or passes through a symlink leading out of the "
+            "checkout",
+            revision=sha,
+            hint="make the folder a real directory (or a link within the repo) again",
         )
 
     def _verify(self, sha: str) -> None:
