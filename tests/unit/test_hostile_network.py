@@ -10,16 +10,22 @@ import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from kubernetes.client import ApiClient
 
 from reconciler.adapters.kube import Kube
-from reconciler.cli.run import _webhook_secret
+from reconciler.cli import build_parser
+from reconciler.cli.run import _source, _webhook_secret
 from reconciler.daemon.converge import Converger
 from reconciler.daemon.run import HTTP_LIMITS, Daemon, RunSettings
+from reconciler.daemon.startup import Prepared, Startup
 from reconciler.daemon.webhook import judge
 from reconciler.errors import ReconcilerError, SourceError
+from reconciler.scheduler.pod_policies import PodPolicies
+from reconciler.sources import Revision
 from reconciler.sources.directory import DirectorySource
 from reconciler.sources.git import GitSource
 from tests.unit.git_remote import git, new_remote
@@ -173,3 +179,143 @@ def test_a_client_trickling_past_the_cap_does_not_hold_the_probe(daemon: Daemon)
             for conn in trickling:
                 conn.close()
         assert conns
+
+
+# ---- item 4: a rollback by force push ----------------------------------------------------------
+
+
+def _push(work: Path, text: str) -> str:
+    (work / "values.yaml").write_text(text)
+    return _commit_all(work, text.strip())
+
+
+class _Applied:
+    """The last revision applied, as the daemon's status says it (what the source asks)."""
+
+    def __init__(self, origin: str = "") -> None:
+        self.revision = ""
+        self.origin = origin
+
+    def __call__(self) -> tuple[str, str]:
+        return self.revision, self.origin
+
+
+def _rollback_remote(tmp_path: Path) -> tuple[Path, Path, str, str]:
+    bare, work = new_remote(tmp_path)
+    old = _push(work, "release: old\n")
+    new = _push(work, "release: new\n")
+    return bare, work, old, new
+
+
+def test_a_force_push_back_to_an_older_commit_is_refused(tmp_path: Path) -> None:
+    bare, work, old, new = _rollback_remote(tmp_path)
+    applied = _Applied()
+    source = GitSource(str(bare), "main", tmp_path / "checkout", applied=applied)
+    assert source.fetch().id == new
+    applied.revision = new
+    git(work, "push", "-q", "--force", "origin", f"{old}:refs/heads/main")
+    with pytest.raises(SourceError) as caught:
+        source.fetch()
+    error = caught.value
+    assert error.revision == old and "\n" not in error.message
+    assert f"commit {old[:12]}" in error.message and f"descend from {new[:12]}" in error.message
+    assert "--allow-non-descendant" in error.message
+    assert (tmp_path / "checkout" / "values.yaml").read_text() == "release: new\n"  # not moved
+    # A commit on top of the applied one is taken again.
+    git(work, "reset", "-q", "--hard", new)
+    later = _push(work, "release: later\n")
+    assert source.fetch().id == later
+
+
+def test_a_commit_of_another_branch_is_refused(tmp_path: Path) -> None:
+    bare, work, _old, new = _rollback_remote(tmp_path)
+    git(work, "checkout", "-q", "--orphan", "other")
+    other = _push_to(work, "release: other\n", "other")
+    applied = _Applied()
+    applied.revision = new
+    source = GitSource(str(bare), "main", tmp_path / "checkout", applied=applied)
+    git(work, "push", "-q", "--force", "origin", f"{other}:refs/heads/main")
+    with pytest.raises(SourceError, match=f"does not descend from {new[:12]}"):
+        source.fetch()
+
+
+def test_a_rollback_the_applied_commit_of_which_is_gone_is_refused(tmp_path: Path) -> None:
+    """A new Pod (empty workdir) after the applied commit was force-pushed away: nothing
+    proves the head descends from it."""
+    bare, work, old, new = _rollback_remote(tmp_path)
+    git(work, "push", "-q", "--force", "origin", f"{old}:refs/heads/main")
+    git(bare, "reflog", "expire", "--expire=now", "--all")
+    git(bare, "gc", "-q", "--prune=now")
+    applied = _Applied()
+    applied.revision = new
+    with pytest.raises(SourceError, match=f"descend from {new[:12]}"):
+        GitSource(str(bare), "main", tmp_path / "fresh", applied=applied).fetch()
+
+
+def test_allow_non_descendant_applies_the_rollback(tmp_path: Path) -> None:
+    bare, work, old, new = _rollback_remote(tmp_path)
+    applied = _Applied()
+    applied.revision = new
+    git(work, "push", "-q", "--force", "origin", f"{old}:refs/heads/main")
+    source = GitSource(
+        str(bare), "main", tmp_path / "checkout", applied=applied, allow_non_descendant=True
+    )
+    assert source.fetch().id == old
+
+
+def _push_to(work: Path, text: str, branch: str) -> str:
+    (work / "values.yaml").write_text(text)
+    git(work, "add", "-A")
+    git(work, "commit", "-q", "-m", text.strip())
+    git(work, "push", "-q", "origin", branch)
+    return git(work, "rev-parse", "HEAD")
+
+
+class _StatusKube:
+    """The status ConfigMap alone, in memory: what a restarted daemon reads it from."""
+
+    def __init__(self, applied: str, origin: str) -> None:
+        self.data = {"appliedRevision": applied, "revision": applied, "state": "applied",
+                     "appliedOrigin": f"git {origin}@main"}  # fmt: skip
+
+    def get(self, api: str, kind: str, name: str, namespace: str) -> dict[str, Any]:
+        assert (kind, name) == ("ConfigMap", "slurm-reconciler-status")
+        return {"data": dict(self.data)}
+
+    def apply(self, obj: dict[str, Any], *, force: bool = False) -> None:
+        self.data = dict(obj["data"])
+
+
+def _prepared(revision: Revision) -> Prepared:
+    settings = SimpleNamespace(release="slurm", namespace="slurm")
+    return Prepared(SimpleNamespace(settings=settings), None, PodPolicies())  # type: ignore[arg-type]
+
+
+def test_a_restarted_daemon_does_not_start_from_a_rolled_back_head(tmp_path: Path) -> None:
+    """The rollback pushed while no replica ran (or that restarted it): at startup the head is
+    checked against the status ConfigMap's applied revision, and the daemon runs from that."""
+    bare, work, old, new = _rollback_remote(tmp_path)
+    git(work, "push", "-q", "--force", "origin", f"{old}:refs/heads/main")
+    kube = _StatusKube(applied=new, origin=str(bare))
+    converger = Converger(argparse.Namespace(), kube)  # type: ignore[arg-type]
+    source = _source(_run_args(bare, tmp_path), kube, tmp_path / "w", converger.applied)  # type: ignore[arg-type]
+    startup = Startup(source, _prepared, converger, kube, release=None, namespace=None)  # type: ignore[arg-type]
+    start = startup.once()
+    assert (start.revision.id, start.fallback) == (new, True)
+    assert kube.data["revision"] == old and kube.data["state"] == "failed"
+    assert f"does not descend from {new[:12]}" in kube.data["error"]
+    assert kube.data["appliedRevision"] == new
+
+
+def _run_args(bare: Path, tmp_path: Path, *extra: str) -> argparse.Namespace:
+    parser = build_parser()
+    return parser.parse_args(["run", "--git-url", str(bare), "--workdir", str(tmp_path), *extra])
+
+
+def test_a_revision_applied_from_another_source_is_not_compared(tmp_path: Path) -> None:
+    """A directory's content hash looks like a sha256 commit id: only what this URL and branch
+    applied is an ancestor to look for."""
+    bare, _work, _old, new = _rollback_remote(tmp_path)
+    applied = _Applied(origin=f"directory {tmp_path}")
+    applied.revision = "ab" * 32
+    assert GitSource(str(bare), "main", tmp_path / "checkout", applied=applied).fetch().id == new
