@@ -118,3 +118,18 @@ def test_every_container_in_deploy_is_bounded_and_locked_down() -> None:
         assert security.get("readOnlyRootFilesystem") is True, name
         assert security.get("allowPrivilegeEscalation") is False, name
         assert (security.get("capabilities") or {}).get("drop") == ["ALL"], name
+
+
+def test_nothing_cluster_wide_but_reads() -> None:
+    """Issue 31, item 9: the ClusterRole granted `events create` in every namespace. Events
+    on Pods are granted by the Role of each namespace the scheduler serves; Events on Nodes
+    (kept in "default", as kubelet's) by a Role there. Cluster-wide: reads only."""
+    roles = [doc for path in sorted((ROOT / "deploy").rglob("*.yaml")) for doc in _docs(path)
+             if doc.get("kind") in ("Role", "ClusterRole")]  # fmt: skip
+    for role in roles:
+        if role["kind"] == "ClusterRole":
+            verbs = {verb for rule in role["rules"] for verb in rule["verbs"]}
+            assert verbs <= {"get", "list", "watch"}, (role["metadata"]["name"], verbs)
+    events = {role["metadata"].get("namespace") for role in roles
+              for rule in role["rules"] if "events" in rule["resources"]}  # fmt: skip
+    assert events == {"default", "slurm", "inference"}
