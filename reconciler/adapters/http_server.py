@@ -79,8 +79,10 @@ class GuardedServer(ThreadingHTTPServer):
         self.limits = limits
         self.refusals = Refusals()
         self._slots = threading.BoundedSemaphore(limits.max_connections)
+        self._lane: ProbeLane | None = None  # server_close() runs if the bind below fails
         super().__init__(address, handler)
-        self._lane = ProbeLane(probes, lambda: self.refusals.add(BUSY)) if probes else None
+        if probes is not None:
+            self._lane = ProbeLane(probes, lambda: self.refusals.add(BUSY))
 
     def process_request(self, request: Any, client_address: Any) -> None:
         if not self._slots.acquire(blocking=False):

@@ -319,3 +319,10 @@ def test_a_revision_applied_from_another_source_is_not_compared(tmp_path: Path) 
     applied = _Applied(origin=f"directory {tmp_path}")
     applied.revision = "ab" * 32
     assert GitSource(str(bare), "main", tmp_path / "checkout", applied=applied).fetch().id == new
+
+
+def test_a_port_in_use_is_an_os_error_not_a_crash_in_the_lane(daemon: Daemon) -> None:
+    settings = RunSettings(listen_host="127.0.0.1", listen_port=daemon.port)
+    converger = Converger(argparse.Namespace(), Kube(ApiClient()))
+    with pytest.raises(OSError, match="in use"):
+        Daemon(DirectorySource(Path(".")), converger, settings)
