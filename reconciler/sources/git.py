@@ -72,6 +72,7 @@ class GitSource:
         self._verified: str | None = None  # the last head found trusted: not checked again
         self._applied = applied or (lambda: ("", ""))
         self._allow_non_descendant = allow_non_descendant
+        self._not_compared = ""  # an applied revision from elsewhere, said once
         if self._verifier is not None:
             log.info("source: commits must be signed by one of %d keys of %s",
                      len(self._verifier.fingerprints), self._verifier.keyring)  # fmt: skip
@@ -147,8 +148,10 @@ class GitSource:
         # Applied from another source (a directory, Flux, another URL or branch): no history
         # to compare with. "" is a status written before origins were recorded.
         if origin not in ("", self.origin) or not _COMMIT_ID.fullmatch(applied):
-            log.info("source: the last revision applied came from %s, not %s: %s is not "
-                     "checked against it", origin, self.origin, sha[:12])  # fmt: skip
+            if self._not_compared != applied:  # once, not at every fetch
+                self._not_compared = applied
+                log.info("source: the last revision applied came from %s, not %s: heads are "
+                         "not checked against it", origin, self.origin)  # fmt: skip
             return
         if not self._has(applied):  # a new Pod's empty workdir: fetch it by id if still there
             with contextlib.suppress(SourceError):
