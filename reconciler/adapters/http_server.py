@@ -2,7 +2,9 @@
 metrics, webhook) and the scheduler's hooks API both use it.
 
 - a cap on connections handled at once: past it, a connection is answered 503 and closed at
-  once, so idle or slow clients cannot pile up threads;
+  once, so idle or slow clients cannot pile up threads; with `probes`, it goes to an overflow
+  lane instead (`probe_lane.py`), which answers the probe paths without a thread and refuses
+  the rest, so slow clients filling the cap cannot fail the kubelet's liveness probe;
 - a time limit on each read (an idle client) and on the whole request (a client trickling a
   byte at a time), so a slot is always given back;
 - a body only with a Content-Length that is a number, not negative, and within a limit
@@ -22,15 +24,13 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from reconciler.adapters.probe_lane import BUSY_ANSWER, Answer, ProbeLane
+
 # Refusal reasons, as the metric's label shows them.
 BUSY, TIMEOUT, NO_LENGTH, BAD_LENGTH, TOO_LARGE, UNAUTHORIZED = (
     "busy", "timeout", "no_length", "bad_length", "too_large", "unauthorized",
 )  # fmt: skip
 REASONS = (BUSY, TIMEOUT, NO_LENGTH, BAD_LENGTH, TOO_LARGE, UNAUTHORIZED)
-_BUSY_ANSWER = (
-    b"HTTP/1.0 503 Service Unavailable\r\nContent-Type: text/plain\r\nContent-Length: 32\r\n"
-    b"Retry-After: 1\r\nConnection: close\r\n\r\ntoo many connections; try again\n"
-)
 
 
 @dataclass(frozen=True)
@@ -67,15 +67,28 @@ class GuardedServer(ThreadingHTTPServer):
     request_queue_size = 1024  # a burst of connections waits in the backlog, not refused
 
     def __init__(
-        self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], limits: Limits
+        self,
+        address: tuple[str, int],
+        handler: type[BaseHTTPRequestHandler],
+        limits: Limits,
+        *,
+        probes: Answer | None = None,
     ) -> None:
+        """`probes(path)`: the answer to a probe path, None for others; given, connections
+        past the cap go to an overflow lane that serves those paths."""
         self.limits = limits
         self.refusals = Refusals()
         self._slots = threading.BoundedSemaphore(limits.max_connections)
+        self._lane: ProbeLane | None = None  # server_close() runs if the bind below fails
         super().__init__(address, handler)
+        if probes is not None:
+            self._lane = ProbeLane(probes, lambda: self.refusals.add(BUSY))
 
     def process_request(self, request: Any, client_address: Any) -> None:
         if not self._slots.acquire(blocking=False):
+            if self._lane is not None:
+                self._lane.take(request, client_address)
+                return
             self.refusals.add(BUSY)
             _answer_busy(request)
             self.shutdown_request(request)
@@ -91,6 +104,11 @@ class GuardedServer(ThreadingHTTPServer):
             super().process_request_thread(request, client_address)
         finally:
             self._slots.release()
+
+    def server_close(self) -> None:
+        super().server_close()
+        if self._lane is not None:
+            self._lane.close()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # A client that hung up mid-answer, or one cut at its time limit: nothing to log.
@@ -189,6 +207,6 @@ class _DeadlineReader(io.RawIOBase):
 def _answer_busy(request: socket.socket) -> None:
     try:
         request.setblocking(False)  # the accept loop never waits on a client
-        request.send(_BUSY_ANSWER)
+        request.send(BUSY_ANSWER)
     except OSError:
         pass

@@ -9,6 +9,7 @@ import signal
 import socket
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--trusted-keys", type=Path, metavar="FILE",
         help="the public keys allowed to sign (gpg --export --armor KEYID... > FILE)",
     )  # fmt: skip
+    source.add_argument(
+        "--allow-non-descendant", action="store_true",
+        help="apply a git head that does not descend from the last revision applied (a "
+        "force push back, another branch's commit); refused without it",
+    )  # fmt: skip
     run.add_argument("--workdir", type=Path, help="where clones and artifacts go (a temp dir)")
     run.add_argument("--interval", type=float, default=30.0, help="fetch every N s (30)")
     run.add_argument("--resync", type=float, default=300.0, help="re-plan every N s (300)")
@@ -131,8 +137,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run_daemon(args: argparse.Namespace) -> int:
     kube = _kube(args)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="sunk-reconciler-run-"))
-    source = _source(args, kube, workdir)
     converger = Converger(args, kube, release=args.release, namespace=args.namespace)
+    # A git head must descend from what the status says was applied last.
+    source = _source(args, kube, workdir, converger.applied)
     daemon = Daemon(source, converger, _run_settings(args))
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -276,11 +283,18 @@ def _words(values: list[str], option: str) -> list[str]:
 def _webhook_secret(args: argparse.Namespace) -> bytes | None:
     if args.webhook_secret_file:
         try:
-            return args.webhook_secret_file.read_bytes().strip()
+            secret = args.webhook_secret_file.read_bytes().strip()
         except OSError as error:
             raise ReconcilerError(
                 f"cannot read --webhook-secret-file {args.webhook_secret_file}: {error.strerror}"
             ) from None
+        if not secret:  # an HMAC under an empty key is one anyone can compute: no auth at all
+            raise ReconcilerError(
+                f"--webhook-secret-file {args.webhook_secret_file} is empty",
+                hint="put the secret the forge signs with in it (e.g. openssl rand -hex 32), "
+                "or drop the flag to serve no /webhook",
+            )
+        return secret
     value = os.environ.get(WEBHOOK_SECRET_ENV, "").strip()
     return value.encode() if value else None
 
@@ -289,7 +303,13 @@ def _kube(args: argparse.Namespace) -> Kube:
     return Kube.from_kubeconfig(kubeconfig_of(args))
 
 
-def _source(args: argparse.Namespace, kube: Kube, workdir: Path) -> Source:
+def _source(
+    args: argparse.Namespace,
+    kube: Kube,
+    workdir: Path,
+    applied: Callable[[], tuple[str, str]] | None = None,
+) -> Source:
+    """The one source the flags name; `applied()`: the last revision applied, and where from."""
     chosen: list[Any] = [x for x in (args.git_url, args.source_dir, args.flux_git_repository) if x]
     if len(chosen) != 1:
         raise ReconcilerError(
@@ -300,11 +320,13 @@ def _source(args: argparse.Namespace, kube: Kube, workdir: Path) -> Source:
         return GitSource(
             args.git_url, args.git_branch, workdir / "git", subdir=args.git_subdir,
             verify_signatures=args.verify_signatures, trusted_keys=args.trusted_keys,
-            timeout=args.git_timeout,
+            timeout=args.git_timeout, applied=applied,
+            allow_non_descendant=args.allow_non_descendant,
         )  # fmt: skip
-    if args.verify_signatures or args.trusted_keys:
+    if args.verify_signatures or args.trusted_keys or args.allow_non_descendant:
         raise ReconcilerError(
-            "--verify-signatures and --trusted-keys work with --git-url only",
+            "--verify-signatures, --trusted-keys and --allow-non-descendant work with "
+            "--git-url only",
             hint="a --source-dir or Flux source is verified by what fetches it "
             "(Flux: the GitRepository's spec.verify)",
         )

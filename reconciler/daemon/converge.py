@@ -108,6 +108,10 @@ class Converger:
             self._policies = (revision.id, revision_policies(config))
         return self._policies[1]
 
+    def applied(self) -> tuple[str, str]:
+        """The revision the cluster holds, and the origin it was fetched from ("" when none)."""
+        return self.status.applied_revision, self.status.applied_origin
+
     def resume(self, status: Status, release: str, namespace: str) -> None:
         """Before the first convergence: what the status ConfigMap of `namespace/release`
         says, so failures are recorded there (and not twice) before a revision is loaded."""
@@ -184,7 +188,8 @@ class Converger:
             summary=outcome.summary, error=outcome.error, attempted_at=now,
         )  # fmt: skip
         if outcome.state != "failed":
-            status = replace(status, applied_revision=revision.id, applied_at=now)
+            status = replace(status, applied_revision=revision.id, applied_at=now,
+                             applied_origin=revision.origin)  # fmt: skip
         if outcome.drift:
             status = replace(status, drift_corrected=str(int(status.drift_corrected or 0) + 1))
         self.status = status

@@ -64,6 +64,7 @@ for _job in (NODE_SYNC_JOB, SLURM_METRICS_JOB, TOPOLOGY_JOB):
 
 MAX_WEBHOOK_BYTES = 1024 * 1024  # GitHub caps a webhook payload at 25 MB; a push is kilobytes
 HTTP_LIMITS = Limits(max_connections=64, max_body_bytes=MAX_WEBHOOK_BYTES)
+PROBE_PATHS = frozenset({"/healthz", "/readyz"})  # also served past the cap
 
 
 @dataclass(frozen=True)
@@ -119,8 +120,9 @@ class Daemon:
         self._ready = threading.Event()
         self._stopping = threading.Event()
         self._http = GuardedServer(
-            (settings.listen_host, settings.listen_port), self._handler_class(), settings.http
-        )
+            (settings.listen_host, settings.listen_port), self._handler_class(), settings.http,
+            probes=self._probe,
+        )  # fmt: skip
         self.metrics.watch_http("daemon", self._http.refusals.snapshot)
         self.metrics.watch_http("hooks", self._hooks_refusals)
         self._serving = False
@@ -354,6 +356,11 @@ class Daemon:
         if verdict.fetch:
             self.run_now()
         return verdict.status, verdict.message
+
+    def _probe(self, path: str) -> tuple[int, bytes, str] | None:
+        """What a connection past the cap is answered: the kubelet's probes only (each takes
+        microseconds; /metrics and the webhook wait for a slot)."""
+        return self.answer(path) if path in PROBE_PATHS else None
 
     def answer(self, path: str) -> tuple[int, bytes, str]:
         if path == "/healthz":

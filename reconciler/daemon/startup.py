@@ -113,8 +113,27 @@ class Startup:
         head, outcome = self._head()
         if isinstance(outcome, Prepared):
             assert head is not None
-            return Start(head, outcome, fallback=False)
+            behind = self._not_descending(head, outcome)
+            if behind is None:
+                return Start(head, outcome, fallback=False)
+            outcome = behind
         return self._applied(head, outcome)
+
+    def _not_descending(self, head: Revision, prepared: Prepared) -> SourceError | None:
+        """Why `head` may not be applied over the last revision applied (a rollback by force
+        push), or None. The source checks each fetch against what was applied, but the first
+        fetch comes before the status ConfigMap can be found: its name is in the repo."""
+        require: Callable[[str], None] | None = getattr(self._source, "require_descent", None)
+        if require is None:
+            return None
+        settings = prepared.config.settings
+        status = read_status(self._kube, settings.namespace, settings.release) or Status()
+        self._converger.resume(status, settings.release, settings.namespace)
+        try:
+            require(head.id)
+        except SourceError as error:
+            return error
+        return None
 
     def _head(self) -> tuple[Revision | None, Prepared | ReconcilerError]:
         """The head, prepared; or what is known of it and why it cannot be used."""

@@ -29,6 +29,7 @@ class Status:
     attempted_at: str = ""
     applied_revision: str = ""  # what the cluster holds: the last revision applied or unchanged
     applied_at: str = ""
+    applied_origin: str = ""  # the source it came from: a git head must descend from it
     drift_corrected: str = "0"  # resyncs that found and reverted changes made by hand
 
     def as_data(self) -> dict[str, str]:

@@ -20,6 +20,7 @@ import re
 import signal
 import subprocess
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from reconciler.errors import SourceError
@@ -49,7 +50,12 @@ class GitSource:
         verify_signatures: bool = False,
         trusted_keys: Path | None = None,
         timeout: float = GIT_TIMEOUT_SECONDS,
+        applied: Callable[[], tuple[str, str]] | None = None,
+        allow_non_descendant: bool = False,
     ) -> None:
+        """`applied()`: the last revision applied ("" when none) and the origin it came from;
+        a head fetched must descend from it, when it came from here, unless
+        `allow_non_descendant`."""
         if timeout <= 0:
             raise SourceError(
                 f"--git-timeout {timeout:g}: expected seconds > 0",
@@ -64,6 +70,9 @@ class GitSource:
         # Its GNUPGHOME goes beside the checkout: inside it, `git clean` would remove it.
         self._verifier = verifier_for(verify_signatures, trusted_keys, self._workdir.parent)
         self._verified: str | None = None  # the last head found trusted: not checked again
+        self._applied = applied or (lambda: ("", ""))
+        self._allow_non_descendant = allow_non_descendant
+        self._not_compared = ""  # an applied revision from elsewhere, said once
         if self._verifier is not None:
             log.info("source: commits must be signed by one of %d keys of %s",
                      len(self._verifier.fingerprints), self._verifier.keyring)  # fmt: skip
@@ -82,7 +91,16 @@ class GitSource:
             refspec = f"+refs/heads/{self.branch}:refs/remotes/origin/{self.branch}"
             self._run("fetch", "--prune", "--no-tags", "--", self.url, refspec, remote=True)
             fetched = f"refs/remotes/origin/{self.branch}^{{commit}}"
-            return self._checkout(self._run("rev-parse", "--verify", fetched))
+            sha = self._run("rev-parse", "--verify", fetched)
+            self._require_descent(sha)  # before the checkout, as the signature
+            return self._checkout(sha)
+
+    def require_descent(self, sha: str) -> None:
+        """Refuse commit `sha` unless it descends from the last revision applied; for a
+        daemon that learns which one that is only after its first fetch (the status
+        ConfigMap's name is in the repo)."""
+        with self._lock:
+            self._require_descent(sha)
 
     def at(self, sha: str) -> Revision:
         """Revision `sha` (the last one applied) checked out, fetched by id when it is not
@@ -100,11 +118,55 @@ class GitSource:
         self._run("reset", "-q", "--hard", sha)
         self._run("clean", "-ffdxq")
         subject, _, author = self._run("log", "-1", "--format=%s%x00%an", sha).partition("\0")
-        return Revision(
-            sha,
-            self._workdir / self._subdir if self._subdir else self._workdir,
-            self.origin,
-            f"{subject} ({author})",
+        return Revision(sha, self._tree(sha), self.origin, f"{subject} ({author})")
+
+    def _tree(self, sha: str) -> Path:
+        """The config repo's folder in the checkout of `sha`. A commit may turn --git-subdir
+        (or a folder above it) into a symlink: resolved, it must still be inside the checkout
+        and outside .git, or the daemon would read whatever the link names as the repo."""
+        if not self._subdir:
+            return self._workdir
+        root = self._workdir.resolve()
+        resolved = (self._workdir / self._subdir).resolve()
+        if resolved.is_relative_to(root) and not resolved.is_relative_to(root / ".git"):
+            return self._workdir / self._subdir
+        raise SourceError(
+            f"refusing commit {sha[:12]} of branch {self.branch!r} of {redacted(self.url)}: "
+            f"--git-subdir {self._subdir!r} is or passes through a symlink leading out of the "
+            "checkout",
+            revision=sha,
+            hint="make the folder a real directory (or a link within the repo) again",
+        )
+
+    def _require_descent(self, sha: str) -> None:
+        """A signed commit stays signed: re-pushing an old one (or another branch's) would
+        roll the cluster back with every signature check passing. The head must have the
+        last applied commit in its history."""
+        applied, origin = self._applied()
+        if self._allow_non_descendant or not applied or applied == sha:
+            return
+        # Applied from another source (a directory, Flux, another URL or branch): no history
+        # to compare with. "" is a status written before origins were recorded.
+        if origin not in ("", self.origin) or not _COMMIT_ID.fullmatch(applied):
+            if self._not_compared != applied:  # once, not at every fetch
+                self._not_compared = applied
+                log.info("source: the last revision applied came from %s, not %s: heads are "
+                         "not checked against it", origin, self.origin)  # fmt: skip
+            return
+        if not self._has(applied):  # a new Pod's empty workdir: fetch it by id if still there
+            with contextlib.suppress(SourceError):
+                self._run("fetch", "--no-tags", "--", self.url, applied, remote=True)
+        if self._has(applied) and self._run("rev-list", "--count", f"{sha}..{applied}") == "0":
+            return
+        gone = "" if self._has(applied) else " (it is no longer on the remote)"
+        raise SourceError(
+            f"refusing commit {sha[:12]} of branch {self.branch!r} of {redacted(self.url)}: it "
+            f"does not descend from {applied[:12]}, the last revision applied{gone}; "
+            "--allow-non-descendant allows it",
+            revision=sha,
+            hint=f"a force push back or another branch's commit: push a revert on top of "
+            f"{applied[:12]} instead, or, to apply {sha[:12]} on purpose, set "
+            "--allow-non-descendant (RECONCILER_ALLOW_NON_DESCENDANT=true) until it is applied",
         )
 
     def _verify(self, sha: str) -> None:

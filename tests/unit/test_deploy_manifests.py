@@ -91,3 +91,45 @@ def test_the_image_builds_the_slurm_the_local_stack_tests() -> None:
         assert _arg_default(containerfile, name) == _arg_default(
             setup.replace("\nSLURM_", "\nARG SLURM_"), name
         ), name
+
+
+def _containers() -> list[tuple[str, dict[str, Any]]]:
+    """Every container (and init container) of every Pod template in deploy/, with its file."""
+    found = []
+    for path in sorted((ROOT / "deploy").rglob("*.yaml")):
+        for doc in _docs(path):
+            pod = ((doc.get("spec") or {}).get("template") or {}).get("spec") or {}
+            for container in [*pod.get("containers", []), *pod.get("initContainers", [])]:
+                found.append((f"{path.relative_to(ROOT)}: {container['name']}", container))
+    return found
+
+
+def test_every_container_in_deploy_is_bounded_and_locked_down() -> None:
+    """Issue 31, item 5: the Argo CD plugin's sidecar ran without limits, so a config repo
+    built to blow up `reconciler render` took the repo server's node's memory. Every
+    container has a memory limit (and requests), and the daemon's lock-down."""
+    containers = _containers()
+    assert {name.split(": ")[1] for name, _ in containers} >= {"reconciler", "sunk-reconciler-cmp"}
+    for name, container in containers:
+        resources = container.get("resources") or {}
+        assert (resources.get("limits") or {}).get("memory"), f"{name}: no memory limit"
+        assert {"cpu", "memory"} <= set(resources.get("requests") or {}), f"{name}: requests"
+        security = container.get("securityContext") or {}
+        assert security.get("readOnlyRootFilesystem") is True, name
+        assert security.get("allowPrivilegeEscalation") is False, name
+        assert (security.get("capabilities") or {}).get("drop") == ["ALL"], name
+
+
+def test_nothing_cluster_wide_but_reads() -> None:
+    """Issue 31, item 9: the ClusterRole granted `events create` in every namespace. Events
+    on Pods are granted by the Role of each namespace the scheduler serves; Events on Nodes
+    (kept in "default", as kubelet's) by a Role there. Cluster-wide: reads only."""
+    roles = [doc for path in sorted((ROOT / "deploy").rglob("*.yaml")) for doc in _docs(path)
+             if doc.get("kind") in ("Role", "ClusterRole")]  # fmt: skip
+    for role in roles:
+        if role["kind"] == "ClusterRole":
+            verbs = {verb for rule in role["rules"] for verb in rule["verbs"]}
+            assert verbs <= {"get", "list", "watch"}, (role["metadata"]["name"], verbs)
+    events = {role["metadata"].get("namespace") for role in roles
+              for rule in role["rules"] if "events" in rule["resources"]}  # fmt: skip
+    assert events == {"default", "slurm", "inference"}

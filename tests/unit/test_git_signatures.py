@@ -244,3 +244,21 @@ def test_only_openpgp_signatures_are_checked() -> None:
     assert signature_kind(header.format("-----BEGIN PGP SIGNATURE-----")) == "openpgp"
     assert signature_kind(header.format("-----BEGIN SSH SIGNATURE-----")) == "ssh"
     assert signature_kind("tree 1\n\ngpgsig -----BEGIN PGP SIGNATURE-----\n") is None
+
+
+def test_a_force_push_of_an_older_signed_commit_is_refused(
+    keys: Keys, remote: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """Issue 31, item 4: every commit is signed, so the signature check alone passes a
+    rollback; the head must also descend from the revision applied last."""
+    bare, work = remote
+    old = push(work, "release: a\n", key=keys.trusted, keys=keys)
+    new = push(work, "release: b\n", key=keys.trusted, keys=keys)
+    applied = [""]
+    source = GitSource(str(bare), "main", tmp_path / "checkout", verify_signatures=True,
+                       trusted_keys=keys.keyring, applied=lambda: (applied[0], ""))  # fmt: skip
+    assert source.fetch().id == new
+    applied[0] = new
+    git(work, "push", "-q", "--force", "origin", f"{old}:refs/heads/main")
+    with pytest.raises(SourceError, match=f"does not descend from {new[:12]}.*--allow-non"):
+        source.fetch()
