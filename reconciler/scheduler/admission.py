@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 import hostlist
 
+from reconciler import hostlists
 from reconciler import wellknown as wk
 from reconciler.compile.quantity import QuantityError, manifest_quantity
 from reconciler.kuberules.pod_requests import pod_requests
@@ -270,9 +271,15 @@ def _integer(key: str, raw: str, minimum: int, problems: list[Problem]) -> int |
 
 
 def _node_list(key: str, raw: str, problems: list[Problem]) -> tuple[str, ...]:
-    """A comma-separated list of Slurm node names; hostlist ranges (gpu-[1-4]) work too."""
+    """A comma-separated list of Slurm node names; hostlist ranges (gpu-[1-4]) work too.
+
+    Counted before it is expanded (issue 31): the Pod's author writes it, and a few bytes of
+    ranges would otherwise become millions of names in the daemon's memory."""
     try:
-        nodes = hostlist.expand_hostlist(re.sub(r"\s+", "", raw))
+        nodes = hostlists.expand(re.sub(r"\s+", "", raw))
+    except hostlists.HostlistTooLarge as error:  # the text is not echoed: it may be huge
+        problems.append(Problem(_field(key), str(error)))
+        return ()
     except hostlist.BadHostlist as error:
         problems.append(
             Problem(_field(key), f"not a list of Slurm node names ({error}), got {raw!r}")
