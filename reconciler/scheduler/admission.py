@@ -270,6 +270,16 @@ def _integer(key: str, raw: str, minimum: int, problems: list[Problem]) -> int |
     return number
 
 
+def annotated_user_id(pod: Obj) -> int | None:
+    """The uid the Pod's user-id annotation names, read as admission reads it; None when it
+    names none (or nothing admission would accept)."""
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    if wk.ANNOTATION_USER_ID not in annotations:
+        return None
+    minimum = _INTEGERS[wk.ANNOTATION_USER_ID][1]
+    return _integer(wk.ANNOTATION_USER_ID, annotations[wk.ANNOTATION_USER_ID], minimum, [])
+
+
 def _node_list(key: str, raw: str, problems: list[Problem]) -> tuple[str, ...]:
     """A comma-separated list of Slurm node names; hostlist ranges (gpu-[1-4]) work too.
 
