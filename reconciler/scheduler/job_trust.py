@@ -68,7 +68,7 @@ class JobTrust:
         user, so only that user (or the operator) vouches for a job named for the Pod."""
         with self._state.lock:
             pods = list(self._state.pods.values())
-        return run_as_users(pods)
+        return run_as_users(pods, self.settings.default_user_id)
 
     def marked(self, spec: JobSpec) -> JobSpec:
         """Where the operator submits every job, its name goes in the admin comment too: only

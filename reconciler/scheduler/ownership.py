@@ -24,7 +24,7 @@ from typing import Any
 import hostlist
 
 from reconciler.adapters.slurm.model import SlurmJob
-from reconciler.scheduler.admission import annotated_user_id
+from reconciler.scheduler.admission import run_as_user
 from reconciler.scheduler.decide import ACTIVE_STATES
 from reconciler.scheduler.gang import gang_key_of
 from reconciler.scheduler.placeholder import parse_job_name
@@ -61,12 +61,14 @@ class Ownership:
         return job.user_name in users or (job.user_id is not None and str(job.user_id) in users)
 
 
-def run_as_users(pods: Iterable[Mapping[str, Any]]) -> dict[str, frozenset[str]]:
+def run_as_users(
+    pods: Iterable[Mapping[str, Any]], default_user_id: int | None = None
+) -> dict[str, frozenset[str]]:
     """Key (a Pod's UID, its gang's key) -> the uids its job runs as besides the operator,
-    as admission reads each Pod's user-id. A Pod without one runs as the operator."""
+    as admission reads each Pod's user-id (or applies the default uid)."""
     found: dict[str, set[str]] = {}
     for pod in pods:
-        user = annotated_user_id(pod)
+        user = run_as_user(pod, default_user_id)
         if user is None:
             continue
         for key in (pod["metadata"]["uid"], gang_key_of(pod)):
