@@ -20,8 +20,8 @@ from reconciler import wellknown as wk
 from reconciler.adapters.slurm.model import SlurmJob
 from reconciler.errors import ConfigTypeError
 from reconciler.policy.subjects import default_params, params_of
-from reconciler.scheduler.admission import PodRequest, Rejection, admit
-from reconciler.scheduler.gang import gang_key
+from reconciler.scheduler.admission import PodRequest, Problem, Rejection, admit
+from reconciler.scheduler.gang import capped_requests, gang_key
 from reconciler.scheduler.ownership import Claim, Ownership, run_as_users
 from reconciler.scheduler.settings import settings_from_values
 from tests.unit.conftest import config_from
@@ -220,3 +220,34 @@ def test_a_uid_out_of_range_in_values_names_its_line_and_the_limit(values: str, 
         config_from(values)
     [line, _hint] = str(err.value).splitlines()
     assert line.startswith(where) and "4294967293" in line, line
+
+
+# ---- item 1, gangs: the members' node lists are held together ------------------------------
+
+
+def _member_with_nodes(index: int, count: int) -> dict[str, Any]:
+    """A member whose excluded-nodes names `count` nodes no other member names."""
+    return pod(excluded_nodes=f"m{index}-[1-{count}]", user_id="1001")
+
+
+def test_a_gang_cannot_add_up_its_members_node_lists_past_the_limit() -> None:
+    """50 members at 40,000 names each (2,000,000 together, 150 MB) would be held at once to
+    build the gang's job; the gang is refused once they pass 65,536, before the rest are
+    expanded."""
+    members = [_member_with_nodes(i, 40_000) for i in range(50)]
+    admitted = (admit(p, kill_wait_seconds=30) for p in members)
+    tracemalloc.start()
+    result = capped_requests(r if isinstance(r, PodRequest) else None for r in admitted)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert isinstance(result, Problem), "the members' node lists were all held"
+    assert wk.ANNOTATION_EXCLUDED_NODES in str(result) and "65,536" in str(result)
+    assert "80,000" in str(result), str(result)
+    assert peak < 30_000_000, peak
+
+
+def test_a_gang_within_the_limit_keeps_every_members_request() -> None:
+    members = [_member_with_nodes(i, 1_000) for i in range(3)]
+    result = capped_requests(admit(p, kill_wait_seconds=30) for p in members)  # type: ignore[misc]
+    assert isinstance(result, list) and len(result) == 3
+    assert capped_requests(iter([None])) is None  # a refused member: the gang waits
