@@ -39,6 +39,9 @@ def params() -> dict[str, Any]:
         "killWait": KILL_WAIT,
         "schedulerName": SCHEDULER_NAME,
         "slurmNodeHosts": hosts,
+        # values scheduler.podPolicy.defaultUserId: the generated Pods' uid, so a clean Pod
+        # without user-id is not denied as root (seed 002's default, issue 31)
+        "defaultUserId": 1000,
     }
 
 

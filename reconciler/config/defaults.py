@@ -4,6 +4,9 @@ the compiler's slurm.conf and the scheduler's settings must agree on them. Pure.
 from __future__ import annotations
 
 DEFAULT_KILL_WAIT_SECONDS = 30  # Slurm's KillWait default, and the chart's (seed 001)
+# The largest real uid or gid, for admission, values and the shipped pod-user-id-allowed:
+# Slurm reads 0xfffffffe and 0xffffffff as NO_VAL and INFINITE (and Linux reserves (uid_t)-1).
+MAX_UNIX_ID = 0xFFFFFFFD
 
 
 def default_scheduler_name(namespace: str, release: str) -> str:

@@ -18,6 +18,7 @@ from reconciler.config.control_plane import (
     check_control_plane,
     unused_key_paths,
 )
+from reconciler.config.defaults import MAX_UNIX_ID
 from reconciler.config.directory import (
     DIRECTORY_VALUES,
     check_directory_service,
@@ -111,6 +112,7 @@ VALUES: dict[str, str] = {
     "scheduler.binPackPartitions": "string or list of strings",
     "scheduler.podPolicy": "mapping",
     "scheduler.podPolicy.allowedUserIds": "mapping",
+    "scheduler.podPolicy.defaultUserId": "integer",
     "scheduler.podPolicy.maxPriority": "integer",
     "imagePullSecrets": "list of mappings",
 }
@@ -240,13 +242,14 @@ def _check_scope(doc: YamlFile) -> None:
             )
 
 
-_ALLOWED_USER_IDS: KeyPath = ("scheduler", "podPolicy", "allowedUserIds")
+_POD_POLICY: KeyPath = ("scheduler", "podPolicy")
+_ALLOWED_USER_IDS: KeyPath = (*_POD_POLICY, "allowedUserIds")
 
 
 def _check_pod_policy(doc: YamlFile) -> None:
     """scheduler.podPolicy (the shipped pod-user-id-allowed and pod-priority-at-most-max):
     allowedUserIds maps a namespace to the uids its Pods may name (null drops a namespace an
-    earlier file listed); maxPriority is 1 or more."""
+    earlier file listed); defaultUserId is one uid; maxPriority is 1 or more."""
     priority, found = lookup(doc.data, ["scheduler", "podPolicy", "maxPriority"])
     if found and isinstance(priority, int) and priority < 1:
         raise ConfigTypeError(
@@ -254,6 +257,9 @@ def _check_pod_policy(doc: YamlFile) -> None:
             where=doc.location(("scheduler", "podPolicy", "maxPriority")),
             hint="Slurm holds a job of priority 0, so admission refuses it in any case",
         )
+    default_user, found = lookup(doc.data, [*_POD_POLICY, "defaultUserId"])
+    if found and isinstance(default_user, int):
+        _check_uid(doc, (*_POD_POLICY, "defaultUserId"), default_user)
     allowed, found = lookup(doc.data, list(_ALLOWED_USER_IDS))
     if not found or not isinstance(allowed, dict):  # not a mapping: the type table said so
         return
@@ -272,10 +278,16 @@ def _check_pod_policy(doc: YamlFile) -> None:
         for index, uid in enumerate(uids):
             if isinstance(uid, bool) or not isinstance(uid, int):
                 wrong(doc, (*path, index), "integer (a user id)", uid)
-            if uid < 0:
-                raise ConfigTypeError(
-                    f"a user id must be 0 or more, got {uid}", where=doc.location((*path, index))
-                )
+            _check_uid(doc, (*path, index), uid)
+
+
+def _check_uid(doc: YamlFile, path: KeyPath, uid: int) -> None:
+    if not 0 <= uid <= MAX_UNIX_ID:
+        raise ConfigTypeError(
+            f"a user id must be 0 or more and at most {MAX_UNIX_ID}, got {uid}",
+            where=doc.location(path),
+            hint="Slurm reads 4294967294 and 4294967295 as NO_VAL and INFINITE",
+        )
 
 
 def _pod_policy_namespace_keys(data: Any) -> set[str]:

@@ -22,6 +22,8 @@ from reconciler.policy.engine import CompiledPolicy, Finding, evaluate
 # The highest sunk.coreweave.com/priority a Pod may set without values
 # scheduler.podPolicy.maxPriority (pod-priority-at-most-max): seed 002's example is 100.
 DEFAULT_MAX_PRIORITY: Final = 1000
+# Seed 002: "The Slurm job will default to using the root user (uid=0, gid=0)".
+ROOT_UID: Final = 0
 
 
 @dataclass(frozen=True)
@@ -52,10 +54,13 @@ def params_of(config: Config, slurm_node_hosts: Iterable[str] = ()) -> dict[str,
 def pod_policy_params(pod_policy: Mapping[str, Any]) -> dict[str, Any]:
     """values scheduler.podPolicy as pod-user-id-allowed and pod-priority-at-most-max read
     it: allowedUserIds (namespace -> uids; a namespace set to null in a later values file is
-    not listed) and maxPriority."""
+    not listed), defaultUserId (the uid of a Pod without user-id: 0, root, unless set, as
+    seed 002 says) and maxPriority."""
     allowed = pod_policy.get("allowedUserIds") or {}
     max_priority = pod_policy.get("maxPriority")
+    default_user = pod_policy.get("defaultUserId")
     return {
+        "defaultUserId": ROOT_UID if default_user is None else int(default_user),
         "allowedUserIds": {
             str(namespace): [int(uid) for uid in uids]
             for namespace, uids in allowed.items()

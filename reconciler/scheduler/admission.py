@@ -19,8 +19,10 @@ from typing import Any, Literal
 
 import hostlist
 
+from reconciler import hostlists
 from reconciler import wellknown as wk
 from reconciler.compile.quantity import QuantityError, manifest_quantity
+from reconciler.config.defaults import MAX_UNIX_ID
 from reconciler.kuberules.pod_requests import pod_requests
 
 ExclusiveMode = Literal["none", "ok", "user", "mcs", "topo"]
@@ -70,7 +72,7 @@ class PodRequest:
     excluded_nodes: tuple[str, ...] = ()
     required_nodes: tuple[str, ...] = ()
     priority: int | None = None
-    user_id: int | None = None  # None: root
+    user_id: int | None = None  # None: the operator's user (root in SUNK)
     group_id: int | None = None  # None: the user's
     working_dir: str | None = None
     timeout_minutes: int | None = None
@@ -85,15 +87,23 @@ class Rejection:
 
 
 def admit(
-    pod: Obj, *, kill_wait_seconds: int, slurm_version: tuple[int, int] = (22, 5)
+    pod: Obj,
+    *,
+    kill_wait_seconds: int,
+    slurm_version: tuple[int, int] = (22, 5),
+    default_user_id: int | None = None,
 ) -> PodRequest | Rejection:
-    """The Pod's request to Slurm, or every reason it cannot have one."""
+    """The Pod's request to Slurm, or every reason it cannot have one. A Pod without user-id
+    runs as `default_user_id` (values scheduler.podPolicy.defaultUserId), or as the operator's
+    user (root in SUNK, seed 002) when that is None."""
     problems: list[Problem] = []
     spec = pod.get("spec") or {}
     annotations = (pod.get("metadata") or {}).get("annotations") or {}
     cpus, memory, gpus = _resources(spec, problems)
     grace = _grace(spec, kill_wait_seconds, problems)
     fields = _annotations(annotations, slurm_version, problems)
+    if wk.ANNOTATION_USER_ID not in annotations and default_user_id is not None:
+        fields["user_id"] = default_user_id
     if problems:
         return Rejection(tuple(problems))
     return PodRequest(
@@ -211,11 +221,14 @@ _STRINGS = {
     wk.ANNOTATION_RESERVATION: "reservation",
     wk.ANNOTATION_CWD: "working_dir",
 }
-_INTEGERS = {
-    wk.ANNOTATION_PRIORITY: ("priority", 1),
-    wk.ANNOTATION_USER_ID: ("user_id", 0),
-    wk.ANNOTATION_GROUP_ID: ("group_id", 0),
-    wk.ANNOTATION_TIMEOUT: ("timeout_minutes", 1),
+# A job "as 4294967295" is no user's: Slurm reads it as INFINITE (config.defaults).
+_ID_LIMIT = f"{MAX_UNIX_ID} or less (Slurm reads 4294967294 and 4294967295 as NO_VAL and INFINITE)"
+# annotation -> (field, minimum, maximum and why, or None)
+_INTEGERS: dict[str, tuple[str, int, tuple[int, str] | None]] = {
+    wk.ANNOTATION_PRIORITY: ("priority", 1, None),
+    wk.ANNOTATION_USER_ID: ("user_id", 0, (MAX_UNIX_ID, _ID_LIMIT)),
+    wk.ANNOTATION_GROUP_ID: ("group_id", 0, (MAX_UNIX_ID, _ID_LIMIT)),
+    wk.ANNOTATION_TIMEOUT: ("timeout_minutes", 1, None),
 }
 _INTEGER = re.compile(r"-?[0-9]+")
 _NODE_LISTS = {
@@ -232,9 +245,9 @@ def _annotations(
         value = annotations.get(key)
         if value is not None and value.strip():
             fields[name] = value.strip()
-    for key, (name, minimum) in _INTEGERS.items():
+    for key, (name, minimum, maximum) in _INTEGERS.items():
         if key in annotations:
-            number = _integer(key, annotations[key], minimum, problems)
+            number = _integer(key, annotations[key], minimum, problems, maximum)
             if number is not None:
                 fields[name] = number
     for key, name in _NODE_LISTS.items():
@@ -255,7 +268,13 @@ def _field(key: str) -> str:
     return f"metadata.annotations[{key!r}]"
 
 
-def _integer(key: str, raw: str, minimum: int, problems: list[Problem]) -> int | None:
+def _integer(
+    key: str,
+    raw: str,
+    minimum: int,
+    problems: list[Problem],
+    maximum: tuple[int, str] | None = None,
+) -> int | None:
     """Plain decimal digits, as SUNK (Go's strconv) takes them: no "+5", "1_000" or "١٢"."""
     text = str(raw).strip()
     if not _INTEGER.fullmatch(text):
@@ -266,13 +285,32 @@ def _integer(key: str, raw: str, minimum: int, problems: list[Problem]) -> int |
         why = " (priority 0 holds a job in Slurm)" if key == wk.ANNOTATION_PRIORITY else ""
         problems.append(Problem(_field(key), f"must be {minimum} or more{why}, got {number}"))
         return None
+    if maximum is not None and number > maximum[0]:
+        problems.append(Problem(_field(key), f"must be {maximum[1]}, got {number}"))
+        return None
     return number
 
 
+def run_as_user(pod: Obj, default_user_id: int | None) -> int | None:
+    """The uid the Pod's job runs as, read as admission reads it: its user-id, else the
+    default; None for the operator's user (or a user-id admission would refuse)."""
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    if wk.ANNOTATION_USER_ID not in annotations:
+        return default_user_id
+    _, minimum, maximum = _INTEGERS[wk.ANNOTATION_USER_ID]
+    return _integer(wk.ANNOTATION_USER_ID, annotations[wk.ANNOTATION_USER_ID], minimum, [], maximum)
+
+
 def _node_list(key: str, raw: str, problems: list[Problem]) -> tuple[str, ...]:
-    """A comma-separated list of Slurm node names; hostlist ranges (gpu-[1-4]) work too."""
+    """A comma-separated list of Slurm node names; hostlist ranges (gpu-[1-4]) work too.
+
+    Counted before it is expanded (issue 31): the Pod's author writes it, and a few bytes of
+    ranges would otherwise become millions of names in the daemon's memory."""
     try:
-        nodes = hostlist.expand_hostlist(re.sub(r"\s+", "", raw))
+        nodes = hostlists.expand(re.sub(r"\s+", "", raw))
+    except hostlists.HostlistTooLarge as error:  # the text is not echoed: it may be huge
+        problems.append(Problem(_field(key), str(error)))
+        return ()
     except hostlist.BadHostlist as error:
         problems.append(
             Problem(_field(key), f"not a list of Slurm node names ({error}), got {raw!r}")

@@ -64,13 +64,6 @@ class SlurmClients:
         return self._operator_user
 
     @property
-    def token_users(self) -> frozenset[str]:
-        """The users this process made tokens for (jobs run as them where the operator cannot
-        submit as a user)."""
-        with self._lock:
-            return frozenset(self._by_user)
-
-    @property
     def submits_as_user(self) -> bool:
         """The operator submits jobs that run as another user (with their group and priority)."""
         return CAN_SUBMIT_AS_USER in self.operator.capabilities

@@ -12,7 +12,7 @@ from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
 from reconciler.errors import ReconcilerError
 from reconciler.kuberules.node_affinity import node_matches
-from reconciler.scheduler.admission import PodRequest
+from reconciler.scheduler.admission import PodRequest, Problem
 from reconciler.scheduler.clients import SlurmClients
 from reconciler.scheduler.decide import (
     ACTIVE_STATES,
@@ -32,6 +32,7 @@ from reconciler.scheduler.gang import (
     RefreshJob,
     SubmitGang,
     WaitForMembers,
+    capped_requests,
     gang_from_annotations,
     gang_from_pod_group,
     gang_request,
@@ -219,7 +220,10 @@ class GangSteps:
 
     def _outgrows(self, gang: Gang, holders: list[Obj], request: PodRequest) -> str | None:
         """Why a newcomer does not fit the node the gang's job holds for each member."""
-        sized = [r for p in holders if isinstance(r := self._intake.admission(p), PodRequest)]
+        admitted = (self._intake.admission(p) for p in holders)
+        sized = capped_requests(r for r in admitted if isinstance(r, PodRequest))
+        if isinstance(sized, Problem):
+            return str(sized)
         if not sized:
             return None
         before, after = gang_request(sized), gang_request([*sized, request])
@@ -239,14 +243,13 @@ class GangSteps:
     def _submit_gang(self, gang: Gang, members: list[Obj], pods: list[Obj]) -> None:
         credentials = self._effects.credentials
         assert credentials is not None
-        requests: list[PodRequest] = []
-        for pod in pods:
-            admitted = self._intake.request_of(pod, gang_rule_problems(pod, members))
-            if admitted is None:
-                self._queue.add(gang.key)  # refused: the gang is one short, look again
-                return
-            requests.append(admitted)
-        request = gang_request(requests)
+        requests = capped_requests(
+            self._intake.request_of(pod, gang_rule_problems(pod, members)) for pod in pods
+        )
+        if requests is None:
+            self._queue.add(gang.key)  # a member was refused: the gang is one short, look again
+            return
+        request = requests if isinstance(requests, Problem) else gang_request(requests)
         if not isinstance(request, PodRequest):
             for pod in pods:
                 self._effects.refuse(pod, str(request))

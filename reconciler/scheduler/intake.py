@@ -63,6 +63,7 @@ class Intake:
             pod,
             kill_wait_seconds=self.settings.kill_wait_seconds,
             slurm_version=self._slurm.release,
+            default_user_id=self.settings.default_user_id,
         )
 
     def _passes_policies(self, pod: Obj) -> bool:

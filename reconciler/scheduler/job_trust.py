@@ -20,7 +20,6 @@ from typing import Any
 
 import hostlist
 
-from reconciler import wellknown as wk
 from reconciler.adapters.slurm.model import JobSpec, SlurmJob
 from reconciler.errors import SlurmApiError
 from reconciler.scheduler.budget import PassBudget
@@ -28,7 +27,7 @@ from reconciler.scheduler.clients import SlurmClients
 from reconciler.scheduler.counters import Counters
 from reconciler.scheduler.decide import ACTIVE_STATES
 from reconciler.scheduler.hooks import HookCall
-from reconciler.scheduler.ownership import Ownership, hook_refusal
+from reconciler.scheduler.ownership import Ownership, hook_refusal, run_as_users
 from reconciler.scheduler.settings import SchedulerSettings
 from reconciler.scheduler.state import SchedulerState
 from reconciler.scheduler.workqueue import WorkQueue
@@ -61,15 +60,15 @@ class JobTrust:
 
     def ownership(self) -> Ownership:
         marked = self._slurm.submits_as_user
-        users = frozenset() if marked else self._slurm.token_users | self._pod_users()
+        users = {} if marked else self._pod_users()
         return Ownership(self.settings.name, self._slurm.operator_user, marked, users)
 
-    def _pod_users(self) -> frozenset[str]:
-        """The users our Pods name: their jobs run as them (servers without admin comments)."""
+    def _pod_users(self) -> dict[str, frozenset[str]]:
+        """Each key's users (servers without admin comments): a job runs as its own Pod's
+        user, so only that user (or the operator) vouches for a job named for the Pod."""
         with self._state.lock:
             pods = list(self._state.pods.values())
-        named = (_annotations(p).get(wk.ANNOTATION_USER_ID) for p in pods)
-        return frozenset(str(u) for u in named if u)
+        return run_as_users(pods, self.settings.default_user_id)
 
     def marked(self, spec: JobSpec) -> JobSpec:
         """Where the operator submits every job, its name goes in the admin comment too: only
@@ -233,7 +232,3 @@ def _log_confirmed(key: str, job_id: int, found: SlurmJob | None, disowned: bool
         )  # fmt: skip
     else:
         log.info("scheduler: job %d of %s is in Slurm after all (%s)", job_id, key, found.state)
-
-
-def _annotations(pod: Obj) -> Mapping[str, str]:
-    return (pod.get("metadata") or {}).get("annotations") or {}

@@ -9,20 +9,24 @@ job stands for the Pod (or gang) key its name gives only when:
 - its id is the one recorded for the key (in our memory or on the Pods' annotations), or,
   when none is recorded yet (a restart between submit and annotation), it is vouched for: its
   admin comment, which only Slurm operators can set, names it (servers where our operator
-  submits every job, v0.0.40+), or else it runs as the operator or a user we submit as.
+  submits every job, v0.0.40+), or else it runs as the operator or as the user its own Pod
+  (or gang) runs as: any other user we submit as could name a job after another tenant's Pod.
 
 Names from before they carried the scheduler's name still count, but only by recorded id.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Container, Iterable
+from collections.abc import Callable, Collection, Container, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import hostlist
 
 from reconciler.adapters.slurm.model import SlurmJob
+from reconciler.scheduler.admission import run_as_user
 from reconciler.scheduler.decide import ACTIVE_STATES
+from reconciler.scheduler.gang import gang_key_of
 from reconciler.scheduler.placeholder import parse_job_name
 
 
@@ -37,7 +41,8 @@ class Ownership:
     scheduler: str  # our name, which every job name we submit carries
     operator: str  # the Slurm user of the operator's token
     marked: bool  # every job we submit carries its name in the admin comment
-    users: frozenset[str] = frozenset()  # unmarked: the users (names or uids) we submit as
+    # unmarked: key -> the users (uids) its job runs as, besides the operator (run_as_users)
+    users: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
     def claim(self, job: SlurmJob) -> Claim | None:
         """The key `job` holds resources for, if it may be ours; None for any other job."""
@@ -47,12 +52,29 @@ class Ownership:
         named = parse_job_name(job.name)
         if named is None or named.scheduler not in (None, self.scheduler):
             return None
-        vouched = named.scheduler is not None and not self.marked and self._runs_as_ours(job)
+        vouched = named.scheduler is not None and not self.marked and self._runs_as(job, named.key)
         return Claim(named.key, vouched)
 
-    def _runs_as_ours(self, job: SlurmJob) -> bool:
-        users = {self.operator, *self.users}
+    def _runs_as(self, job: SlurmJob, key: str) -> bool:
+        """The job runs as the operator or as the user `key`'s own Pods run as."""
+        users = {self.operator, *self.users.get(key, ())}
         return job.user_name in users or (job.user_id is not None and str(job.user_id) in users)
+
+
+def run_as_users(
+    pods: Iterable[Mapping[str, Any]], default_user_id: int | None = None
+) -> dict[str, frozenset[str]]:
+    """Key (a Pod's UID, its gang's key) -> the uids its job runs as besides the operator,
+    as admission reads each Pod's user-id (or applies the default uid)."""
+    found: dict[str, set[str]] = {}
+    for pod in pods:
+        user = run_as_user(pod, default_user_id)
+        if user is None:
+            continue
+        for key in (pod["metadata"]["uid"], gang_key_of(pod)):
+            if key is not None:
+                found.setdefault(key, set()).add(str(user))
+    return {key: frozenset(users) for key, users in found.items()}
 
 
 @dataclass(frozen=True)

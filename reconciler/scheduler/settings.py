@@ -38,6 +38,9 @@ class SchedulerSettings:
     bin_pack_partitions: tuple[str, ...] = ()
     # slurmConfig.slurmd.suspendTime is set: slurmd Pods name this scheduler (power_keeper.py).
     power_saving: bool = False
+    # The uid of a Pod without sunk.coreweave.com/user-id (values
+    # scheduler.podPolicy.defaultUserId); None: the operator's user, root in SUNK (seed 002).
+    default_user_id: int | None = None
 
     @property
     def hooks_secret_name(self) -> str:
@@ -65,6 +68,7 @@ def settings_from_values(
         "gang_failure_policy": _gang_policy(scheduler.get("gangFailurePolicy", "restart")),
         "bin_pack_partitions": _namespaces(scheduler.get("binPackPartitions")),
         "power_saving": power_saving(dict(values)) is not None,
+        "default_user_id": (scheduler.get("podPolicy") or {}).get("defaultUserId"),
     }
     fields.update({k: v for k, v in overrides.items() if v is not None})
     return SchedulerSettings(**fields)

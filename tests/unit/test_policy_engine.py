@@ -299,7 +299,8 @@ def test_a_failing_case_says_what_differs(
         spec:
           cases:
             - name: latest is denied (wrongly expected to pass)
-              object: {metadata: {name: x}, spec: {terminationGracePeriodSeconds: 5,
+              object: {metadata: {name: x, annotations: {sunk.coreweave.com/user-id: '1001'}},
+                       spec: {terminationGracePeriodSeconds: 5,
                        containers: [{name: a, image: 'nginx:latest',
                                      resources: {requests: {cpu: '1', memory: 1Gi}}}]}}
               expect: {deny: []}

@@ -71,12 +71,12 @@ def test_user_id_0_is_denied_by_default_and_says_how_to_allow_it() -> None:
     assert "scheduler.podPolicy.allowedUserIds" in message
 
 
-def test_other_user_ids_and_no_user_id_are_admitted_by_default() -> None:
-    """Seed 002's own examples: user-id 1001, and none at all (the job runs as the operator's
-    user, as in SUNK); an operator closes the latter per namespace (below)."""
+def test_other_user_ids_are_admitted_by_default_and_no_user_id_is_root() -> None:
+    """Seed 002's own examples: user-id 1001, and none at all, whose job runs as root
+    (uid 0): denied like user-id 0 unless values allow it (issue 31, test_hostile_pods)."""
     assert denials(pod(user_id="1001")) == {}
-    assert denials(pod()) == {}
-    assert denials(pod(account="root")) == {}
+    assert set(denials(pod())) == {USER_ID_POLICY}
+    assert denials(pod(user_id="1001", account="root")) == {}
 
 
 @given(st.text(alphabet=" \t\n\x1c\x1f\x85\xa0\u3000-+0123456789_x", max_size=8))
@@ -122,8 +122,8 @@ def test_an_empty_list_admits_no_pod_in_that_namespace() -> None:
 
 
 def test_a_priority_above_the_default_ceiling_is_denied() -> None:
-    assert denials(pod(priority="1000")) == {}
-    found = denials(pod(priority="1001"))
+    assert denials(pod(priority="1000", user_id="1001")) == {}
+    found = denials(pod(priority="1001", user_id="1001"))
     assert set(found) == {PRIORITY_POLICY}
     assert "1001" in found[PRIORITY_POLICY].message and "1000" in found[PRIORITY_POLICY].message
     assert "scheduler.podPolicy.maxPriority" in found[PRIORITY_POLICY].message
@@ -135,8 +135,8 @@ def test_spellings_of_a_high_priority_are_denied_cleanly(text: str) -> None:
 
 
 def test_the_ceiling_comes_from_params() -> None:
-    assert denials(pod(priority="5000"), maxPriority=5000) == {}
-    assert set(denials(pod(priority="100"), maxPriority=10)) == {PRIORITY_POLICY}
+    assert denials(pod(priority="5000", user_id="1001"), maxPriority=5000) == {}
+    assert set(denials(pod(priority="100", user_id="1001"), maxPriority=10)) == {PRIORITY_POLICY}
 
 
 # ---- values -> params ----------------------------------------------------------------------

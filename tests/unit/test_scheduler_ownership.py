@@ -22,7 +22,7 @@ US, THEM = "tenant-slurm-scheduler", "other-slurm-scheduler"
 UID = "0b6a7a53-0000-4000-8000-00000000000a"
 NAME = f"pod:ns/p@{UID}:{US}"
 MARKED = Ownership(US, "root", marked=True)  # v0.0.40+: the operator submits every job
-UNMARKED = Ownership(US, "slurm", marked=False, users=frozenset({"1001"}))  # 22.05
+UNMARKED = Ownership(US, "slurm", marked=False, users={UID: frozenset({"1001"})})  # 22.05
 
 
 def job(job_id: int, name: str = NAME, *, state: str = "RUNNING", **fields: Any) -> SlurmJob:
