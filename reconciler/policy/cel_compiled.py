@@ -41,6 +41,7 @@ from celpy.celtypes import BoolType, ListType, MapType, StringType
 from celpy.evaluation import Activation, CELEvalError, Evaluator, base_functions
 from lark import Token, Tree
 
+from reconciler.policy.cost import PER_CALL_LIMIT, Budget, step_cost
 from reconciler.policy.k8s_library import FUNCTIONS as K8S_FUNCTIONS
 
 Env = dict[str, Any]
@@ -86,12 +87,20 @@ class Unsupported(Exception):
 
 @dataclass(frozen=True)
 class Program:
-    """One compiled expression; `evaluate` as celpy's `Runner.evaluate`."""
+    """One compiled expression; `evaluate` as celpy's `Runner.evaluate`. One with a
+    comprehension (`loops`) runs with a cost.Budget, charged per element; `total` is its
+    policy's spending on this object (cost.CostLimitExceeded past either limit)."""
 
     run: Run
+    loops: bool = False
 
-    def evaluate(self, activation: Env) -> Any:
-        value = self.run(activation)
+    def evaluate(self, activation: Env, total: list[float] | None = None) -> Any:
+        if self.loops:
+            budget = Budget(total)
+            value = self.run({**activation, Budget.KEY: budget})
+            budget.close()
+        else:
+            value = self.run(activation)
         if isinstance(value, CELEvalError):
             raise value
         return value
@@ -102,7 +111,9 @@ def compile_program(ast: Tree, functions: Mapping[str, Callable[..., Any]]) -> P
     `env.program(ast, functions=...)`. Raises Unsupported."""
     if any(name.startswith("_") or name in ("!_", "-_") for name in functions):
         raise Unsupported("functions that replace operators")
-    return Program(_Compiler(functions).node(ast)[0])
+    compiler = _Compiler(functions)
+    run = compiler.node(ast)[0]
+    return Program(run, compiler.loops)
 
 
 def to_cel(value: Any) -> Any:
@@ -196,6 +207,7 @@ def _call(func: Callable[..., Any], args: list[Any], token: Token) -> Any:
 class _Compiler:
     def __init__(self, functions: Mapping[str, Callable[..., Any]]):
         self.functions = ChainMap(dict(functions), base_functions)
+        self.loops = False  # a comprehension compiled: the program needs a cost.Budget
 
     def node(self, tree: Tree) -> tuple[Run, bool]:
         """(run, total): total if running it cannot raise, only return (errors as values)."""
@@ -408,16 +420,20 @@ class _Compiler:
             raise Unsupported(f"macro {name} with {len(args)} arguments")
         var = str(idents[0].children[0])
         body, body_total = self.node(args[1])
+        self.loops, step = True, step_cost(args[1])  # charged per element (cost.py)
         if name in ("all", "exists"):
-            return self._quantifier(target, var, body, body_total, name == "exists"), False
+            return self._quantifier(target, var, body, body_total, name == "exists", step), False
         keep = {"map": None, "filter": True, "exists_one": False}[name]
 
         def run(env: Env) -> Any:
             items = target(env)
             if isinstance(items, CELEvalError):
                 return items
-            local, out = dict(env), []
+            local, out, budget = dict(env), [], env[Budget.KEY]
             for item in items:  # not iterable: the TypeError escapes, as there
+                budget.spent += step  # inline: a call per element costs 5% of an all()
+                if budget.spent > PER_CALL_LIMIT:
+                    budget.stop()
                 local[var] = item
                 value = body(local)
                 if isinstance(value, CELEvalError):
@@ -432,7 +448,9 @@ class _Compiler:
 
         return run, False  # it raises an element's error
 
-    def _quantifier(self, target: Run, var: str, body: Run, total: bool, answer: bool) -> Run:
+    def _quantifier(
+        self, target: Run, var: str, body: Run, total: bool, answer: bool, step: float
+    ) -> Run:
         """all (answer False) and exists (True): logical_and/or folded over every element, an
         element's error a value. Once the fold holds the answer nothing changes it: the rest
         is skipped when the body cannot raise."""
@@ -442,8 +460,11 @@ class _Compiler:
             items = target(env)
             if isinstance(items, CELEvalError):
                 return items
-            local, folded = dict(env), BoolType(not answer)
+            local, folded, budget = dict(env), BoolType(not answer), env[Budget.KEY]
             for item in items:
+                budget.spent += step
+                if budget.spent > PER_CALL_LIMIT:
+                    budget.stop()
                 local[var] = item
                 try:
                     value = body(local)

@@ -18,7 +18,14 @@ from celpy import celtypes
 from celpy.evaluation import CELEvalError, base_functions
 
 from reconciler.config.policy_file import Expression, Override, Policy, Validation
-from reconciler.errors import Location, ReconcilerError
+from reconciler.errors import (
+    Location,
+    PolicyCostError,
+    PolicyLimitError,
+    PolicyNestingError,
+    ReconcilerError,
+)
+from reconciler.policy import cost
 from reconciler.policy.cel_compiled import Program, Unsupported, compile_program, to_cel
 from reconciler.policy.inputs import Path, covering, inputs_key, paths_read
 from reconciler.policy.k8s_library import FUNCTIONS
@@ -145,13 +152,20 @@ def compile_policies(
     `interpret` (the benchmark's reference), on celpy's interpreter: the same meaning."""
     env = celpy.Environment()
     problems: list[str] = []
+    over: list[PolicyLimitError] = []  # over a limit: refused alone, each on one line
     compiled: list[CompiledPolicy] = []
 
     def program(policy: Policy, expression: Expression) -> _Program:
-        try:
-            ast = env.compile(expression.text)
-        except celpy.CELParseError as error:
-            problems.append(_parse_problem(policy, expression, error))
+        refused = _too_big(policy, expression)
+        if refused is None:
+            try:
+                ast = env.compile(expression.text)
+            except celpy.CELParseError as error:
+                problems.append(_parse_problem(policy, expression, error))
+                return _Program(expression, None)
+            refused = _too_costly(policy, expression, ast)
+        if refused is not None:
+            over.append(refused)
             return _Program(expression, None)
         unknown = sorted(_called(ast) - KNOWN_FUNCTIONS)
         if unknown:
@@ -179,6 +193,8 @@ def compile_policies(
         checks = [p for _, p in conditions] + [v.check for v in validations]
         inputs = covering(path for program in checks for path in program.reads)
         compiled.append(CompiledPolicy(policy, conditions, validations, inputs))
+    if over:
+        raise _first_of(over)
     if problems:
         raise PolicyCompileError(problems)
     return tuple(compiled)
@@ -192,6 +208,52 @@ def interpreted(policies: Iterable[CompiledPolicy]) -> list[Expression]:
         programs += [p for v in compiled.validations for p in (v.check, v.message) if p]
         found += [p.expression for p in programs if not isinstance(p.runner, Program)]
     return found
+
+
+def _first_of(over: list[PolicyLimitError]) -> PolicyLimitError:
+    """The first refusal, saying how many more there are (each alone is one line)."""
+    if len(over) == 1:
+        return over[0]
+    first = over[0]
+    more = f" (and {len(over) - 1} more expressions over a limit)"
+    return type(first)(first.message + more, where=first.where, hint=first.hint)
+
+
+def _too_big(policy: Policy, expression: Expression) -> PolicyLimitError | None:
+    """Too long or nested too deep to parse (cel-go's parser limits), checked on the text."""
+    why = cost.too_long(expression.text)
+    if why is None:
+        return None
+    return PolicyNestingError(
+        f"policy {policy.name}: the expression {why} (cel-go's parser limits)",
+        where=expression.where,
+        hint=f"split it, or name its parts with more validations; nesting beyond "
+        f"{cost.MAX_NESTING} or {cost.MAX_CODE_POINTS:,} characters is refused as Kubernetes "
+        "refuses it",
+    )
+
+
+def _too_costly(policy: Policy, expression: Expression, ast: Any) -> PolicyLimitError | None:
+    """Nested too deep once parsed (operator chains, ternaries), or estimated to cost more
+    than one expression may (Kubernetes' PerCallLimit)."""
+    depth = cost.tree_depth(ast)
+    if depth > cost.MAX_NESTING:
+        return PolicyNestingError(
+            f"policy {policy.name}: the expression is nested {depth:,} deep; the limit is "
+            f"{cost.MAX_NESTING} (cel-go's parser maxRecursionDepth)",
+            where=expression.where,
+            hint="split a long chain of operators or ternaries into several validations",
+        )
+    estimated = cost.estimate(ast)
+    if estimated <= cost.PER_CALL_LIMIT:
+        return None
+    return PolicyCostError(
+        f"policy {policy.name}: the expression's estimated worst-case cost is "
+        f"{int(estimated):,}; the limit is {cost.PER_CALL_LIMIT:,} (Kubernetes' PerCallLimit)",
+        where=expression.where,
+        hint="iterate over fewer or shorter lists (each nested all/exists/map multiplies the "
+        f"cost; a list read from the object counts as {cost.UNKNOWN_ITEMS} items)",
+    )
 
 
 def _parse_problem(policy: Policy, expression: Expression, error: celpy.CELParseError) -> str:
@@ -258,16 +320,17 @@ class _Failure:
 
 
 def _failures(compiled: CompiledPolicy, activation: dict[str, Any]) -> tuple[_Failure, ...]:
+    total = [0.0]  # the policy's budget on this object (Kubernetes' RuntimeCELCostBudget)
     try:
         for _, condition in compiled.conditions:
-            if not _truth(condition, activation):
+            if not _truth(condition, activation, total):
                 return ()
     except _ExpressionFailed as failed:
         return (_Failure(-1, failed),)
     failures = []
     for index, validation in enumerate(compiled.validations):
         try:
-            if not _truth(validation.check, activation):
+            if not _truth(validation.check, activation, total):
                 failures.append(_Failure(index))
         except _ExpressionFailed as failed:
             failures.append(_Failure(index, failed))
@@ -296,17 +359,22 @@ class _ExpressionFailed(Exception):
         self.text = text
 
 
-def _run(program: _Program, activation: dict[str, Any]) -> Any:
+def _run(program: _Program, activation: dict[str, Any], total: list[float] | None = None) -> Any:
+    """`total` the cost spent by the policy's expressions on this object so far."""
     try:
+        if isinstance(program.runner, Program):
+            return program.runner.evaluate(activation, total)
         return program.runner.evaluate(activation)
+    except cost.CostLimitExceeded as error:
+        raise _ExpressionFailed(program.expression, error.text) from None
     except CELEvalError as error:
         raise _ExpressionFailed(program.expression, _short(error)) from None
     except (TypeError, ValueError, ArithmeticError, KeyError, IndexError) as error:
         raise _ExpressionFailed(program.expression, f"{type(error).__name__}: {error}") from None
 
 
-def _truth(program: _Program, activation: dict[str, Any]) -> bool:
-    value = _run(program, activation)
+def _truth(program: _Program, activation: dict[str, Any], total: list[float]) -> bool:
+    value = _run(program, activation, total)
     if not isinstance(value, celtypes.BoolType | bool):
         raise _ExpressionFailed(
             program.expression, f"expected a bool, got {type(value).__name__} {value!r}"
