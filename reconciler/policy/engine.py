@@ -18,17 +18,12 @@ from celpy import celtypes
 from celpy.evaluation import CELEvalError, base_functions
 
 from reconciler.config.policy_file import Expression, Override, Policy, Validation
-from reconciler.errors import (
-    Location,
-    PolicyCostError,
-    PolicyLimitError,
-    PolicyNestingError,
-    ReconcilerError,
-)
+from reconciler.errors import Location, ReconcilerError
 from reconciler.policy import cost
 from reconciler.policy.cel_compiled import Program, Unsupported, compile_program, to_cel
 from reconciler.policy.inputs import Path, covering, inputs_key, paths_read
 from reconciler.policy.k8s_library import FUNCTIONS
+from reconciler.policy.limits import Refusals
 
 # Macros look like member calls in the parse tree but are not functions.
 MACROS: Final = frozenset({"all", "exists", "exists_one", "map", "filter", "has"})
@@ -152,20 +147,18 @@ def compile_policies(
     `interpret` (the benchmark's reference), on celpy's interpreter: the same meaning."""
     env = celpy.Environment()
     problems: list[str] = []
-    over: list[PolicyLimitError] = []  # over a limit: refused alone, each on one line
+    refusals = Refusals()  # over a limit (limits.py): refused alone, on one line
     compiled: list[CompiledPolicy] = []
 
     def program(policy: Policy, expression: Expression) -> _Program:
-        refused = _too_big(policy, expression)
-        if refused is None:
-            try:
-                ast = env.compile(expression.text)
-            except celpy.CELParseError as error:
-                problems.append(_parse_problem(policy, expression, error))
-                return _Program(expression, None)
-            refused = _too_costly(policy, expression, ast)
-        if refused is not None:
-            over.append(refused)
+        if refusals.before_parse(policy, expression):
+            return _Program(expression, None)
+        try:
+            ast = env.compile(expression.text)
+        except celpy.CELParseError as error:
+            problems.append(_parse_problem(policy, expression, error))
+            return _Program(expression, None)
+        if refusals.after_parse(policy, expression, ast):
             return _Program(expression, None)
         unknown = sorted(_called(ast) - KNOWN_FUNCTIONS)
         if unknown:
@@ -193,8 +186,7 @@ def compile_policies(
         checks = [p for _, p in conditions] + [v.check for v in validations]
         inputs = covering(path for program in checks for path in program.reads)
         compiled.append(CompiledPolicy(policy, conditions, validations, inputs))
-    if over:
-        raise _first_of(over)
+    refusals.raise_first()
     if problems:
         raise PolicyCompileError(problems)
     return tuple(compiled)
@@ -208,52 +200,6 @@ def interpreted(policies: Iterable[CompiledPolicy]) -> list[Expression]:
         programs += [p for v in compiled.validations for p in (v.check, v.message) if p]
         found += [p.expression for p in programs if not isinstance(p.runner, Program)]
     return found
-
-
-def _first_of(over: list[PolicyLimitError]) -> PolicyLimitError:
-    """The first refusal, saying how many more there are (each alone is one line)."""
-    if len(over) == 1:
-        return over[0]
-    first = over[0]
-    more = f" (and {len(over) - 1} more expressions over a limit)"
-    return type(first)(first.message + more, where=first.where, hint=first.hint)
-
-
-def _too_big(policy: Policy, expression: Expression) -> PolicyLimitError | None:
-    """Too long or nested too deep to parse (cel-go's parser limits), checked on the text."""
-    why = cost.too_long(expression.text)
-    if why is None:
-        return None
-    return PolicyNestingError(
-        f"policy {policy.name}: the expression {why} (cel-go's parser limits)",
-        where=expression.where,
-        hint=f"split it, or name its parts with more validations; nesting beyond "
-        f"{cost.MAX_NESTING} or {cost.MAX_CODE_POINTS:,} characters is refused as Kubernetes "
-        "refuses it",
-    )
-
-
-def _too_costly(policy: Policy, expression: Expression, ast: Any) -> PolicyLimitError | None:
-    """Nested too deep once parsed (operator chains, ternaries), or estimated to cost more
-    than one expression may (Kubernetes' PerCallLimit)."""
-    depth = cost.tree_depth(ast)
-    if depth > cost.MAX_NESTING:
-        return PolicyNestingError(
-            f"policy {policy.name}: the expression is nested {depth:,} deep; the limit is "
-            f"{cost.MAX_NESTING} (cel-go's parser maxRecursionDepth)",
-            where=expression.where,
-            hint="split a long chain of operators or ternaries into several validations",
-        )
-    estimated = cost.estimate(ast)
-    if estimated <= cost.PER_CALL_LIMIT:
-        return None
-    return PolicyCostError(
-        f"policy {policy.name}: the expression's estimated worst-case cost is "
-        f"{int(estimated):,}; the limit is {cost.PER_CALL_LIMIT:,} (Kubernetes' PerCallLimit)",
-        where=expression.where,
-        hint="iterate over fewer or shorter lists (each nested all/exists/map multiplies the "
-        f"cost; a list read from the object counts as {cost.UNKNOWN_ITEMS} items)",
-    )
 
 
 def _parse_problem(policy: Policy, expression: Expression, error: celpy.CELParseError) -> str:

@@ -231,6 +231,16 @@ def test_an_expression_over_100000_characters_is_refused_before_parsing() -> Non
     assert time.perf_counter() - start < 0.5
 
 
+def test_the_expressions_of_a_revision_are_bounded_in_all() -> None:
+    # 11 s to parse a 100,000-character flat list here: a repo of 32 MiB could hold 300.
+    text = "'" + "a" * 90_000 + "' != ''"  # one token: quick to parse, long to read
+    policies = [_policy(text, name=f"long-{i}") for i in range(3)]
+    with pytest.raises(PolicyNestingError) as err:
+        compile_policies(policies)
+    line = _one_line(err.value)
+    assert "policy long-2" in line and "270,024 characters in all; the limit is 200,000" in line
+
+
 def test_brackets_inside_string_literals_do_not_count() -> None:
     compile_policies([_policy("'" + "(" * 400 + "' != '' && \"[[[\" != r'{{{{'")])
 
