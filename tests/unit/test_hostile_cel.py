@@ -176,6 +176,18 @@ def test_pod_admission_refuses_the_pod_with_the_reason() -> None:
     assert "cost limit exceeded" in refusal
 
 
+def test_a_replace_that_squares_an_annotation_is_an_error_not_a_huge_string() -> None:
+    # Within the estimate (a string read from the object counts as 253 characters); on a
+    # 5,000-character annotation it would build 25,000,000 characters, 100,000 one of 10**10.
+    text = "object.metadata.annotations.x.replace('a', object.metadata.annotations.x) != ''"
+    policies = compile_policies([_policy(text)])
+    pod = {"metadata": {"annotations": {"x": "a" * 5000}}}
+    start = time.perf_counter()
+    (finding,) = evaluate(policies, "pod", pod, "Pod a/p", params={})
+    assert time.perf_counter() - start < 0.5
+    assert "replace: the result would be 25,000,000 characters, over 10,000,000" in finding.message
+
+
 def test_a_policys_expressions_share_the_runtime_budget() -> None:
     program = compile_program(celpy.Environment().compile("[1, 2].all(x, x > 0)"), FUNCTIONS)
     assert program.evaluate({}, [0.0])
