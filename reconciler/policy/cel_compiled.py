@@ -41,7 +41,7 @@ from celpy.celtypes import BoolType, ListType, MapType, StringType
 from celpy.evaluation import Activation, CELEvalError, Evaluator, base_functions
 from lark import Token, Tree
 
-from reconciler.policy.cost import PER_CALL_LIMIT, Budget, step_cost
+from reconciler.policy.cost import PER_CALL_LIMIT, STRING_TRAVERSAL, Budget, step_cost
 from reconciler.policy.k8s_library import FUNCTIONS as K8S_FUNCTIONS
 
 Env = dict[str, Any]
@@ -74,6 +74,10 @@ _COMPARISONS: Final = {
     for f, op in ((ev.bool_lt, operator.lt), (ev.bool_le, operator.le), (ev.bool_gt, operator.gt),
                   (ev.bool_ge, operator.ge), (ev.bool_eq, operator.eq), (ev.bool_ne, operator.ne))
 }  # fmt: skip
+# A concatenation longer than this is charged by its length (a step's estimate counts a string
+# read from the object as cost.UNKNOWN_CHARS); celpy's + gives a str, list or bytes.
+_CHARGED_FROM: Final = 1_000
+_SIZED: Final = frozenset({str, list, bytes, StringType, ListType, celtypes.BytesType})
 _MACROS: Final = frozenset({"map", "filter", "all", "exists", "exists_one", "reduce", "min"})
 # Functions that return every failure as an error value, never raise, so a short-circuit may
 # skip them: the Kubernetes library's (its `_cel`), and these (int(), bool() ... can raise).
@@ -282,6 +286,8 @@ class _Compiler:
         (left, right), total = self.nodes([left_tree, right_tree])
         func, caught = self.functions[_OPERATORS[op]], _CAUGHT[str(tree.data)]
         func = _COMPARISONS.get(func, func)
+        if op == "addition_add":
+            return self._concatenation(tree, op, left, right, func, caught), total
 
         def run(env: Env) -> Any:
             x, y = left(env), right(env)
@@ -291,6 +297,28 @@ class _Compiler:
                 return _failed(tree, op, ex, x, y)
 
         return run, total
+
+    def _concatenation(
+        self, tree: Tree, op: Any, left: Run, right: Run, func: Any, caught: Any
+    ) -> Run:
+        """`+`, as _binary; a long string or list it builds inside a comprehension is charged
+        by its length (cel-go: 0.1 an item), which a step's estimate cannot know."""
+
+        def run(env: Env) -> Any:
+            x, y = left(env), right(env)
+            try:
+                value = func(x, y)
+            except caught as ex:
+                return _failed(tree, op, ex, x, y)
+            if type(value) in _SIZED and len(value) > _CHARGED_FROM:
+                budget = env.get(Budget.KEY)  # none outside a comprehension: linear there
+                if budget is not None:
+                    budget.spent += STRING_TRAVERSAL * len(value)
+                    if budget.spent > PER_CALL_LIMIT:
+                        budget.stop()
+            return value
+
+        return run
 
     def _in(self, tree: Tree) -> tuple[Run, bool]:
         op_tree, right_tree = tree.children

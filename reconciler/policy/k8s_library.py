@@ -326,10 +326,14 @@ def replace(text: Any, old: Any, new: Any, *limit: Any) -> celtypes.StringType:
         raise TypeError
     s, o, n = _string(text), _string(old), _string(new)
     hits = len(s) + 1 if o == "" else s.count(o)  # counted before anything is built
-    size = len(s) + (hits if count < 0 else min(hits, count)) * (len(n) - len(o))
-    if size > MAX_BUILT_CHARS:  # s.replace(x, s) squares its length: refused, not built
+    _buildable(len(s) + (hits if count < 0 else min(hits, count)) * (len(n) - len(o)))
+    return celtypes.StringType(s.replace(o, n, count))  # s.replace(x, s) squares it
+
+
+def _buildable(size: int) -> None:
+    """Refuses a result counted before it is built, past MAX_BUILT_CHARS."""
+    if size > MAX_BUILT_CHARS:
         raise _Failed(f"the result would be {size:,} characters, over {MAX_BUILT_CHARS:,}")
-    return celtypes.StringType(s.replace(o, n, count))
 
 
 def _split(s: str, sep: str, limit: int) -> list[str]:
@@ -381,6 +385,7 @@ def join(items: Any, *separator: Any) -> celtypes.StringType:
     for position, part in enumerate(parts):
         if not isinstance(part, str):
             raise _Failed(f"element {position} is {_type_name(part)}, not string")
+    _buildable(sum(map(len, parts)) + len(sep) * max(0, len(parts) - 1))  # a long separator
     return celtypes.StringType(sep.join(parts))
 
 

@@ -188,6 +188,23 @@ def test_a_replace_that_squares_an_annotation_is_an_error_not_a_huge_string() ->
     assert "replace: the result would be 25,000,000 characters, over 10,000,000" in finding.message
 
 
+def test_a_long_separator_is_an_error_not_a_huge_string() -> None:
+    text = "object.spec.containers.map(c, c.name).join(object.metadata.annotations.x) != ''"
+    pod = {**_pod(3000), "metadata": {"annotations": {"x": "," * 5000}}}
+    (finding,) = evaluate(compile_policies([_policy(text)]), "pod", pod, "Pod a/p", params={})
+    assert "join: the result would be 15,0" in finding.message
+
+
+def test_concatenating_a_long_string_per_element_is_charged_by_its_length() -> None:
+    # 3,000 copies of a 100,000-character annotation: 300 MB, and within the step's estimate.
+    text = "object.spec.containers.map(c, object.metadata.annotations.x + c.name).size() > 0"
+    pod = {**_pod(3000), "metadata": {"annotations": {"x": "a" * 100_000}}}
+    start = time.perf_counter()
+    (finding,) = evaluate(compile_policies([_policy(text)]), "pod", pod, "Pod a/p", params={})
+    assert time.perf_counter() - start < 1.0
+    assert "cost limit exceeded" in finding.message
+
+
 def test_a_policys_expressions_share_the_runtime_budget() -> None:
     program = compile_program(celpy.Environment().compile("[1, 2].all(x, x > 0)"), FUNCTIONS)
     assert program.evaluate({}, [0.0])
