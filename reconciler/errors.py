@@ -203,3 +203,16 @@ class KubeConflictError(KubeApiError):
         )
         self.conflicts = tuple(conflicts)
         self.managers = tuple(managers)
+
+
+class PolicyLimitError(ReconcilerError):
+    """A CEL expression over one of the limits Kubernetes sets on them (docs/security.md,
+    "CEL policies"): refused when the policies are compiled, before it can run."""
+
+
+class PolicyNestingError(PolicyLimitError):
+    """An expression too long or nested too deep, refused before it is parsed or compiled."""
+
+
+class PolicyCostError(PolicyLimitError):
+    """An expression whose estimated worst-case cost is over the per-expression limit."""

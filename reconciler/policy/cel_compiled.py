@@ -41,6 +41,7 @@ from celpy.celtypes import BoolType, ListType, MapType, StringType
 from celpy.evaluation import Activation, CELEvalError, Evaluator, base_functions
 from lark import Token, Tree
 
+from reconciler.policy.cost import PER_CALL_LIMIT, STRING_TRAVERSAL, Budget, step_cost
 from reconciler.policy.k8s_library import FUNCTIONS as K8S_FUNCTIONS
 
 Env = dict[str, Any]
@@ -73,6 +74,10 @@ _COMPARISONS: Final = {
     for f, op in ((ev.bool_lt, operator.lt), (ev.bool_le, operator.le), (ev.bool_gt, operator.gt),
                   (ev.bool_ge, operator.ge), (ev.bool_eq, operator.eq), (ev.bool_ne, operator.ne))
 }  # fmt: skip
+# A concatenation longer than this is charged by its length (a step's estimate counts a string
+# read from the object as cost.UNKNOWN_CHARS); celpy's + gives a str, list or bytes.
+_CHARGED_FROM: Final = 1_000
+_SIZED: Final = frozenset({str, list, bytes, StringType, ListType, celtypes.BytesType})
 _MACROS: Final = frozenset({"map", "filter", "all", "exists", "exists_one", "reduce", "min"})
 # Functions that return every failure as an error value, never raise, so a short-circuit may
 # skip them: the Kubernetes library's (its `_cel`), and these (int(), bool() ... can raise).
@@ -86,12 +91,20 @@ class Unsupported(Exception):
 
 @dataclass(frozen=True)
 class Program:
-    """One compiled expression; `evaluate` as celpy's `Runner.evaluate`."""
+    """One compiled expression; `evaluate` as celpy's `Runner.evaluate`. One with a
+    comprehension (`loops`) runs with a cost.Budget, charged per element; `total` is its
+    policy's spending on this object (cost.CostLimitExceeded past either limit)."""
 
     run: Run
+    loops: bool = False
 
-    def evaluate(self, activation: Env) -> Any:
-        value = self.run(activation)
+    def evaluate(self, activation: Env, total: list[float] | None = None) -> Any:
+        if self.loops:
+            budget = Budget(total)
+            value = self.run({**activation, Budget.KEY: budget})
+            budget.close()
+        else:
+            value = self.run(activation)
         if isinstance(value, CELEvalError):
             raise value
         return value
@@ -102,7 +115,9 @@ def compile_program(ast: Tree, functions: Mapping[str, Callable[..., Any]]) -> P
     `env.program(ast, functions=...)`. Raises Unsupported."""
     if any(name.startswith("_") or name in ("!_", "-_") for name in functions):
         raise Unsupported("functions that replace operators")
-    return Program(_Compiler(functions).node(ast)[0])
+    compiler = _Compiler(functions)
+    run = compiler.node(ast)[0]
+    return Program(run, compiler.loops)
 
 
 def to_cel(value: Any) -> Any:
@@ -196,6 +211,7 @@ def _call(func: Callable[..., Any], args: list[Any], token: Token) -> Any:
 class _Compiler:
     def __init__(self, functions: Mapping[str, Callable[..., Any]]):
         self.functions = ChainMap(dict(functions), base_functions)
+        self.loops = False  # a comprehension compiled: the program needs a cost.Budget
 
     def node(self, tree: Tree) -> tuple[Run, bool]:
         """(run, total): total if running it cannot raise, only return (errors as values)."""
@@ -270,6 +286,8 @@ class _Compiler:
         (left, right), total = self.nodes([left_tree, right_tree])
         func, caught = self.functions[_OPERATORS[op]], _CAUGHT[str(tree.data)]
         func = _COMPARISONS.get(func, func)
+        if op == "addition_add":
+            return self._concatenation(tree, op, left, right, func, caught), total
 
         def run(env: Env) -> Any:
             x, y = left(env), right(env)
@@ -279,6 +297,28 @@ class _Compiler:
                 return _failed(tree, op, ex, x, y)
 
         return run, total
+
+    def _concatenation(
+        self, tree: Tree, op: Any, left: Run, right: Run, func: Any, caught: Any
+    ) -> Run:
+        """`+`, as _binary; a long string or list it builds inside a comprehension is charged
+        by its length (cel-go: 0.1 an item), which a step's estimate cannot know."""
+
+        def run(env: Env) -> Any:
+            x, y = left(env), right(env)
+            try:
+                value = func(x, y)
+            except caught as ex:
+                return _failed(tree, op, ex, x, y)
+            if type(value) in _SIZED and len(value) > _CHARGED_FROM:
+                budget = env.get(Budget.KEY)  # none outside a comprehension: linear there
+                if budget is not None:
+                    budget.spent += STRING_TRAVERSAL * len(value)
+                    if budget.spent > PER_CALL_LIMIT:
+                        budget.stop()
+            return value
+
+        return run
 
     def _in(self, tree: Tree) -> tuple[Run, bool]:
         op_tree, right_tree = tree.children
@@ -408,16 +448,20 @@ class _Compiler:
             raise Unsupported(f"macro {name} with {len(args)} arguments")
         var = str(idents[0].children[0])
         body, body_total = self.node(args[1])
+        self.loops, step = True, step_cost(args[1])  # charged per element (cost.py)
         if name in ("all", "exists"):
-            return self._quantifier(target, var, body, body_total, name == "exists"), False
+            return self._quantifier(target, var, body, body_total, name == "exists", step), False
         keep = {"map": None, "filter": True, "exists_one": False}[name]
 
         def run(env: Env) -> Any:
             items = target(env)
             if isinstance(items, CELEvalError):
                 return items
-            local, out = dict(env), []
+            local, out, budget = dict(env), [], env[Budget.KEY]
             for item in items:  # not iterable: the TypeError escapes, as there
+                budget.spent += step  # inline: a call per element costs 5% of an all()
+                if budget.spent > PER_CALL_LIMIT:
+                    budget.stop()
                 local[var] = item
                 value = body(local)
                 if isinstance(value, CELEvalError):
@@ -432,7 +476,9 @@ class _Compiler:
 
         return run, False  # it raises an element's error
 
-    def _quantifier(self, target: Run, var: str, body: Run, total: bool, answer: bool) -> Run:
+    def _quantifier(
+        self, target: Run, var: str, body: Run, total: bool, answer: bool, step: float
+    ) -> Run:
         """all (answer False) and exists (True): logical_and/or folded over every element, an
         element's error a value. Once the fold holds the answer nothing changes it: the rest
         is skipped when the body cannot raise."""
@@ -442,8 +488,11 @@ class _Compiler:
             items = target(env)
             if isinstance(items, CELEvalError):
                 return items
-            local, folded = dict(env), BoolType(not answer)
+            local, folded, budget = dict(env), BoolType(not answer), env[Budget.KEY]
             for item in items:
+                budget.spent += step
+                if budget.spent > PER_CALL_LIMIT:
+                    budget.stop()
                 local[var] = item
                 try:
                     value = body(local)

@@ -19,9 +19,11 @@ from celpy.evaluation import CELEvalError, base_functions
 
 from reconciler.config.policy_file import Expression, Override, Policy, Validation
 from reconciler.errors import Location, ReconcilerError
+from reconciler.policy import cost
 from reconciler.policy.cel_compiled import Program, Unsupported, compile_program, to_cel
 from reconciler.policy.inputs import Path, covering, inputs_key, paths_read
 from reconciler.policy.k8s_library import FUNCTIONS
+from reconciler.policy.limits import Refusals
 
 # Macros look like member calls in the parse tree but are not functions.
 MACROS: Final = frozenset({"all", "exists", "exists_one", "map", "filter", "has"})
@@ -145,13 +147,18 @@ def compile_policies(
     `interpret` (the benchmark's reference), on celpy's interpreter: the same meaning."""
     env = celpy.Environment()
     problems: list[str] = []
+    refusals = Refusals()  # over a limit (limits.py): refused alone, on one line
     compiled: list[CompiledPolicy] = []
 
     def program(policy: Policy, expression: Expression) -> _Program:
+        if refusals.before_parse(policy, expression):
+            return _Program(expression, None)
         try:
             ast = env.compile(expression.text)
         except celpy.CELParseError as error:
             problems.append(_parse_problem(policy, expression, error))
+            return _Program(expression, None)
+        if refusals.after_parse(policy, expression, ast):
             return _Program(expression, None)
         unknown = sorted(_called(ast) - KNOWN_FUNCTIONS)
         if unknown:
@@ -179,6 +186,7 @@ def compile_policies(
         checks = [p for _, p in conditions] + [v.check for v in validations]
         inputs = covering(path for program in checks for path in program.reads)
         compiled.append(CompiledPolicy(policy, conditions, validations, inputs))
+    refusals.raise_first()
     if problems:
         raise PolicyCompileError(problems)
     return tuple(compiled)
@@ -258,16 +266,17 @@ class _Failure:
 
 
 def _failures(compiled: CompiledPolicy, activation: dict[str, Any]) -> tuple[_Failure, ...]:
+    total = [0.0]  # the policy's budget on this object (Kubernetes' RuntimeCELCostBudget)
     try:
         for _, condition in compiled.conditions:
-            if not _truth(condition, activation):
+            if not _truth(condition, activation, total):
                 return ()
     except _ExpressionFailed as failed:
         return (_Failure(-1, failed),)
     failures = []
     for index, validation in enumerate(compiled.validations):
         try:
-            if not _truth(validation.check, activation):
+            if not _truth(validation.check, activation, total):
                 failures.append(_Failure(index))
         except _ExpressionFailed as failed:
             failures.append(_Failure(index, failed))
@@ -296,17 +305,22 @@ class _ExpressionFailed(Exception):
         self.text = text
 
 
-def _run(program: _Program, activation: dict[str, Any]) -> Any:
+def _run(program: _Program, activation: dict[str, Any], total: list[float] | None = None) -> Any:
+    """`total` the cost spent by the policy's expressions on this object so far."""
     try:
+        if isinstance(program.runner, Program):
+            return program.runner.evaluate(activation, total)
         return program.runner.evaluate(activation)
+    except cost.CostLimitExceeded as error:
+        raise _ExpressionFailed(program.expression, error.text) from None
     except CELEvalError as error:
         raise _ExpressionFailed(program.expression, _short(error)) from None
     except (TypeError, ValueError, ArithmeticError, KeyError, IndexError) as error:
         raise _ExpressionFailed(program.expression, f"{type(error).__name__}: {error}") from None
 
 
-def _truth(program: _Program, activation: dict[str, Any]) -> bool:
-    value = _run(program, activation)
+def _truth(program: _Program, activation: dict[str, Any], total: list[float]) -> bool:
+    value = _run(program, activation, total)
     if not isinstance(value, celtypes.BoolType | bool):
         raise _ExpressionFailed(
             program.expression, f"expected a bool, got {type(value).__name__} {value!r}"

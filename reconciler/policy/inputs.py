@@ -53,25 +53,27 @@ def inputs_key(
 
 
 def _walk(tree: Tree, found: set[Path], *, is_base: bool) -> None:
-    if tree.data == "member_dot":
-        if not is_base:
-            chain = _chain(tree)
-            if chain is not None:
-                found.add(chain)
-        _walk(tree.children[0], found, is_base=True)
-        return
-    if tree.data in ("member", "primary"):
-        if tree.data == "primary" and not is_base:
-            chain = _chain(tree)
-            if chain is not None:
-                found.add(chain)
-        for child in tree.children:
-            if isinstance(child, Tree):
-                _walk(child, found, is_base=is_base and len(tree.children) == 1)
-        return
-    for child in tree.children:
-        if isinstance(child, Tree):
-            _walk(child, found, is_base=False)
+    """Adds the chains under `tree`; an explicit stack, not recursion, since a parse tree is
+    ten levels deep per CEL operation (cost.MAX_NESTING of them: too deep for Python's)."""
+    stack = [(tree, is_base)]
+    while stack:
+        node, base = stack.pop()
+        if node.data == "member_dot":
+            if not base:
+                chain = _chain(node)
+                if chain is not None:
+                    found.add(chain)
+            stack.append((node.children[0], True))
+            continue
+        if node.data in ("member", "primary"):
+            if node.data == "primary" and not base:
+                chain = _chain(node)
+                if chain is not None:
+                    found.add(chain)
+            inner = base and len(node.children) == 1
+        else:
+            inner = False
+        stack.extend((child, inner) for child in node.children if isinstance(child, Tree))
 
 
 def _chain(tree: Tree) -> Path | None:

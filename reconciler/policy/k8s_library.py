@@ -33,10 +33,14 @@ from celpy import celtypes
 from celpy.evaluation import CELEvalError
 
 from reconciler.compile.quantity import QuantityError, parse_quantity
+from reconciler.policy.cost import PER_CALL_LIMIT, STRING_TRAVERSAL
 
 INT64_MIN: Final = -(2**63)
 INT64_MAX: Final = 2**63 - 1
 NANO: Final = 10**9
+# The longest string a call may build: writing it would cost the whole per-call budget in
+# cel-go's units (0.1 a character), 10,000,000 characters.
+MAX_BUILT_CHARS: Final = int(PER_CALL_LIMIT / STRING_TRAVERSAL)
 # Go's unicode.IsSpace, which strings.TrimSpace uses (Python's str.strip() also strips \x1c-\x1f).
 GO_SPACE: Final = "\t\n\v\f\r \x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000" + "".join(
     map(chr, range(0x2000, 0x200B))
@@ -320,7 +324,16 @@ def replace(text: Any, old: Any, new: Any, *limit: Any) -> celtypes.StringType:
     count = _int(limit[0]) if limit else -1
     if len(limit) > 1:
         raise TypeError
-    return celtypes.StringType(_string(text).replace(_string(old), _string(new), count))
+    s, o, n = _string(text), _string(old), _string(new)
+    hits = len(s) + 1 if o == "" else s.count(o)  # counted before anything is built
+    _buildable(len(s) + (hits if count < 0 else min(hits, count)) * (len(n) - len(o)))
+    return celtypes.StringType(s.replace(o, n, count))  # s.replace(x, s) squares it
+
+
+def _buildable(size: int) -> None:
+    """Refuses a result counted before it is built, past MAX_BUILT_CHARS."""
+    if size > MAX_BUILT_CHARS:
+        raise _Failed(f"the result would be {size:,} characters, over {MAX_BUILT_CHARS:,}")
 
 
 def _split(s: str, sep: str, limit: int) -> list[str]:
@@ -372,6 +385,7 @@ def join(items: Any, *separator: Any) -> celtypes.StringType:
     for position, part in enumerate(parts):
         if not isinstance(part, str):
             raise _Failed(f"element {position} is {_type_name(part)}, not string")
+    _buildable(sum(map(len, parts)) + len(sep) * max(0, len(parts) - 1))  # a long separator
     return celtypes.StringType(sep.join(parts))
 
 
