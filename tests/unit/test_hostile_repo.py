@@ -1,0 +1,138 @@
+"""Issue 31, items 5, 8 and 9: a config repo built to hurt is refused fast, by name, and in
+bounded memory; the files around it are read as the repo's own are; node-definition labels
+cannot take over the labels we own.
+
+The bombs run in a child process capped at 1 GiB of address space (where each of them ended in
+a MemoryError before): the child times only the command and reports its peak RSS, so the
+assertions bound the time and the memory of the refusal itself.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import tracemalloc
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+from reconciler.compile.desired import compile_desired_state
+from reconciler.errors import CompileError, ConfigTypeError
+from reconciler.hostlists import MAX_NAMES
+from tests.unit.conftest import config_from
+from tests.unit.test_hostile_yaml import _repo
+
+ROOT = Path(__file__).resolve().parents[2]
+GIB = 2**30
+MIB = 2**20
+# 300 ranges of 100,000 names: 3.3 KB of text, 30 million names (the issue's partition).
+RANGES = ",".join(f"x{i}[0-99999]" for i in range(300))
+NODE = "definitions: [cpu-epyc, las1]"
+# Run in the child: cap the address space, import everything, then time the command alone.
+_CHILD = """
+import contextlib, io, json, resource, sys, time
+resource.setrlimit(resource.RLIMIT_AS, (CAP_BYTES, CAP_BYTES))
+from reconciler import cli
+cli.build_parser()
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+out, err = io.StringIO(), io.StringIO()
+start = time.perf_counter()
+with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    try:
+        code = cli.main(sys.argv[1:])
+    except BaseException as exc:  # MemoryError, RecursionError: what the bombs did before
+        code = repr(exc)[:200]
+elapsed = time.perf_counter() - start
+grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024
+print(json.dumps({"code": code, "err": err.getvalue(), "elapsed": elapsed, "grown": grown}))
+""".replace("CAP_BYTES", str(GIB))
+
+
+def _bounded(*argv: str) -> dict[str, Any]:
+    """Run `reconciler ARGV` in a child capped at 1 GiB; its exit code, stderr, the seconds the
+    command took and how much its peak RSS grew while it ran (bytes)."""
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILD, *argv],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    return cast(dict[str, Any], json.loads(done.stdout.splitlines()[-1]))
+
+
+def _refused_fast(result: dict[str, Any], start: str, *parts: str) -> str:
+    """One error line that starts with `start` and holds each of `parts`, in well under a
+    second and 32 MiB."""
+    err = result["err"]
+    assert result["code"] == 1, result
+    assert err.startswith(start), err
+    assert "Traceback" not in err and len(err.splitlines()[0]) < 300
+    for part in parts:
+        assert part in err.splitlines()[0], err
+    assert result["elapsed"] < 0.5, result
+    assert result["grown"] < 32 * MIB, result
+    return str(err)
+
+
+@pytest.fixture
+def small_peak() -> Iterator[None]:
+    """The test body allocates at most 32 MiB at its peak (Python allocations, tracemalloc)."""
+    tracemalloc.start()
+    yield
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 32 * MIB, f"peak {peak / MIB:.0f} MiB"
+
+
+# ---- item 5: counts that multiply Slurm nodes ---------------------------------------------
+
+
+@pytest.mark.parametrize("key", ["replicas", "maxReplicas", "minReplicas"])
+def test_a_node_count_past_the_limit_is_refused_naming_file_key_and_limit(
+    tmp_path: Path, key: str
+) -> None:
+    """`maxReplicas: 2000000` (54 bytes) rendered for 29 s and 1.35 GB (RSS) before."""
+    values = f"compute:\n  nodes:\n    a:\n      {NODE}\n      {key}: 2000000\n"
+    result = _bounded("render", str(_repo(tmp_path, values)))
+    _refused_fast(result, f"error: values.yaml:5 (compute.nodes.a.{key}):", "65,536")
+
+
+def test_a_node_count_in_a_layer_file_is_refused_there() -> None:
+    files = {"compute-defs/big.yaml": "big:\n  replicas: 1\n  maxReplicas: 70000\n"}
+    with pytest.raises(ConfigTypeError, match=r"^compute-defs/big.yaml:3 \(big.maxReplicas\):"):
+        config_from("compute: {nodes: {}}\n", files)
+
+
+def test_a_negative_node_count_is_refused() -> None:
+    with pytest.raises(ConfigTypeError, match=r"\(compute.nodes.a.maxReplicas\): .*0 or more"):
+        config_from(f"compute:\n  nodes:\n    a: {{{NODE}, maxReplicas: -1}}\n")
+
+
+def test_the_nodes_of_all_node_sets_together_are_capped(small_peak: None) -> None:
+    """Twenty node sets of 60,000 each: 1.2 million Slurm nodes, each set under the limit."""
+    nodes = "".join(f"    n{i}: {{{NODE}, replicas: 1, maxReplicas: 60000}}\n" for i in range(20))
+    config = config_from("compute:\n  nodes:\n" + nodes)
+    start = time.perf_counter()
+    with pytest.raises(CompileError) as err:
+        compile_desired_state(config)
+    assert time.perf_counter() - start < 0.5
+    text = str(err.value)
+    assert text.startswith("values.yaml:4 (compute.nodes.n1): ")
+    assert "120,000 Slurm nodes" in text and "65,536" in text and "hint:" in text
+
+
+def test_the_largest_cluster_still_renders() -> None:
+    """65,536 Slurm nodes in two node sets (five times Frontier's 9,408) compile in seconds."""
+    values = (
+        "compute:\n  nodes:\n"
+        f"    gpu: {{definitions: [h100, las1], replicas: 12500, maxReplicas: 13000}}\n"
+        f"    cpu: {{{NODE}, replicas: 1, maxReplicas: {MAX_NAMES - 13000}}}\n"
+    )
+    start = time.perf_counter()
+    state = compile_desired_state(config_from(values))
+    elapsed = time.perf_counter() - start
+    assert len(state.slurm_nodes) + len(state.spare_nodes) == MAX_NAMES
+    assert elapsed < 5.0, elapsed
