@@ -54,9 +54,11 @@ def check_file_size(size: int, name: str) -> None:
 
 @dataclass
 class ValueBudget:
-    """Values left for the rest of one load (every file of a repo draws on the same budget)."""
+    """Values left for the rest of one load (every file of a repo draws on the same budget),
+    and node names left for the reservations' hostlists (each checked in its file)."""
 
     left: int = MAX_VALUES
+    names_left: int = MAX_NODES
 
     def spend(self, count: int) -> None:
         self.left -= count

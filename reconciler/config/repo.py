@@ -170,7 +170,7 @@ def _merge_values(
         check_values_file(doc, warnings)
         check_slurm_values(doc)
         check_rendered_values(doc)
-        check_reservations(doc, files[name])
+        check_reservations(doc, files[name], budget)
         _note_reservations(doc, reservation_locations)
         check_accounting(doc)
         note_accounting(doc, accounting_locations)

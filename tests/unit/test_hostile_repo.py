@@ -20,11 +20,19 @@ from typing import Any, cast
 
 import pytest
 
+from reconciler import wellknown as wk
+from reconciler.adapters.kube import Kube
+from reconciler.apply.reservations import reservation_phases
+from reconciler.apply.target import ApplyError
 from reconciler.compile.desired import compile_desired_state
-from reconciler.errors import CompileError, ConfigTypeError
+from reconciler.daemon.topology_watch import TopologyWatch
+from reconciler.errors import CompileError, ConfigTypeError, ReconcilerError
 from reconciler.hostlists import MAX_NAMES
+from reconciler.plan.declared import legacy_nodes, recorded_nodes
+from reconciler.plan.model import SLURM_RESERVATION, Action, Change, ObjectRef, Plan
 from tests.unit.conftest import config_from
 from tests.unit.test_hostile_yaml import _repo
+from tests.unit.test_topology_watch import SPEC
 
 ROOT = Path(__file__).resolve().parents[2]
 GIB = 2**30
@@ -136,3 +144,75 @@ def test_the_largest_cluster_still_renders() -> None:
     elapsed = time.perf_counter() - start
     assert len(state.slurm_nodes) + len(state.spare_nodes) == MAX_NAMES
     assert elapsed < 5.0, elapsed
+
+
+# ---- item 5: hostlists from the repo and the annotations we wrote -------------------------
+
+
+def test_a_partition_of_thirty_million_nodes_is_refused(tmp_path: Path) -> None:
+    """Nodes= of 300 `x[0-99999]` ranges: a MemoryError at 1 GiB before."""
+    values = f"compute:\n  nodes: {{}}\n  partitions: |\n    PartitionName=p Nodes={RANGES}\n"
+    result = _bounded("render", str(_repo(tmp_path, values)))
+    _refused_fast(result, "error: values.yaml:3 (compute.partitions): partition 'p'",
+                  "30,000,000", "65,536")  # fmt: skip
+
+
+def test_a_reservation_of_thirty_million_nodes_is_refused(tmp_path: Path) -> None:
+    values = (
+        "compute: {nodes: {}}\nslurmConfig:\n  reservations:\n    r:\n"
+        f"      nodes: {RANGES}\n      users: [root]\n      startTime: now\n      duration: 60\n"
+    )
+    result = _bounded("render", str(_repo(tmp_path, values)))
+    _refused_fast(result, "error: values.yaml:5 (slurmConfig.reservations.r.nodes):",
+                  "30,000,000", "65,536")  # fmt: skip
+
+
+def _conf_map(nodes: str) -> dict[str, Any]:
+    return {"metadata": {"annotations": {wk.ANNOTATION_SLURM_NODES: nodes}}}
+
+
+def test_an_edited_slurm_nodes_annotation_is_refused_by_name(small_peak: None) -> None:
+    start = time.perf_counter()
+    with pytest.raises(ReconcilerError) as err:
+        recorded_nodes(_conf_map(RANGES))
+    assert time.perf_counter() - start < 0.5
+    text = str(err.value)
+    assert wk.ANNOTATION_SLURM_NODES in text and "30,000,000" in text and "65,536" in text
+    assert recorded_nodes(_conf_map("slurm-cpu-[0-1]")) == {"slurm-cpu-0", "slurm-cpu-1"}
+
+
+def test_node_lines_of_an_edited_slurm_conf_are_counted_in_all(small_peak: None) -> None:
+    """A slurm.conf written before the record: its NodeName= lines, summed, are capped too."""
+    lines = "".join(f"NodeName=x{i}-[0-39999] CPUs=1\n" for i in range(3))
+    with pytest.raises(
+        ReconcilerError,
+        match=r"NodeName= line's hostlist names 40,000 nodes; the limit is 25,536 \(65,536 for all",
+    ):
+        legacy_nodes("# Nodes: one line per node definition\n" + lines)
+    with pytest.raises(ReconcilerError, match=r"line's hostlist 'x\[0-1' cannot be read"):
+        legacy_nodes("# Nodes:\nNodeName=x[0-1 CPUs=1\n")
+
+
+def test_the_topology_watch_refuses_an_edited_annotation(small_peak: None) -> None:
+    """The daemon logs a ReconcilerError from the watch as a warning (daemon/run.py)."""
+
+    class Edited:
+        def get(self, *_: Any) -> Any:
+            return _conf_map(RANGES) | {"data": {}}
+
+    watch = TopologyWatch(cast(Kube, Edited()))
+    watch.follow(SPEC, "slurm", "slurm")
+    with pytest.raises(ReconcilerError, match=r"30,000,000 nodes; the limit is 65,536"):
+        watch.stale()
+
+
+def test_apply_refuses_a_reservation_change_of_too_many_nodes(small_peak: None) -> None:
+    """A saved plan is a file a user can edit before apply reads it."""
+    change = Change(
+        ObjectRef("slurm", SLURM_RESERVATION, "", "slurm-r"), Action.UPDATE,
+        before={"nodes": "slurm-cpu-0"}, after={"nodes": RANGES}, desired={},
+    )  # fmt: skip
+    plan = Plan("slurm", "slurm", "default", (change,))
+    refused = r"^reservation slurm-r: the hostlist names 30,000,000 nodes; the limit is 65,536"
+    with pytest.raises(ApplyError, match=refused):
+        reservation_phases(plan)
