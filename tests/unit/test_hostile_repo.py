@@ -10,6 +10,7 @@ assertions bound the time and the memory of the refusal itself.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -20,6 +21,7 @@ from typing import Any, cast
 
 import pytest
 
+from reconciler import cli
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
 from reconciler.apply.reservations import reservation_phases
@@ -216,3 +218,78 @@ def test_apply_refuses_a_reservation_change_of_too_many_nodes(small_peak: None) 
     refused = r"^reservation slurm-r: the hostlist names 30,000,000 nodes; the limit is 65,536"
     with pytest.raises(ApplyError, match=refused):
         reservation_phases(plan)
+
+
+# ---- item 8: files around the repo --------------------------------------------------------
+
+
+def _policy_test_repo(root: Path) -> Path:
+    return _repo(root, "compute: {nodes: {}}\n", **{"policies/tests/ok.yaml": "{}\n"})
+
+
+def test_policy_test_refuses_a_test_file_linked_out_of_the_repo(tmp_path: Path) -> None:
+    """A link to /dev/zero: a MemoryError (at 1 GiB) before."""
+    repo = _policy_test_repo(tmp_path / "repo")
+    (repo / "policies" / "tests" / "zero.yaml").symlink_to("/dev/zero")
+    result = _bounded("policy", "test", str(repo))
+    _refused_fast(result, "error: policies/tests/zero.yaml: ", "outside the config repo")
+
+
+def test_policy_test_refuses_a_link_out_of_a_policy_folder(tmp_path: Path) -> None:
+    folder = tmp_path / "policies"
+    (folder / "tests").mkdir(parents=True)
+    (folder / "tests" / "zero.yaml").symlink_to("/dev/zero")
+    result = _bounded("policy", "test", str(folder))
+    _refused_fast(result, "error: tests/zero.yaml: ", "outside")
+
+
+def test_a_special_file_in_the_repo_is_refused_unread(tmp_path: Path) -> None:
+    """A FIFO blocked the read for ever before; a device or socket is no config file either."""
+    repo = _policy_test_repo(tmp_path / "repo")
+    os.mkfifo(repo / "policies" / "tests" / "fifo.yaml")
+    result = _bounded("policy", "test", str(repo))
+    _refused_fast(result, "error: policies/tests/fifo.yaml: ", "not a regular file")
+    (repo / "values.d").mkdir()
+    os.mkfifo(repo / "values.d" / "fifo.yaml")
+    result = _bounded("render", str(repo))
+    _refused_fast(result, "error: values.d/fifo.yaml: ", "not a regular file")
+
+
+def test_policy_test_files_linked_inside_the_repo_are_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = _repo(tmp_path, "compute: {nodes: {}}\n")
+    source = ROOT / "policies" / "tests"
+    shipped = next(iter(sorted(source.glob("*.yaml"))))
+    (repo / "shared").mkdir()
+    (repo / "shared" / "t.yaml").write_text(shipped.read_text())
+    (repo / "policies" / "tests").mkdir(parents=True)
+    (repo / "policies" / "tests" / "t.yaml").symlink_to(repo / "shared" / "t.yaml")
+    assert cli.main(["policy", "test", str(repo)]) == 0
+    assert " 0 failed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("loop", [["a.yaml"], ["b.yaml", "a.yaml"]], ids=["self", "pair"])
+def test_a_symlink_loop_in_values_d_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], loop: list[str]
+) -> None:
+    """A RuntimeError traceback ("Symlink loop from ...") before."""
+    repo = _repo(tmp_path, "compute: {nodes: {}}\n")
+    (repo / "values.d").mkdir()
+    for name, target in zip(["a.yaml", "b.yaml"], loop, strict=False):
+        (repo / "values.d" / name).symlink_to(target)
+    assert cli.main(["render", str(repo)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: values.d/a.yaml: is a symbolic link that loops")
+    assert "Traceback" not in err and str(tmp_path) not in err
+
+
+def test_a_dangling_symlink_in_values_d_is_reported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = _repo(tmp_path, "compute: {nodes: {}}\n")
+    (repo / "values.d").mkdir()
+    (repo / "values.d" / "gone.yaml").symlink_to("nothing.yaml")
+    assert cli.main(["render", str(repo)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: values.d/gone.yaml: is a symbolic link that leads to nothing")
