@@ -197,6 +197,7 @@ def check_node_definition(
     check_table(doc, path, definition, NODE_DEFINITION)
     for key in NODE_COUNTS:
         _check_node_count(doc, (*path, key), definition.get(key))
+    _check_labels(doc, path, definition.get("labels"))
     for key in definition:
         if key not in NODE_DEFINITION:
             warnings.append(Warning_(str(doc.location((*path, key))), _unknown_key_text(key)))
@@ -218,6 +219,19 @@ def _check_node_count(doc: YamlFile, path: KeyPath, count: Any) -> None:
             hint="the largest Slurm clusters have about 10,000 nodes (Frontier: 9,408); "
             f"{MAX_NODES:,} is the limit for all node sets together",
         )
+
+
+def _check_labels(doc: YamlFile, path: KeyPath, labels: Any) -> None:
+    """A Pod label we own would take the Pods out of our live state (managed-by, release),
+    or out of their StatefulSet's selector: refused, not dropped, so nothing written is lost."""
+    for key in labels if isinstance(labels, dict) else ():
+        if key in wk.OWNED_POD_LABELS or str(key).startswith(f"{wk.DOMAIN}/"):
+            raise ConfigTypeError(
+                f"node definition {path[-1]!r}: label {key!r} is one the reconciler sets "
+                "(ownership or selectors); a node definition cannot set it",
+                where=doc.location((*path, "labels", key)),
+                hint="use a label key of your own, e.g. example.com/team",
+            )
 
 
 def _unknown_key_text(key: str) -> str:

@@ -293,3 +293,35 @@ def test_a_dangling_symlink_in_values_d_is_reported(
     assert cli.main(["render", str(repo)]) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: values.d/gone.yaml: is a symbolic link that leads to nothing")
+
+
+# ---- item 9b: labels we own ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "key",
+    [wk.LABEL_NAME, wk.LABEL_INSTANCE, wk.LABEL_MANAGED_BY, wk.LABEL_RELEASE, wk.LABEL_NODESET,
+     wk.LABEL_COMPONENT, wk.LABEL_PART_OF, f"{wk.DOMAIN}/anything"],
+)  # fmt: skip
+def test_a_node_label_cannot_replace_one_we_own(key: str) -> None:
+    values = f"compute:\n  nodes:\n    a:\n      {NODE}\n      labels: {{{key}: other}}\n"
+    with pytest.raises(ConfigTypeError) as err:
+        config_from(values)
+    text = str(err.value)
+    assert text.startswith(f"values.yaml:5 (compute.nodes.a.labels.{key}): ")
+    assert f"node definition 'a': label {key!r}" in text
+
+
+def test_a_layer_label_cannot_replace_one_we_own() -> None:
+    files = {"compute-defs/x.yaml": f"x:\n  labels:\n    {wk.LABEL_MANAGED_BY}: helm\n"}
+    with pytest.raises(ConfigTypeError, match=r"^compute-defs/x.yaml:3 \(x.labels."):
+        config_from("compute: {nodes: {}}\n", files)
+
+
+def test_other_node_labels_reach_the_pods() -> None:
+    state = compile_desired_state(
+        config_from(f"compute:\n  nodes:\n    a: {{{NODE}, labels: {{team: ml}}}}\n")
+    )
+    sts = next(o for o in state.kube_objects if o["kind"] == "StatefulSet")
+    labels = sts["spec"]["template"]["metadata"]["labels"]
+    assert labels["team"] == "ml" and labels[wk.LABEL_MANAGED_BY] == wk.MANAGED_BY_VALUE
