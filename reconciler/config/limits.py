@@ -36,6 +36,10 @@ MAX_VALUES = 200_000
 # and the hostlist cap itself: every node we declare is recorded in one hostlist (the
 # slurm-nodes annotation) that plan reads back through hostlists.expand.
 MAX_NODES = hostlists.MAX_NAMES
+# Enabled node definitions: each is a StatefulSet (a few KB rendered from a few bytes naming
+# layers) and a NodeName line. Real configs have tens (a node type per region); 2,048 keeps
+# the 2000-definition scale test of this repo and bounds a render to about 10 s.
+MAX_NODE_SETS = 2048
 _TOO_MANY = (
     "an alias (*name) repeats everything under its anchor: use fewer, or keep data that "
     "is not configuration out of the repo"
