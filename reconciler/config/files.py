@@ -94,12 +94,10 @@ def _resolved(path: Path, rel: str, inside: Path) -> Path:
     return real
 
 
-def _unread(rel: str, problem: str) -> ReconcilerError:
-    return ReconcilerError(
-        f"{problem}; it was not read",
-        where=Location(rel),
-        hint="copy the file into the repo, or link to a file inside it",
-    )
+def _unread(
+    rel: str, problem: str, hint: str = "copy the file into the repo, or link to a file inside it"
+) -> ReconcilerError:
+    return ReconcilerError(f"{problem}; it was not read", where=Location(rel), hint=hint)
 
 
 def _read_text(path: Path, rel: str) -> str:
@@ -109,15 +107,12 @@ def _read_text(path: Path, rel: str) -> str:
     try:
         descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
     except OSError as error:
-        raise _unread(rel, f"cannot be opened ({error.strerror})") from None
+        raise _unread(rel, f"cannot be opened ({error.strerror})", "check its mode") from None
     with os.fdopen(descriptor, "rb") as handle:
         status = os.fstat(descriptor)
         if not stat.S_ISREG(status.st_mode):
-            raise ReconcilerError(
-                "is not a regular file (a device, FIFO or socket); it was not read",
-                where=Location(rel),
-                hint="a config repo holds text files only",
-            )
+            problem = "is not a regular file (a device, FIFO or socket)"
+            raise _unread(rel, problem, "a config repo holds text files only")
         check_file_size(status.st_size, rel)
         data = handle.read(MAX_FILE_BYTES + 1)
     check_file_size(len(data), rel)
