@@ -244,9 +244,9 @@ def _policy_test_repo(root: Path) -> Path:
 def test_policy_test_refuses_a_test_file_linked_out_of_the_repo(tmp_path: Path) -> None:
     """A link to /dev/zero: a MemoryError (at 1 GiB) before."""
     repo = _policy_test_repo(tmp_path / "repo")
-    (repo / "policies" / "tests" / "zero.yaml").symlink_to("/dev/zero")
+    (repo / "policies" / "tests" / "a-zero.yaml").symlink_to("/dev/zero")  # read first
     result = _bounded("policy", "test", str(repo))
-    _refused_fast(result, "error: policies/tests/zero.yaml: ", "outside the config repo")
+    _refused_fast(result, "error: policies/tests/a-zero.yaml: ", "outside the config repo")
 
 
 def test_policy_test_refuses_a_link_out_of_a_policy_folder(tmp_path: Path) -> None:
