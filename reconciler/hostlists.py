@@ -12,6 +12,8 @@ nodes; a 100,000-GPU cluster at 8 GPUs a node has 12,500) and far below what wou
 
 from __future__ import annotations
 
+import reprlib
+
 import hostlist
 
 MAX_NAMES = 65_536
@@ -89,3 +91,19 @@ def _range_count(group: str) -> int:
         else:
             total += 1
     return total
+
+
+class HostlistRefused(ValueError):
+    """A hostlist `expand_checked` refuses: too many names, or text the library cannot read.
+    Its text follows the words "the hostlist": "names 1,000,000 nodes; the limit is 65,536"."""
+
+
+def expand_checked(text: str, limit: int = MAX_NAMES) -> list[str]:
+    """`expand`, with both refusals as one error for callers that say the same of either
+    (the text is shortened in it: a hostile one may be megabytes long)."""
+    try:
+        return expand(text, limit)
+    except HostlistTooLarge as error:
+        raise HostlistRefused(str(error)) from None
+    except hostlist.BadHostlist as error:
+        raise HostlistRefused(f"{reprlib.repr(text)} cannot be read ({error})") from None

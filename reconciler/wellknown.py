@@ -21,6 +21,12 @@ LABEL_COMPONENT: Final = "app.kubernetes.io/component"
 LABEL_PART_OF: Final = "app.kubernetes.io/part-of"
 LABEL_RELEASE: Final = f"{DOMAIN}/release"
 LABEL_NODESET: Final = f"{DOMAIN}/nodeset"
+# What a node definition's `labels` may not set on its Pods: the labels live state is selected
+# by, the StatefulSet's selector, the node set's; any other key under DOMAIN is ours too.
+OWNED_POD_LABELS: Final = (
+    LABEL_MANAGED_BY, LABEL_PART_OF, LABEL_COMPONENT, LABEL_RELEASE, LABEL_NAME, LABEL_INSTANCE,
+    LABEL_NODESET,
+)  # fmt: skip
 
 # Annotations on rendered objects.
 ANNOTATION_CONFIG_HASH: Final = f"{DOMAIN}/config-hash"

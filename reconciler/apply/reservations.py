@@ -10,6 +10,7 @@ from typing import Any
 
 import hostlist
 
+from reconciler import hostlists
 from reconciler.apply.target import ApplyError, Say, Target
 from reconciler.plan.declared import nodes_joining
 from reconciler.plan.model import (
@@ -63,11 +64,11 @@ def reservation_phases(plan: Plan) -> tuple[list[ReservationStep], list[Reservat
             early.append(step)
         elif change.action is Action.CREATE or STEP_RECREATE in change.steps:
             late.append(step)
-        elif not joining & set(_reservation_nodes(change.after)):
+        elif not joining & set(_reservation_nodes(change, change.after)):
             early.append(step)
         else:
-            staying = [n for n in _reservation_nodes(change.after) if n not in joining]
-            leaving = set(_reservation_nodes(change.before)) - set(staying)
+            staying = [n for n in _reservation_nodes(change, change.after) if n not in joining]
+            leaving = set(_reservation_nodes(change, change.before)) - set(staying)
             if staying and leaving:
                 nodes = hostlist.collect_hostlist(staying)
                 early.append(ReservationStep(change, {"Nodes": nodes}, first_part=True))
@@ -75,9 +76,17 @@ def reservation_phases(plan: Plan) -> tuple[list[ReservationStep], list[Reservat
     return early, late
 
 
-def _reservation_nodes(shape: Any) -> list[str]:
+def _reservation_nodes(change: Change, shape: Any) -> list[str]:
+    """A side's nodes, counted before they are expanded: a saved plan is a file a user can
+    edit, and the live side is whatever Slurm holds."""
     text = (shape or {}).get("nodes") or ""
-    return list(hostlist.expand_hostlist(text)) if text else []
+    try:
+        return hostlists.expand_checked(text) if text else []
+    except hostlists.HostlistRefused as error:
+        raise ApplyError(
+            f"reservation {change.ref.name}: the hostlist {error}; nothing was changed",
+            hint="make the plan again from the repo",
+        ) from None
 
 
 def apply_reservations(steps: list[ReservationStep], target: Target, say: Say) -> None:

@@ -6,9 +6,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from reconciler.config.files import read_library, read_repo, read_shipped_policies
+from reconciler.config.files import read_files, read_library, read_shipped_policies
 from reconciler.config.policy_file import Override, Policy, parse_policy_file
-from reconciler.config.repo import VALUES_FILE, load_config
+from reconciler.config.repo import VALUES_FILE, is_repo_file, load_config
 from reconciler.errors import ReconcilerError
 from reconciler.policy.engine import compile_policies, effective_policies
 from reconciler.policy.loader import shipped_documents
@@ -47,7 +47,9 @@ def run_policy_test(args: argparse.Namespace) -> int:
     policies = compile_policies(effective_policies(shipped_documents(read_shipped_policies()),
                                                    repo_docs))  # fmt: skip
     cases = [
-        case for path in tests for case in parse_test_file(path.read_text(), str(path), params)
+        case
+        for rel, text in tests.items()
+        for case in parse_test_file(text, str(root / rel), params)
     ]
     results = run_cases(policies, cases)
     for result in results:
@@ -58,15 +60,30 @@ def run_policy_test(args: argparse.Namespace) -> int:
 
 
 def tests_dir(root: Path) -> Path:
-    return root / "policies" / "tests" if (root / VALUES_FILE).exists() else root / "tests"
+    return root / _tests_folder(root)
 
 
-def _suite(root: Path) -> tuple[list[Policy | Override], dict[str, Any], list[Path]]:
-    tests = sorted(tests_dir(root).glob("*.yaml"))
+def _tests_folder(root: Path) -> str:
+    return "policies/tests" if (root / VALUES_FILE).exists() else "tests"
+
+
+def _suite(root: Path) -> tuple[list[Policy | Override], dict[str, Any], dict[str, str]]:
+    """(the repo's policies, params, test file -> text), every file read as the repo's are
+    (config/files.read_files): sizes capped, no link out of DIR, no special file."""
+    folder = _tests_folder(root) + "/"
+
+    def is_test(rel: str) -> bool:
+        return rel.startswith(folder) and _is_yaml(rel.removeprefix(folder))
+
     if (root / VALUES_FILE).exists():
-        config = load_config(read_repo(root), read_library())
+        found = read_files(root, lambda rel: is_repo_file(rel) or is_test(rel))
+        tests = {rel: text for rel, text in found.items() if is_test(rel)}
+        repo = {rel: text for rel, text in found.items() if rel not in tests}
+        config = load_config(repo, read_library())
         return list(config.policies), params_of(config), tests
-    files = {path.name: path.read_text() for path in sorted(root.glob("*.yaml"))}
+    found = read_files(root, lambda rel: is_test(rel) or _is_yaml(rel))
+    tests = {rel: text for rel, text in found.items() if is_test(rel)}
+    files = {rel: text for rel, text in found.items() if rel not in tests}
     # The shipped policies themselves, wherever this copy of them lies (a checkout's
     # policies/ beside an installed reconciler, say): loading them again would define each twice.
     if files == read_shipped_policies():
@@ -77,6 +94,11 @@ def _suite(root: Path) -> tuple[list[Policy | Override], dict[str, Any], list[Pa
         for doc in parse_policy_file(text, str(root / name), "repo")
     ]
     return docs, default_params(), tests
+
+
+def _is_yaml(name: str) -> bool:
+    """A YAML file directly in the folder (not below it)."""
+    return "/" not in name and name.endswith(".yaml")
 
 
 def _report(result: CaseResult, verbose: bool) -> None:

@@ -36,7 +36,7 @@ from reconciler.compile.slurm_conf import (
     render_gres_conf,
     render_slurm_conf,
 )
-from reconciler.compile.slurm_nodes import SlurmNodeSpec, slurm_node_spec
+from reconciler.compile.slurm_nodes import SlurmNodeSpec, slurm_node_specs
 from reconciler.compile.slurmdbd import accounting_plan, render_slurmdbd_conf
 from reconciler.compile.topology import TopologyInputs, compiled_topology
 from reconciler.compile.value_secrets import ValueSecret
@@ -92,7 +92,7 @@ def compile_desired_state(
     values = plain(config.values)
     nodesets = compose_all(config)
     enabled = [(n, plain(n.definition)) for n in nodesets if n.enabled]
-    specs = [slurm_node_spec(release, n, d) for n, d in enabled]
+    specs = slurm_node_specs(release, enabled)
     where = config.partitions_where
     partitions = parse_partitions(values.get("compute", {}).get("partitions"), where)
     disabled = (n.name for n in nodesets if not n.enabled)
@@ -127,9 +127,11 @@ def compile_desired_state(
     )
     slurm_nodes = _slurm_nodes(specs, spares=False)
     spare_nodes = _slurm_nodes(specs, spares=True)
-    by_definition: dict[str, list[str] | None] = {n.name: None for n in nodesets}
-    for nodeset, _ in enabled:
-        by_definition[nodeset.name] = [s.name for s in slurm_nodes if s.nodeset == nodeset.name]
+    # One pass: a scan of all nodes per node set was 2000 x 65,536 steps within the caps.
+    running: dict[str, list[str]] = {nodeset.name: [] for nodeset, _ in enabled}
+    for node in slurm_nodes:
+        running[node.nodeset].append(node.name)
+    by_definition = {n.name: running.get(n.name) for n in nodesets}
     reservations = compile_reservations(
         release,
         values,

@@ -170,7 +170,8 @@ def _nodes(
     if unknown:
         raise CompileError(
             f"reservation {key!r} names Slurm nodes our slurm.conf does not declare: "
-            + ", ".join(unknown),
+            + ", ".join(unknown[:10])
+            + (f" and {len(unknown) - 10:,} more" if len(unknown) > 10 else ""),
             where=where.get("nodes", at),
             hint="declared nodes: " + (hostlist.collect_hostlist(sorted(declared)) or "none"),
         )

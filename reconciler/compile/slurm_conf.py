@@ -7,8 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-import hostlist
-
+from reconciler import hostlists
 from reconciler.compile.lines import write_lines
 from reconciler.compile.power import power_conf
 from reconciler.compile.profile import Profile
@@ -94,11 +93,14 @@ def check_partition_nodes(
     nodes = {n for s in specs for n in s.node_names()}
     disabled = set(disabled)
     empty: list[tuple[str, str]] = []
+    left = hostlists.MAX_NAMES  # for all partitions: a thousand lines under the cap add up
     for partition in partitions:
         value = partition.option("Nodes")
         if not value or value.upper() == "ALL":
             continue
-        for name in hostlist.expand_hostlist(value):
+        names = _partition_nodes(partition, value, left, where)
+        left -= len(names)
+        for name in names:
             if name in disabled:
                 empty.append((partition.name, name))
             elif name not in nodesets and name not in nodes:
@@ -111,6 +113,20 @@ def check_partition_nodes(
                     + ") or ALL",
                 )
     return empty
+
+
+def _partition_nodes(
+    partition: Partition, value: str, left: int, where: Location | None
+) -> list[str]:
+    try:
+        return hostlists.expand_checked(value, left)
+    except hostlists.HostlistRefused as error:
+        raise CompileError(
+            f"partition {partition.name!r}: the hostlist of Nodes= {error} "
+            f"({hostlists.MAX_NAMES:,} for all partitions together)",
+            where=where,
+            hint="name node definitions (Nodes=h100,cpu), not each node; ALL names every node",
+        ) from None
 
 
 def render_slurm_conf(

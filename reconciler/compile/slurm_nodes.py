@@ -10,6 +10,7 @@ from typing import Any
 
 from reconciler.compile.nodesets import NodeSet
 from reconciler.compile.quantity import QuantityError, manifest_quantity
+from reconciler.config.limits import MAX_NODES
 from reconciler.errors import CompileError
 
 # Matched whole (fullmatch): `$` also matches before a final newline, which would end a line
@@ -57,6 +58,28 @@ class SlurmNodeSpec:
 
 def statefulset_name(release: str, nodeset: str) -> str:
     return f"{release}-{nodeset}"
+
+
+def slurm_node_specs(
+    release: str, enabled: list[tuple[NodeSet, dict[str, Any]]]
+) -> list[SlurmNodeSpec]:
+    """The specs of the enabled node sets, refused once their Slurm nodes (spares included)
+    pass MAX_NODES in all: each count is capped where it is written, but a thousand node sets
+    under the cap still add up to millions of names. Counted before any name is made."""
+    specs: list[SlurmNodeSpec] = []
+    total = 0
+    for nodeset, definition in enabled:
+        specs.append(slurm_node_spec(release, nodeset, definition))
+        total += specs[-1].max_replicas
+        if total > MAX_NODES:
+            raise CompileError(
+                f"the node definitions up to {nodeset.name!r} declare {total:,} Slurm nodes "
+                f"(replicas and spares up to maxReplicas); the limit is {MAX_NODES:,} in all",
+                where=nodeset.where,
+                hint="the largest Slurm clusters have about 10,000 nodes (Frontier: 9,408): "
+                "lower maxReplicas, or disable node definitions this cluster does not run",
+            )
+    return specs
 
 
 def slurm_node_spec(release: str, nodeset: NodeSet, definition: dict[str, Any]) -> SlurmNodeSpec:

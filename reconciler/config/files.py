@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import errno
+import os
+import stat
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
@@ -17,10 +21,18 @@ from reconciler.errors import Location, ReconcilerError
 
 
 def read_repo(root: str | Path) -> dict[str, str]:
-    """Repo-relative path -> text of every file the loader reads (hidden dirs skipped).
+    """Repo-relative path -> text of every file the loader reads (hidden dirs skipped)."""
+    return read_files(root, is_repo_file)
 
-    A file may be a symlink to another file of the repo; one that leads out of it is
-    refused unread, so a checkout cannot make us read (and echo in an error) a host file."""
+
+def read_files(root: str | Path, wanted: Callable[[str], bool]) -> dict[str, str]:
+    """Repo-relative path -> text of the files under `root` whose path `wanted` takes (hidden
+    dirs skipped): the one reader of a config repo and of the files beside it (policy tests).
+
+    A file may be a symlink to another file of the repo; one that leads out of it, loops or
+    leads nowhere is refused unread, as is a special file (a device, FIFO or socket), so a
+    checkout cannot make us read (and echo in an error) a host file, or block on a read.
+    Sizes are capped (config/limits.py)."""
     base = Path(root)
     if not base.is_dir():
         raise ReconcilerError(
@@ -32,12 +44,10 @@ def read_repo(root: str | Path) -> dict[str, str]:
     total = 0
     for path in sorted(base.rglob("*")):
         rel = path.relative_to(base).as_posix()
-        if _hidden(rel) or not is_repo_file(rel):
+        if _hidden(rel) or not wanted(rel):
             continue
-        real = path.resolve()
-        if not real.is_relative_to(inside):
-            raise _outside(rel)
-        if real.is_file():
+        real = _resolved(path, rel, inside)
+        if not real.is_dir():
             files[rel] = _read_text(real, rel)
             total += len(files[rel])
             _check_repo_size(total, len(files), rel)
@@ -69,19 +79,41 @@ def _hidden(rel: str) -> bool:
     return any(part.startswith(".") for part in rel.split("/"))
 
 
-def _outside(rel: str) -> ReconcilerError:
-    # Neither the target's path nor anything of its content goes into the message.
-    return ReconcilerError(
-        "is a symbolic link to a file outside the config repo; it was not read",
-        where=Location(rel),
-        hint="copy the file into the repo, or link to a file inside it",
-    )
+def _resolved(path: Path, rel: str, inside: Path) -> Path:
+    """Where `path` leads, refused unless inside the repo. Neither the target's path nor
+    anything of its content goes into a message."""
+    try:
+        real = path.resolve(strict=True)
+    except RuntimeError:  # Python 3.11's resolve() on a loop; 3.13 raises OSError(ELOOP)
+        raise _unread(rel, "is a symbolic link that loops") from None
+    except OSError as error:
+        why = "loops" if error.errno == errno.ELOOP else "leads to nothing"
+        raise _unread(rel, f"is a symbolic link that {why}") from None
+    if not real.is_relative_to(inside):
+        raise _unread(rel, "is a symbolic link to a file outside the config repo")
+    return real
+
+
+def _unread(
+    rel: str, problem: str, hint: str = "copy the file into the repo, or link to a file inside it"
+) -> ReconcilerError:
+    return ReconcilerError(f"{problem}; it was not read", where=Location(rel), hint=hint)
 
 
 def _read_text(path: Path, rel: str) -> str:
-    """The file's text; its size is checked before it is read (it may be huge, or growing)."""
-    check_file_size(path.stat().st_size, rel)
-    with path.open("rb") as handle:
+    """The file's text. It is opened without blocking (a FIFO would wait for a writer) and
+    checked to be a regular file, then its size is checked before it is read (it may be
+    huge, or growing)."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except OSError as error:
+        raise _unread(rel, f"cannot be opened ({error.strerror})", "check its mode") from None
+    with os.fdopen(descriptor, "rb") as handle:
+        status = os.fstat(descriptor)
+        if not stat.S_ISREG(status.st_mode):
+            problem = "is not a regular file (a device, FIFO or socket)"
+            raise _unread(rel, problem, "a config repo holds text files only")
+        check_file_size(status.st_size, rel)
         data = handle.read(MAX_FILE_BYTES + 1)
     check_file_size(len(data), rel)
     try:

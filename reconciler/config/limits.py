@@ -7,6 +7,10 @@ error that names the file (and line) and says what to do.
 
 For scale: a SUNK values file with 2000 node definitions is 260 KB, about 36 000 values, and
 nests 12 deep at most (a node affinity term).
+
+Counts multiply too: `maxReplicas: 2000000` (54 bytes) made two million Slurm node names and
+rendered for 29 s in 1.35 GB. The Slurm nodes of a config are capped at MAX_NODES, each
+count where it is written and all node sets together when they are compiled.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from reconciler import hostlists
 from reconciler.errors import ConfigSyntaxError, Location
 
 MIB = 2**20
@@ -26,6 +31,16 @@ MAX_DEPTH = 64
 # Values (mapping keys and values, list items, scalars) once every alias is expanded, summed
 # over all files of one load: what layering, type checks and `--explain` walk.
 MAX_VALUES = 200_000
+# Slurm nodes over all node sets, running and spare (maxReplicas). Five times the largest
+# clusters we can justify (Frontier: 9,408 Slurm nodes; 100,000 GPUs at 8 a node: 12,500),
+# and the hostlist cap itself: every node we declare is recorded in one hostlist (the
+# slurm-nodes annotation) that plan reads back through hostlists.expand.
+MAX_NODES = hostlists.MAX_NAMES
+# Node definitions (compute.nodes entries of all values files): each is a StatefulSet (a few
+# KB rendered from a few bytes naming layers) and a NodeName line. Real configs have tens (a
+# node type per region); 2,048 keeps this repo's 2000-definition scale test (a render of
+# about 3 s) where the value cap alone allows about 28,000 (8,000 took 9.8 s and 243 MB).
+MAX_NODE_SETS = 2048
 _TOO_MANY = (
     "an alias (*name) repeats everything under its anchor: use fewer, or keep data that "
     "is not configuration out of the repo"
@@ -44,9 +59,11 @@ def check_file_size(size: int, name: str) -> None:
 
 @dataclass
 class ValueBudget:
-    """Values left for the rest of one load (every file of a repo draws on the same budget)."""
+    """Values left for the rest of one load (every file of a repo draws on the same budget),
+    and node names left for the reservations' hostlists (each checked in its file)."""
 
     left: int = MAX_VALUES
+    names_left: int = MAX_NODES
 
     def spend(self, count: int) -> None:
         self.left -= count

@@ -19,7 +19,7 @@ from typing import Any
 
 from reconciler.config.accounting import check_accounting, note_accounting
 from reconciler.config.layering import deep_update, tag
-from reconciler.config.limits import ValueBudget
+from reconciler.config.limits import MAX_NODE_SETS, ValueBudget
 from reconciler.config.policy_file import Override, Policy, parse_policy_file
 from reconciler.config.rendered_values import check_rendered_values
 from reconciler.config.reservations import check_reservations
@@ -167,10 +167,11 @@ def _merge_values(
     partitions_where = None
     for name in names:
         doc = parse_yaml(files[name], name, budget)
+        _check_node_sets(doc, node_locations)
         check_values_file(doc, warnings)
         check_slurm_values(doc)
         check_rendered_values(doc)
-        check_reservations(doc, files[name])
+        check_reservations(doc, files[name], budget)
         _note_reservations(doc, reservation_locations)
         check_accounting(doc)
         note_accounting(doc, accounting_locations)
@@ -183,6 +184,23 @@ def _merge_values(
         data = tag(doc.data, _origin(doc, _values_label)) if track_origins else doc.data
         merged = deep_update(merged, data)
     return merged, node_locations, partitions_where
+
+
+def _check_node_sets(doc: YamlFile, known: Mapping[str, Location]) -> None:
+    """Counted as each file comes, before it is type-checked: a node definition of a few
+    bytes naming layers is a StatefulSet of a few KB, composed and rendered."""
+    nodes = (doc.data.get("compute") or {}).get("nodes") if isinstance(doc.data, dict) else None
+    if not isinstance(nodes, dict) or len(known) + len(nodes) <= MAX_NODE_SETS:
+        return
+    new = [name for name in nodes if name not in known]
+    if len(known) + len(new) > MAX_NODE_SETS:
+        raise ConfigTypeError(
+            f"more than {MAX_NODE_SETS:,} node definitions (counted up to this one); each is a "
+            "StatefulSet",
+            where=doc.location(("compute", "nodes", new[MAX_NODE_SETS - len(known)])),
+            hint="real clusters have tens (one per node type and region): merge definitions "
+            "that differ only in name",
+        )
 
 
 def _note_reservations(doc: YamlFile, locations: dict[str, dict[str, Location]]) -> None:

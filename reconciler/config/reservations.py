@@ -8,10 +8,13 @@ from __future__ import annotations
 import datetime
 import difflib
 import re
+import reprlib
 from typing import Any
 
 import hostlist
 
+from reconciler import hostlists
+from reconciler.config.limits import MAX_NODES, ValueBudget
 from reconciler.config.value_types import check_table, wrong
 from reconciler.config.yamlfile import KeyPath, YamlFile, lookup
 from reconciler.errors import ConfigTypeError
@@ -53,6 +56,7 @@ _SLURM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _DURATION_TEXT = re.compile(r"(?:(\d+)-)?(\d+(?::\d+){0,2})")
 _SEXAGESIMAL = re.compile(r"\bduration\s*:\s*\d+:\d")
 _TIME_EXAMPLE = "2030-01-01T08:00:00Z"
+_WHOLE = "reserve a node definition whole with nodeDefinition, which names no hostlist"
 
 
 class ReservationValueError(ValueError):
@@ -129,16 +133,19 @@ def reservation_names(value: object) -> tuple[str, ...]:
 
 
 def reservation_nodes(value: object) -> tuple[str, ...]:
-    """A Slurm hostlist (slurm-gpu-[0-3],slurm-cpu-0), expanded."""
+    """A Slurm hostlist (slurm-gpu-[0-3],slurm-cpu-0), expanded; counted first (hostlists)."""
+    shown = reprlib.repr(value)  # a hostile value may be megabytes long
     try:
-        names = tuple(hostlist.expand_hostlist(str(value).strip()))
+        names = tuple(hostlists.expand(str(value).strip()))
+    except hostlists.HostlistTooLarge as error:
+        raise ReservationValueError(f"the hostlist {error}", hint=_WHOLE) from None
     except hostlist.BadHostlist as error:
         raise ReservationValueError(
-            f"{value!r} is not a Slurm hostlist ({error})", hint="e.g. slurm-gpu-small-[0-1]"
+            f"{shown} is not a Slurm hostlist ({error})", hint="e.g. slurm-gpu-small-[0-1]"
         ) from None
     if not names or not all(_SLURM_NAME.fullmatch(name) for name in names):
         raise ReservationValueError(
-            f"{value!r} is not a Slurm hostlist", hint="e.g. slurm-gpu-small-[0-1],slurm-cpu-0"
+            f"{shown} is not a Slurm hostlist", hint="e.g. slurm-gpu-small-[0-1],slurm-cpu-0"
         )
     return names
 
@@ -193,10 +200,11 @@ _RESERVATION_VALUES = {
 }
 
 
-def check_reservations(doc: YamlFile, text: str) -> None:
+def check_reservations(doc: YamlFile, text: str, budget: ValueBudget) -> None:
     """Each entry of slurmConfig.reservations in one file: its name, keys, types and values.
     What needs the merged values (one of users/accounts, nodes xor nodeDefinition, ...) is
-    checked when they are compiled (compile/reservations.py)."""
+    checked when they are compiled (compile/reservations.py). `budget` is the repo's: the
+    nodes of all reservations of all files are capped together."""
     reservations, found = lookup(doc.data, ["slurmConfig", "reservations"])
     if not found or not isinstance(reservations, dict):
         return
@@ -225,6 +233,21 @@ def check_reservations(doc: YamlFile, text: str) -> None:
         for key, parse in _RESERVATION_VALUES.items():
             if entry.get(key) is not None:
                 _check_reservation_value(doc, text, (*path, key), entry[key], parse)
+        if entry.get("nodes") is not None:
+            _spend_names(doc, (*path, "nodes"), entry["nodes"], budget)
+
+
+def _spend_names(doc: YamlFile, path: KeyPath, nodes: Any, budget: ValueBudget) -> None:
+    """Each hostlist is capped on its own; ten thousand reservations under the cap would
+    still make (and compile would keep) hundreds of millions of names."""
+    budget.names_left -= hostlists.count(str(nodes).strip())
+    if budget.names_left < 0:
+        raise ConfigTypeError(
+            f"the reservations of the config repo name more than {MAX_NODES:,} nodes in all "
+            "(counted up to this one)",
+            where=doc.location(path),
+            hint=_WHOLE,
+        )
 
 
 def _check_reservation_value(

@@ -24,6 +24,7 @@ from reconciler.config.directory import (
     check_directory_service,
     unknown_directory_keys,
 )
+from reconciler.config.limits import MAX_NODES
 from reconciler.config.topology import TOPOLOGY_VALUES, check_topology
 from reconciler.config.value_types import check_table, wrong
 from reconciler.config.yamlfile import KeyPath, YamlFile, lookup
@@ -61,6 +62,9 @@ NODE_DEFINITION: dict[str, str] = {
     "securityContext": "mapping",
     "hostNetwork": "boolean",
 }
+
+# The keys of a node definition that count Slurm nodes (each capped at MAX_NODES).
+NODE_COUNTS = ("replicas", "maxReplicas", "minReplicas")
 
 VALUES: dict[str, str] = {
     "slurmConfig": "mapping",
@@ -191,14 +195,43 @@ def check_node_definition(
     if not isinstance(definition, dict):
         wrong(doc, path, "mapping (a node definition)", definition)
     check_table(doc, path, definition, NODE_DEFINITION)
-    replicas = definition.get("replicas")
-    if isinstance(replicas, int) and replicas < 0:
-        raise ConfigTypeError(
-            f"replicas must be 0 or more, got {replicas}", where=doc.location((*path, "replicas"))
-        )
+    for key in NODE_COUNTS:
+        _check_node_count(doc, (*path, key), definition.get(key))
+    _check_labels(doc, path, definition.get("labels"))
     for key in definition:
         if key not in NODE_DEFINITION:
             warnings.append(Warning_(str(doc.location((*path, key))), _unknown_key_text(key)))
+
+
+def _check_node_count(doc: YamlFile, path: KeyPath, count: Any) -> None:
+    """Each count of Slurm nodes, where it is written: one line of values must not make
+    millions of node names (all node sets together are capped when compiled)."""
+    if not isinstance(count, int) or isinstance(count, bool):
+        return  # not set, or the type table said so
+    if count < 0:
+        raise ConfigTypeError(
+            f"{path[-1]} must be 0 or more, got {count}", where=doc.location(path)
+        )
+    if count > MAX_NODES:
+        raise ConfigTypeError(
+            f"{path[-1]} {count:,} is past the {MAX_NODES:,} Slurm nodes a config may declare",
+            where=doc.location(path),
+            hint="the largest Slurm clusters have about 10,000 nodes (Frontier: 9,408); "
+            f"{MAX_NODES:,} is the limit for all node sets together",
+        )
+
+
+def _check_labels(doc: YamlFile, path: KeyPath, labels: Any) -> None:
+    """A Pod label we own would take the Pods out of our live state (managed-by, release),
+    or out of their StatefulSet's selector: refused, not dropped, so nothing written is lost."""
+    for key in labels if isinstance(labels, dict) else ():
+        if key in wk.OWNED_POD_LABELS or str(key).startswith(f"{wk.DOMAIN}/"):
+            raise ConfigTypeError(
+                f"node definition {path[-1]!r}: label {key!r} is one the reconciler sets "
+                "(ownership or selectors); a node definition cannot set it",
+                where=doc.location((*path, "labels", key)),
+                hint="use a label key of your own, e.g. example.com/team",
+            )
 
 
 def _unknown_key_text(key: str) -> str:
@@ -296,6 +329,3 @@ def _pod_policy_namespace_keys(data: Any) -> set[str]:
     if not found or not isinstance(allowed, dict):
         return set()
     return {".".join((*_ALLOWED_USER_IDS, str(namespace))) for namespace in allowed}
-
-
-

@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import logging
 
-import hostlist
-
-from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
 from reconciler.adapters.topology_facts import read_topology_inputs
 from reconciler.compile.manifests import slurm_conf_map_name
 from reconciler.compile.topology import TopologySpec, render_topology
+from reconciler.plan.declared import recorded_nodes
 from reconciler.plan.topology import TOPOLOGY_CONF
 
 log = logging.getLogger(__name__)
@@ -43,8 +41,9 @@ class TopologyWatch:
         conf_map = self._kube.get("v1", "ConfigMap", slurm_conf_map_name(release), namespace)
         if conf_map is None:  # not applied yet: the convergence under way writes it
             return False
-        annotations = conf_map["metadata"].get("annotations") or {}
-        declared = hostlist.expand_hostlist(annotations.get(wk.ANNOTATION_SLURM_NODES, ""))
+        # Counted before it is expanded (a user can edit it); unreadable reads as no nodes,
+        # which differs from the file and so converges, and apply writes the record again.
+        declared = recorded_nodes(conf_map) or frozenset()
         inputs = read_topology_inputs(self._kube, namespace, release, spec.labels)
         want = render_topology(spec, declared, inputs).text
         if want == (conf_map.get("data") or {}).get(TOPOLOGY_CONF):

@@ -18,8 +18,10 @@ from typing import Any
 
 import hostlist
 
+from reconciler import hostlists
 from reconciler.compile.desired import DesiredState
 from reconciler.compile.manifests import slurm_conf_map_name
+from reconciler.errors import ReconcilerError
 from reconciler.plan.live import LiveState
 from reconciler.plan.model import KUBERNETES, SLURM, SLURM_CONFIG, Change, ObjectRef, Plan
 from reconciler.wellknown import ANNOTATION_SLURM_NODES
@@ -38,19 +40,33 @@ def live_nodes(state: DesiredState, live: LiveState) -> frozenset[str]:
 
 
 def recorded_nodes(conf_map: Mapping[str, Any] | None) -> frozenset[str] | None:
-    """The nodes recorded on a slurm.conf ConfigMap; None when it has no (readable) record."""
-    annotations = ((conf_map or {}).get("metadata") or {}).get("annotations") or {}
-    text = annotations.get(ANNOTATION_SLURM_NODES)
+    """The nodes recorded on a slurm.conf ConfigMap; None when it has no (readable) record.
+
+    A record past the hostlist cap is refused: compile never declares more nodes than that
+    (config/limits.MAX_NODES), so it was edited, and a plan that drains and retires nodes
+    must not guess which are ours."""
+    metadata = (conf_map or {}).get("metadata") or {}
+    text = (metadata.get("annotations") or {}).get(ANNOTATION_SLURM_NODES)
     if not isinstance(text, str):
         return None
     try:
-        return frozenset(hostlist.expand_hostlist(text)) if text else frozenset()
+        return frozenset(hostlists.expand(text)) if text else frozenset()
     except hostlist.BadHostlist:  # edited by hand: the text is the next best witness
         return None
+    except hostlists.HostlistTooLarge as error:
+        name = f"{metadata.get('namespace', '')}/{metadata.get('name', '')}".strip("/")
+        raise ReconcilerError(
+            f"ConfigMap {name or '<release>-slurm-conf'}: annotation {ANNOTATION_SLURM_NODES} "
+            f"{error}",
+            hint="we write it, and never with more nodes than that: it was edited. Remove it "
+            f"(kubectl annotate configmap ... {ANNOTATION_SLURM_NODES}-) and the next apply "
+            "records it again",
+        ) from None
 
 
 def legacy_nodes(conf: str) -> frozenset[str]:
-    """The nodes declared in our section of a slurm.conf rendered before the record."""
+    """The nodes declared in our section of a slurm.conf rendered before the record, capped
+    in all as any hostlist is (the ConfigMap may have been edited)."""
     lines = conf.splitlines()
     starts = [i for i, line in enumerate(lines) if line.startswith(NODES_SECTION)]
     names: list[str] = []
@@ -58,8 +74,19 @@ def legacy_nodes(conf: str) -> frozenset[str]:
         if not line.strip():
             break
         if line.startswith("NodeName="):
-            names += hostlist.expand_hostlist(line.split()[0].removeprefix("NodeName="))
+            names += _legacy_line(line, hostlists.MAX_NAMES - len(names))
     return frozenset(names)
+
+
+def _legacy_line(line: str, left: int) -> list[str]:
+    try:
+        return hostlists.expand_checked(line.split()[0].removeprefix("NodeName="), left)
+    except hostlists.HostlistRefused as error:
+        raise ReconcilerError(
+            f"the live slurm.conf (recorded before {ANNOTATION_SLURM_NODES}): a NodeName= "
+            f"line's hostlist {error} ({hostlists.MAX_NAMES:,} for all its lines)",
+            hint="it was edited: restore the NodeName= lines of our `# Nodes:` section",
+        ) from None
 
 
 def nodes_joining(plan: Plan) -> frozenset[str]:

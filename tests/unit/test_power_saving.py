@@ -109,12 +109,18 @@ def test_min_replicas_without_power_saving_is_refused(
 
 
 @pytest.mark.parametrize(
-    ("floor", "message"), [("5", "not between 0 and replicas"), ("-1", "not between 0")]
+    ("floor", "message"),
+    [
+        ("5", "not between 0 and replicas"),
+        ("-1", r"\(compute.nodes.gpu.minReplicas\): .*0 or more"),
+    ],
 )
 def test_min_replicas_must_fit_replicas(
     compile_values: Callable[..., DesiredState], floor: str, message: str
 ) -> None:
-    with pytest.raises(CompileError, match=message):
+    """A negative count is refused where it is written (config/schema.py), the rest when
+    node sets are compiled."""
+    with pytest.raises(ReconcilerError, match=message):
         compile_values(POWER.replace("minReplicas: 1", f"minReplicas: {floor}"))
 
 
