@@ -10,6 +10,7 @@ import hmac
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -24,6 +25,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
 from reconciler.daemon.converge import Converger
 from reconciler.daemon.status import read_status, status_name
@@ -571,3 +573,118 @@ def _get(port: int, path: str) -> tuple[int, str]:
         return error.code, ""
     except OSError:
         return 0, ""
+
+
+# ---- issue 31: the daemon under hostile input --------------------------------------------------
+
+# The daemon's peak RSS (VmHWM) while it takes every input below. Idle it holds about 100 MB;
+# before issue 31 one Pod annotation took it past 240 MB and a repo past 1 GB.
+HOSTILE_RSS_BOUND = 250 * 2**20
+HOSTLIST_BOMB = ",".join(f"x{digit}[0-99999]" for digit in range(10))  # 119 bytes, 1M names
+CEL_HUNDRED = "[" + ", ".join(str(i) for i in range(100)) + "]"
+CEL_BOMB_POLICY = f"""---
+apiVersion: policy.reconciler.sunk.dev/v1alpha1
+kind: Policy
+metadata:
+  name: hostile-three-nested-alls
+spec:
+  target: pod
+  validationActions: [Deny]
+  validations:
+    - expression: >-
+        {CEL_HUNDRED}.all(x, {CEL_HUNDRED}.all(y, {CEL_HUNDRED}.all(z, x + y + z >= 0)))
+"""
+# (what is pushed, the one-line refusal the status must show)
+HOSTILE_REVISIONS = [
+    (("values.yaml", "      replicas: 2\n", "      replicas: 2000000\n"), "65,536"),
+    (("values.yaml", "PartitionName=all Nodes=ALL",
+      "PartitionName=all Nodes=" + ",".join(f"x{i}[0-99999]" for i in range(300))), "65,536"),
+    (("policies/site.yaml", "", CEL_BOMB_POLICY), "cost"),
+    (("policies/site.yaml", "", CEL_BOMB_POLICY.replace(
+        f"{CEL_HUNDRED}.all(x, {CEL_HUNDRED}.all(y, {CEL_HUNDRED}.all(z, x + y + z >= 0)))",
+        "(" * 5000 + "true" + ")" * 5000)), "250"),
+]  # fmt: skip
+
+
+def test_the_daemon_stays_up_and_bounded_under_hostile_input(env: Env, tmp_path: Path) -> None:
+    """Issue 31: slow clients fill the connection cap, Pods ask for a million nodes or a uid
+    Slurm reads as NO_VAL, revisions render two million nodes, expand thirty million, or carry
+    a CEL bomb. The probe answers, each Pod is refused with an Event naming its annotation,
+    each revision is refused naming the limit while the applied one stays, a plain Pod is
+    still bound, and the daemon's peak RSS stays under HOSTILE_RSS_BOUND."""
+    runtime = env.converger._args.runtime_dir
+    daemon, port, log = _start_daemon(env, tmp_path, "--interval", "1")
+    names = [unique("hostlist-bomb"), unique("no-val-uid"), unique("plain")]
+    try:
+        wait_for(lambda: _get(port, "/readyz")[0] == 200, 30, "readyz: " + log.read_text())
+        applied = _shown_status(runtime)["appliedRevision"]
+        idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(80)]
+        try:
+            assert _get(port, "/healthz")[0] == 200, "the probe was refused with the cap full"
+        finally:
+            for connection in idle:
+                connection.close()
+
+        _create_pod(env, names[0], {wk.ANNOTATION_EXCLUDED_NODES: HOSTLIST_BOMB})
+        _create_pod(env, names[1], {wk.ANNOTATION_USER_ID: "4294967294"})
+        for name, said in zip(names, ("excluded-nodes", "user-id"), strict=False):
+            wait_for(lambda n=name, s=said: _refused_with(env, n, s), 20,
+                     f"{name} to be refused naming {said}: " + log.read_text()[-3000:])  # fmt: skip
+
+        for (file, old, new), said in HOSTILE_REVISIONS:
+            head = _push_edit(env, file, old, new)
+            shown = wait_for(
+                lambda h=head: _status_of(runtime, h),
+                20,
+                f"the status to show {head[:12]}: " + log.read_text()[-3000:],
+            )
+            assert (shown["state"], shown["appliedRevision"]) == ("failed", applied), shown
+            assert said in shown["error"] and "Traceback" not in shown["error"], shown
+            _push_edit(env, file, new, old)
+            wait_for(lambda: _shown_status(runtime)["state"] in ("unchanged", "applied"), 20,
+                     "the restored repo to converge")  # fmt: skip
+
+        _create_pod(env, names[2], {})
+        wait_for(lambda: (_pod_of(env, names[2]) or {}).get("spec", {}).get("nodeName"), 30,
+                 "the plain Pod to be bound: " + log.read_text()[-3000:])  # fmt: skip
+        assert daemon.poll() is None and "Traceback" not in log.read_text(), log.read_text()
+        peak = _peak_rss(daemon.pid)
+        print(f"daemon peak RSS under hostile input: {peak / 2**20:.0f} MiB")
+        assert peak < HOSTILE_RSS_BOUND, f"{peak / 2**20:.0f} MiB"
+    finally:
+        for name in names:
+            env.kube.delete("v1", "Pod", name, NAMESPACE, grace_period_seconds=0)
+        stop_cleanly(daemon, log)
+
+
+def _create_pod(env: Env, name: str, annotations: dict[str, str]) -> None:
+    env.kube.request_json(
+        "POST", f"/api/v1/namespaces/{NAMESPACE}/pods", target=f"Pod {name}",
+        body={"apiVersion": "v1", "kind": "Pod",
+              "metadata": {"name": name, "namespace": NAMESPACE, "annotations": annotations},
+              "spec": {"schedulerName": SCHEDULER, "terminationGracePeriodSeconds": 5,
+                       "containers": [{"name": "main", "image": "ubuntu", "resources": {
+                           "requests": {"cpu": "1", "memory": "256Mi"}}}]}},
+    )  # fmt: skip
+
+
+def _refused_with(env: Env, name: str, said: str) -> bool:
+    listing = env.kube.list("v1", "Event", NAMESPACE, field_selector=f"involvedObject.name={name}")
+    return any(
+        e.get("reason") == wk.EVENT_REJECTED and said in e.get("message", "") for e in listing.items
+    )
+
+
+def _push_edit(env: Env, file: str, old: str, new: str) -> str:
+    """Replace `old` by `new` in `file` (an empty `old` appends), commit and push."""
+    path = env.author / file
+    text = path.read_text()
+    path.write_text(text + new if not old else text.replace(old, new, 1))
+    git(env.author, "commit", "-q", "-am", f"hostile edit of {file}")
+    git(env.author, "push", "-q", "origin", "main")
+    return git(env.author, "rev-parse", "HEAD")
+
+
+def _peak_rss(pid: int) -> int:
+    lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    return int(next(line.split()[1] for line in lines if line.startswith("VmHWM:"))) * 1024

@@ -702,8 +702,12 @@ def _crash_and_restart(env: Env, pods: list[str], log: Path) -> None:
     port = free_port()
     first = _schedule_process(env, other, log, port)
     uids = {}
+    # `reconciler schedule` without a repo judges a Pod without user-id as root and denies it
+    # (pod-user-id-allowed, issue 31): these run as 1001.
+    as_1001 = {wk.ANNOTATION_USER_ID: "1001"}
     for name in [unique(f"crash-{i}") for i in range(20)]:
-        manifest = _pod_spec(name, cpu="100m", memory="64Mi", schedulerName=other)
+        manifest = _pod_spec(name, cpu="100m", memory="64Mi", schedulerName=other,
+                             annotations=as_1001)  # fmt: skip
         uids[name] = _create(env, pods, manifest)["metadata"]["uid"]
     wait_for(lambda: len({pod_uid_of(j.name) for j in _placeholders(env)} & set(uids.values()))
              >= 3, 30, "a few submits")  # fmt: skip
