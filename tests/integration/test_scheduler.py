@@ -689,18 +689,24 @@ def test_kill_9_mid_flight_then_restart_gives_no_duplicate_or_orphan(
     it submits, then restarted: every Pod ends with exactly one job. Killed again, and half the
     Pods deleted while it is down: the next one cancels exactly their jobs (no orphans)."""
     env.scheduler.stop()  # one scheduler at a time, as in production
+    started: list[subprocess.Popen[bytes]] = []
     try:
-        _crash_and_restart(env, pods, env.work / "schedule.log")
+        _crash_and_restart(env, pods, env.work / "schedule.log", started)
     finally:
+        for process in started:  # a failure midway must not leave one running
+            if process.poll() is None:
+                _kill_9(process)
         env.scheduler = env.new_scheduler()
 
 
-def _crash_and_restart(env: Env, pods: list[str], log: Path) -> None:
+def _crash_and_restart(
+    env: Env, pods: list[str], log: Path, started: list[subprocess.Popen[bytes]]
+) -> None:
     other = "crash-test-scheduler"
     # One hooks address for all three runs, as a Service gives in a cluster: jobs made by a
     # killed scheduler reach the next one.
     port = free_port()
-    first = _schedule_process(env, other, log, port)
+    first = _schedule_process(env, other, log, port, started)
     uids = {}
     # `reconciler schedule` without a repo judges a Pod without user-id as root and denies it
     # (pod-user-id-allowed, issue 31): these run as 1001.
@@ -712,7 +718,7 @@ def _crash_and_restart(env: Env, pods: list[str], log: Path) -> None:
     wait_for(lambda: len({pod_uid_of(j.name) for j in _placeholders(env)} & set(uids.values()))
              >= 3, 30, "a few submits")  # fmt: skip
     _kill_9(first)
-    second = _schedule_process(env, other, log, port)
+    second = _schedule_process(env, other, log, port, started)
     for name in uids:
         _wait_bound(env, name, timeout=60)
     for name, uid in uids.items():
@@ -727,7 +733,7 @@ def _crash_and_restart(env: Env, pods: list[str], log: Path) -> None:
         _wait_gone(env, name)
     time.sleep(3)  # nobody watches: their jobs run on
     assert all(_jobs_for(env, uids[n])[0].state == "RUNNING" for n in deleted)
-    third = _schedule_process(env, other, log, port)
+    third = _schedule_process(env, other, log, port, started)
     try:
         ended = ("CANCELLED", "COMPLETED")
         wait_for(lambda: all(_jobs_for(env, uids[n])[0].state in ended for n in deleted), 30,
@@ -747,7 +753,9 @@ def _kill_9(process: subprocess.Popen[bytes]) -> None:
     process.wait()
 
 
-def _schedule_process(env: Env, name: str, log: Path, port: int) -> subprocess.Popen[bytes]:
+def _schedule_process(
+    env: Env, name: str, log: Path, port: int, started: list[subprocess.Popen[bytes]]
+) -> subprocess.Popen[bytes]:
     offset = log.stat().st_size if log.exists() else 0
     with log.open("ab") as out:
         process = subprocess.Popen(
@@ -756,6 +764,7 @@ def _schedule_process(env: Env, name: str, log: Path, port: int) -> subprocess.P
              "--hooks-api-bind-address", f"127.0.0.1:{port}", "--poll-interval", "1"],
             stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )  # fmt: skip
+    started.append(process)
     wait_for(lambda: "scheduling Pods" in log.read_text()[offset:] or process.poll() is not None,
              30, "the scheduler to start")  # fmt: skip
     assert process.poll() is None, log.read_text()
