@@ -231,7 +231,7 @@ _INTEGERS: dict[str, tuple[str, int, tuple[int, str] | None]] = {
     wk.ANNOTATION_TIMEOUT: ("timeout_minutes", 1, None),
 }
 _INTEGER = re.compile(r"-?[0-9]+")
-_NODE_LISTS = {
+NODE_LIST_ANNOTATIONS = {  # annotation -> the PodRequest field it fills
     wk.ANNOTATION_EXCLUDED_NODES: "excluded_nodes",
     wk.ANNOTATION_REQUIRED_NODES: "required_nodes",
 }
@@ -250,7 +250,7 @@ def _annotations(
             number = _integer(key, annotations[key], minimum, problems, maximum)
             if number is not None:
                 fields[name] = number
-    for key, name in _NODE_LISTS.items():
+    for key, name in NODE_LIST_ANNOTATIONS.items():
         if key in annotations:
             fields[name] = _node_list(key, annotations[key], problems)
     if wk.ANNOTATION_EXCLUSIVE in annotations:

@@ -19,7 +19,7 @@ import hostlist
 from reconciler import hostlists
 from reconciler import wellknown as wk
 from reconciler.adapters.slurm.model import SlurmJob
-from reconciler.scheduler.admission import PodRequest, Problem
+from reconciler.scheduler.admission import NODE_LIST_ANNOTATIONS, PodRequest, Problem
 from reconciler.scheduler.decide import (
     ACTIVE_STATES,
     TERMINAL_PHASES,
@@ -215,11 +215,11 @@ def capped_requests(requests: Iterable[PodRequest | None]) -> list[PodRequest] |
     name together are capped as one Pod's are: past hostlists.MAX_NAMES the gang is refused
     before the members left are expanded (50 members of 40,000 names each held 289 MB)."""
     held: list[PodRequest] = []
-    totals = dict.fromkeys(_NODE_LIST_ANNOTATIONS, 0)
+    totals = dict.fromkeys(NODE_LIST_ANNOTATIONS, 0)
     for request in requests:
         if request is None:
             return None
-        for key, field in _NODE_LIST_ANNOTATIONS.items():
+        for key, field in NODE_LIST_ANNOTATIONS.items():
             totals[key] += len(getattr(request, field))
             if totals[key] > hostlists.MAX_NAMES:
                 return Problem(
@@ -229,12 +229,6 @@ def capped_requests(requests: Iterable[PodRequest | None]) -> list[PodRequest] |
                 )
         held.append(request)
     return held
-
-
-_NODE_LIST_ANNOTATIONS = {
-    wk.ANNOTATION_EXCLUDED_NODES: "excluded_nodes",
-    wk.ANNOTATION_REQUIRED_NODES: "required_nodes",
-}
 
 
 def gang_request(requests: Sequence[PodRequest]) -> PodRequest | Problem:
