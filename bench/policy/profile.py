@@ -17,14 +17,21 @@ import celpy
 from bench.policy.measure import forget, params, policy_step
 from bench.policy.pods import Sample
 from reconciler.policy import engine
-from reconciler.policy.cel_compiled import to_cel
+from reconciler.policy.cel_values import to_cel
 from reconciler.policy.inputs import inputs_key
 from reconciler.scheduler.pod_policies import PodPolicies
 
 # ---- profile and experiments ------------------------------------------------------------------
 
 AREAS = (  # (label, substrings of a profiled function's file), first match wins
-    ("compiled CEL (closures) and to_cel", ("reconciler/policy/cel_compiled.py",)),
+    (
+        "compiled CEL (closures) and to_cel",
+        (
+            "reconciler/policy/cel_compiled.py",
+            "reconciler/policy/cel_loops.py",
+            "reconciler/policy/cel_values.py",
+        ),
+    ),
     ("celpy types and operators", ("celpy/celtypes.py", "celpy/evaluation.py")),
     ("celpy interpreter (lark tree walk)", ("lark/",)),
     ("typing at run time (own time)", ("typing.py",)),
@@ -32,6 +39,8 @@ AREAS = (  # (label, substrings of a profiled function's file), first match wins
         "Kubernetes CEL library + quantity",
         (
             "reconciler/policy/k8s_library.py",
+            "reconciler/policy/k8s_quantity.py",
+            "reconciler/policy/cel_calls.py",
             "reconciler/compile/quantity.py",
             "fractions.py",
             "decimal",
@@ -44,9 +53,9 @@ AREAS = (  # (label, substrings of a profiled function's file), first match wins
 )
 CUMULATIVE = (  # (basename:function, what it is)
     ("cel_compiled.py:evaluate", "Program.evaluate: all program runs"),
-    ("cel_compiled.py:to_cel", "to_cel: the activation (once per Pod)"),
+    ("cel_values.py:to_cel", "to_cel: the activation (once per Pod)"),
     ("inputs.py:inputs_key", "the memo keys (every Pod, every policy)"),
-    ("k8s_library.py:call", "Kubernetes CEL library calls"),
+    ("cel_calls.py:call", "Kubernetes CEL library calls"),
     ("typing.py:inner", "typing subscripts at run time"),
 )
 

@@ -13,8 +13,8 @@ The semantics are the interpreter's (celpy/evaluation.py, `Evaluator`), node by 
   pass on; `&&` and `||` absorb them commutatively (`logical_and`/`logical_or`), `has()` makes
   one false, a ternary runs only the branch it picks (and makes a TypeError of it an error
   value), and a run whose result is an error raises it;
-- map, filter and exists_one raise an element's error (the interpreter's nested `evaluate`
-  does), which no operator absorbs; all and exists keep it as a value;
+- the comprehensions are built in cel_loops.py (which says how their errors go), the values,
+  member access, `in` and the error values with the interpreter's texts in cel_values.py;
 - operators call celpy's own functions (int64/uint64 overflow, comparisons across types,
   `in`); what they raise becomes the error value the interpreter makes, or escapes as there;
 - a difference in cost, none in meaning: `a || b` does not run `b` when `a` is true (`&&`:
@@ -36,19 +36,27 @@ from typing import Any, Final
 
 from celpy import celtypes
 from celpy import evaluation as ev
-from celpy.adapter import json_to_cel
 from celpy.celtypes import BoolType, ListType, MapType, StringType
 from celpy.evaluation import Activation, CELEvalError, Evaluator, base_functions
 from lark import Token, Tree
 
-from reconciler.policy.cost import PER_CALL_LIMIT, STRING_TRAVERSAL, Budget, step_cost
+from reconciler.policy import cel_loops as loops
+from reconciler.policy.cel_values import (
+    FALSE,
+    MISSING,
+    TRUE,
+    call,
+    contains,
+    failed,
+    field,
+    overloaded,
+    undeclared,
+)
+from reconciler.policy.cost import STRING_TRAVERSAL, Budget, step_cost
 from reconciler.policy.k8s_library import FUNCTIONS as K8S_FUNCTIONS
 
 Env = dict[str, Any]
 Run = Callable[[Env], Any]
-TRUE: Final = BoolType(True)
-FALSE: Final = BoolType(False)
-_MISSING: Final = object()
 # Rules of one child that pass its value on.
 _PASS: Final = frozenset(
     {"expr", "conditionalor", "conditionaland", "relation", "addition", "multiplication",
@@ -120,94 +128,6 @@ def compile_program(ast: Tree, functions: Mapping[str, Callable[..., Any]]) -> P
     return Program(run, compiler.loops)
 
 
-def to_cel(value: Any) -> Any:
-    """`celpy.json_to_cel`: the same values, faster (dispatch on the exact type)."""
-    kind = type(value)
-    if kind is dict:
-        converted = MapType()
-        dict.update(converted, {to_cel(k): to_cel(v) for k, v in value.items()})
-        return converted
-    if kind is list:
-        return ListType([to_cel(item) for item in value])
-    if kind is str:  # what StringType(value) and IntType(value) make, without their checks
-        return str.__new__(StringType, value)
-    if kind is bool:
-        return TRUE if value else FALSE
-    if kind is int and -(2**63) <= value < 2**63:
-        return int.__new__(celtypes.IntType, value)
-    return json_to_cel(value)  # None, floats, tuples, subclasses, dates: as celpy does
-
-
-def _overload(label: str, ex: BaseException, tree: Tree, *values: Any) -> CELEvalError:
-    types = ", ".join(str(type(v)) for v in values)
-    text = f"found no matching overload for {label} applied to '({types})'"
-    return CELEvalError(text, ex.__class__, ex.args, tree=tree)
-
-
-def _failed(tree: Tree, op: str, ex: BaseException, *values: Any) -> CELEvalError:
-    """The error value of an operator that raised (Evaluator.relation, .addition ...)."""
-    if isinstance(ex, TypeError):
-        return _overload(repr(op), ex, tree, *values)
-    if isinstance(ex, ZeroDivisionError):
-        return CELEvalError("modulus or divide by zero", ex.__class__, ex.args, tree=tree)
-    return CELEvalError("return error for overflow", ex.__class__, ex.args, tree=tree)
-
-
-def _undeclared(name: str, **where: Any) -> CELEvalError:
-    # The interpreter appends its whole activation; the engine cuts the message there.
-    text = f"undeclared reference to '{name}' (in activation '<compiled>')"
-    return CELEvalError(text, KeyError, (name,), **where)
-
-
-def _field(value: Any, name: str, tree: Tree | None) -> Any:
-    """`value.name` (Evaluator.member_dot)."""
-    if type(value) is MapType:
-        found = dict.get(value, name, _MISSING)
-        if found is not _MISSING:
-            return found
-        return CELEvalError(f"no such member in mapping: {name!r}", KeyError, None, tree=tree)
-    if isinstance(value, CELEvalError):
-        return value
-    # (a NameContainer, the interpreter's next case, comes only of `google`: Unsupported)
-    if isinstance(value, celtypes.MessageType):
-        return value.get(name)
-    if isinstance(value, MapType):
-        try:
-            return value[name]
-        except KeyError:
-            text = f"no such member in mapping: {name!r}"
-            return CELEvalError(text, KeyError, None, tree=tree)
-    text = f"{value!r} with type: '{type(value)}' does not support field selection"
-    return CELEvalError(text, TypeError, None, tree=tree)
-
-
-def _contains(item: Any, container: Any) -> Any:
-    """evaluation.operator_in, without its typing.cast(Iterable[Result], ...), whose
-    subscript costs more than most searches."""
-    if isinstance(item, CELEvalError):
-        return item
-    if isinstance(container, CELEvalError):
-        return container
-    result = FALSE
-    for candidate in container:
-        try:
-            if candidate == item:
-                return TRUE
-        except TypeError as ex:
-            result = CELEvalError("no such overload", ex.__class__, ex.args)
-    return result
-
-
-def _call(func: Callable[..., Any], args: list[Any], token: Token) -> Any:
-    """A function or method applied (Evaluator.function_eval, .method_eval)."""
-    try:
-        return func(*args)
-    except ValueError as ex:
-        return CELEvalError("return error for overflow", ex.__class__, ex.args, token=token)
-    except (TypeError, AttributeError) as ex:
-        return CELEvalError("no such overload", ex.__class__, ex.args, token=token)
-
-
 class _Compiler:
     def __init__(self, functions: Mapping[str, Callable[..., Any]]):
         self.functions = ChainMap(dict(functions), base_functions)
@@ -242,7 +162,7 @@ class _Compiler:
                     y = right(env)
                 return choose(c, x, y)
             except TypeError as ex:
-                return _overload("_?_:_", ex, tree, c, x, y)
+                return overloaded("_?_:_", ex, tree, c, x, y)
 
         return run, total
 
@@ -266,7 +186,7 @@ class _Compiler:
             try:
                 return combine(x, y)
             except TypeError as ex:
-                return _overload(name, ex, tree, x, y)
+                return overloaded(name, ex, tree, x, y)
 
         return run, left_total and skip
 
@@ -294,7 +214,7 @@ class _Compiler:
             try:
                 return func(x, y)
             except caught as ex:
-                return _failed(tree, op, ex, x, y)
+                return failed(tree, op, ex, x, y)
 
         return run, total
 
@@ -309,13 +229,11 @@ class _Compiler:
             try:
                 value = func(x, y)
             except caught as ex:
-                return _failed(tree, op, ex, x, y)
+                return failed(tree, op, ex, x, y)
             if type(value) in _SIZED and len(value) > _CHARGED_FROM:
                 budget = env.get(Budget.KEY)  # none outside a comprehension: linear there
                 if budget is not None:
-                    budget.spent += STRING_TRAVERSAL * len(value)
-                    if budget.spent > PER_CALL_LIMIT:
-                        budget.stop()
+                    budget.charge(STRING_TRAVERSAL * len(value))
             return value
 
         return run
@@ -324,7 +242,7 @@ class _Compiler:
         op_tree, right_tree = tree.children
         (left, right), total = self.nodes([op_tree.children[0], right_tree])
         func = self.functions["_in_"]
-        func = _contains if func is ev.operator_in else func
+        func = contains if func is ev.operator_in else func
 
         def run(env: Env) -> Any:
             item, container = left(env), right(env)
@@ -335,7 +253,7 @@ class _Compiler:
             try:
                 return func(item, container)
             except TypeError as ex:
-                return _failed(tree, op_tree.data, ex, item, container)
+                return failed(tree, op_tree.data, ex, item, container)
 
         return run, total
 
@@ -349,14 +267,14 @@ class _Compiler:
             try:
                 return func(x)
             except (TypeError, ValueError) as ex:
-                return _failed(tree, op, ex, x)
+                return failed(tree, op, ex, x)
 
         # -x can raise OverflowError (a duration), which the interpreter lets escape
         return run, total and op == "unary_not"
 
     def _member_dot(self, tree: Tree) -> tuple[Run, bool]:
         (base, total), name = self.node(tree.children[0]), str(tree.children[1])
-        return (lambda env: _field(base(env), name, tree)), total
+        return (lambda env: field(base(env), name, tree)), total
 
     def _member_index(self, tree: Tree) -> tuple[Run, bool]:
         (base, index), total = self.nodes(tree.children)
@@ -365,13 +283,13 @@ class _Compiler:
         def run(env: Env) -> Any:
             value, key = base(env), index(env)
             if type(value) is MapType and type(key) is StringType:
-                found = dict.get(value, key, _MISSING)
-                if found is not _MISSING:
+                found = dict.get(value, key, MISSING)
+                if found is not MISSING:
                     return found
             try:
                 return getitem(value, key)
             except TypeError as ex:
-                return _overload("_[_]", ex, tree, value, key)
+                return overloaded("_[_]", ex, tree, value, key)
             except KeyError as ex:
                 return CELEvalError("no such key", ex.__class__, ex.args, tree=tree)
             except IndexError as ex:
@@ -387,11 +305,11 @@ class _Compiler:
         def run(env: Env) -> Any:
             values = [p(env) for p in params]
             if func is None:
-                return _undeclared(name, token=token)
+                return undeclared(name, token=token)
             for value in values:  # the receiver's error first, then the arguments'
                 if isinstance(value, CELEvalError):
                     return value
-            return _call(func, values, token)
+            return call(func, values, token)
 
         return run, total and func is not None and _TOTAL.get(name) is func
 
@@ -424,25 +342,14 @@ class _Compiler:
             if type(value) is MapType:  # a map literal may hold an error: has() of it is false
                 found = value.get(StringType(name)) if name in value else None
                 return TRUE if name in value and not isinstance(found, CELEvalError) else FALSE
-            return FALSE if isinstance(_field(value, name, None), CELEvalError) else TRUE
+            return FALSE if isinstance(field(value, name, None), CELEvalError) else TRUE
 
         return run, total
 
     def _macro(self, tree: Tree, name: str, args: list[Any]) -> tuple[Run, bool]:
         target, _ = self.node(tree.children[0])
         if name == "min":  # celpy's built-in: Python min(), whose TypeError escapes
-
-            def smallest(env: Env) -> Any:
-                items = target(env)
-                if isinstance(items, CELEvalError):
-                    return items
-                try:
-                    return min(items)
-                except ValueError as ex:
-                    text = "Attempt to reduce an empty sequence or a sequence with a None value"
-                    return CELEvalError(text, ex.__class__, ex.args, tree=tree)
-
-            return smallest, False
+            return loops.smallest(target, tree), False
         idents = list(args[0].find_data("ident")) if len(args) == 2 else []
         if name == "reduce" or len(idents) != 1:
             raise Unsupported(f"macro {name} with {len(args)} arguments")
@@ -450,78 +357,22 @@ class _Compiler:
         body, body_total = self.node(args[1])
         self.loops, step = True, step_cost(args[1])  # charged per element (cost.py)
         if name in ("all", "exists"):
-            return self._quantifier(target, var, body, body_total, name == "exists", step), False
-        keep = {"map": None, "filter": True, "exists_one": False}[name]
-
-        def run(env: Env) -> Any:
-            items = target(env)
-            if isinstance(items, CELEvalError):
-                return items
-            local, out, budget = dict(env), [], env[Budget.KEY]
-            for item in items:  # not iterable: the TypeError escapes, as there
-                budget.spent += step  # inline: a call per element costs 5% of an all()
-                if budget.spent > PER_CALL_LIMIT:
-                    budget.stop()
-                local[var] = item
-                value = body(local)
-                if isinstance(value, CELEvalError):
-                    raise value  # as the interpreter's nested evaluate()
-                if keep is None:
-                    out.append(value)
-                elif value:
-                    out.append(item)
-            if keep is False:
-                return TRUE if len(out) == 1 else FALSE
-            return ListType(out)
-
-        return run, False  # it raises an element's error
-
-    def _quantifier(
-        self, target: Run, var: str, body: Run, total: bool, answer: bool, step: float
-    ) -> Run:
-        """all (answer False) and exists (True): logical_and/or folded over every element, an
-        element's error a value. Once the fold holds the answer nothing changes it: the rest
-        is skipped when the body cannot raise."""
-        combine = self.functions["_||_" if answer else "_&&_"]
-
-        def run(env: Env) -> Any:
-            items = target(env)
-            if isinstance(items, CELEvalError):
-                return items
-            local, folded, budget = dict(env), BoolType(not answer), env[Budget.KEY]
-            for item in items:
-                budget.spent += step
-                if budget.spent > PER_CALL_LIMIT:
-                    budget.stop()
-                local[var] = item
-                try:
-                    value = body(local)
-                except CELEvalError as raised:  # from a map() inside: caught, as there
-                    value = raised
-                if type(value) is BoolType and type(folded) is BoolType:
-                    folded = TRUE if (folded or value if answer else folded and value) else FALSE
-                else:
-                    try:
-                        folded = combine(folded, value)
-                    except TypeError as ex:
-                        folded = CELEvalError("no such overload", ex.__class__, ex.args)
-                if total and type(folded) is BoolType and bool(folded) is answer:
-                    return folded
-            return folded
-
-        return run
+            combine = self.functions["_||_" if name == "exists" else "_&&_"]
+            run = loops.quantifier(target, var, body, body_total, name == "exists", step, combine)
+            return run, False
+        return loops.collect(target, var, body, name, step), False  # raises an element's error
 
     def _ident(self, tree: Tree) -> tuple[Run, bool]:
         name = str(tree.children[0])
         if name == "google":  # the environment's protobuf type names
             raise Unsupported("google.protobuf names")
-        function = self.functions.get(name, _MISSING)  # a bare function name is its value
+        function = self.functions.get(name, MISSING)  # a bare function name is its value
 
         def run(env: Env) -> Any:
-            value = env.get(name, _MISSING)
-            if value is not _MISSING:
+            value = env.get(name, MISSING)
+            if value is not MISSING:
                 return value
-            return _undeclared(name, tree=tree) if function is _MISSING else function
+            return undeclared(name, tree=tree) if function is MISSING else function
 
         return run, True
 

@@ -99,6 +99,13 @@ class Budget:
             f"per-expression limit of {PER_CALL_LIMIT:,} (Kubernetes' PerCallLimit)"
         )
 
+    def charge(self, cost: float) -> None:
+        """Adds `cost`, stopping the run past PER_CALL_LIMIT (for charges off the per-element
+        path, such as the length of a long concatenation)."""
+        self.spent += cost
+        if self.spent > PER_CALL_LIMIT:
+            self.stop()
+
     def close(self) -> None:
         """Adds this run to its policy's total; refuses past the policy's budget."""
         self.total[0] += self.spent

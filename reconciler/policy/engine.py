@@ -20,7 +20,8 @@ from celpy.evaluation import CELEvalError, base_functions
 from reconciler.config.policy_file import Expression, Override, Policy, Validation
 from reconciler.errors import Location, ReconcilerError
 from reconciler.policy import cost
-from reconciler.policy.cel_compiled import Program, Unsupported, compile_program, to_cel
+from reconciler.policy.cel_compiled import Program, Unsupported, compile_program
+from reconciler.policy.cel_values import to_cel
 from reconciler.policy.inputs import Path, covering, inputs_key, paths_read
 from reconciler.policy.k8s_library import FUNCTIONS
 from reconciler.policy.limits import Refusals

@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 from bench.policy.repo_policies import REPO_POLICIES, REPO_POLICY_FILE
 from reconciler.config.files import read_shipped_policies
 from reconciler.config.policy_file import parse_policy_file
-from reconciler.policy.cel_compiled import Unsupported, compile_program, to_cel
+from reconciler.policy.cel_compiled import Unsupported, compile_program
+from reconciler.policy.cel_values import to_cel
 from reconciler.policy.engine import compile_policies, effective_policies, interpreted
 from reconciler.policy.k8s_library import FUNCTIONS
 from reconciler.policy.loader import shipped_documents
