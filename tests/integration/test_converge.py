@@ -109,11 +109,12 @@ def push(
     env: Env, old: str, new: str, message: str, file: str = "values.yaml",
     *, signer: Signer | None = None,
 ) -> str:  # fmt: skip
-    """Commit the edit (signed by `signer`, else unsigned) and push it."""
+    """Commit the edit (signed by `signer`, else unsigned) and push it; an empty `old`
+    appends `new`."""
     path = env.author / file
     text = path.read_text()
     assert old in text, f"{old!r} not in {file}"
-    path.write_text(text.replace(old, new, 1))
+    path.write_text(text.replace(old, new, 1) if old else text + new)
     if signer is None:
         git(env.author, "commit", "-q", "-am", message)
     else:
@@ -368,14 +369,7 @@ def test_reconciler_run_metrics_time_binds_and_slurm_requests(env: Env, tmp_path
     name = unique("metrics")
     try:
         wait_for(lambda: _get(port, "/readyz")[0] == 200, 30, "readyz: " + log.read_text())
-        env.kube.request_json(
-            "POST", f"/api/v1/namespaces/{NAMESPACE}/pods", target=f"Pod {name}",
-            body={"apiVersion": "v1", "kind": "Pod",
-                  "metadata": {"name": name, "namespace": NAMESPACE},
-                  "spec": {"schedulerName": SCHEDULER, "terminationGracePeriodSeconds": 5,
-                           "containers": [{"name": "main", "image": "ubuntu", "resources": {
-                               "requests": {"cpu": "1", "memory": "256Mi"}}}]}},
-        )  # fmt: skip
+        _create_pod(env, name, {})
         wait_for(lambda: (_pod_of(env, name) or {}).get("spec", {}).get("nodeName"), 30,
                  "the Pod to be bound: " + log.read_text())  # fmt: skip
         # The histogram is fed just after the binding the test saw: wait for it.
@@ -634,7 +628,7 @@ def test_the_daemon_stays_up_and_bounded_under_hostile_input(env: Env, tmp_path:
                      f"{name} to be refused naming {said}: " + log.read_text()[-3000:])  # fmt: skip
 
         for (file, old, new), said in HOSTILE_REVISIONS:
-            head = _push_edit(env, file, old, new)
+            head = push(env, old, new, f"hostile edit of {file}", file)
             shown = wait_for(
                 lambda h=head: _status_of(runtime, h),
                 20,
@@ -642,7 +636,7 @@ def test_the_daemon_stays_up_and_bounded_under_hostile_input(env: Env, tmp_path:
             )
             assert (shown["state"], shown["appliedRevision"]) == ("failed", applied), shown
             assert said in shown["error"] and "Traceback" not in shown["error"], shown
-            applied = _push_edit(env, file, new, old)
+            applied = push(env, new, old, f"restore {file}", file)
             _wait_applied(runtime, applied)
 
         _create_pod(env, names[2], {})
@@ -679,16 +673,6 @@ def _refused_with(env: Env, name: str, said: str) -> bool:
     return any(
         e.get("reason") == wk.EVENT_REJECTED and said in e.get("message", "") for e in listing.items
     )
-
-
-def _push_edit(env: Env, file: str, old: str, new: str) -> str:
-    """Replace `old` by `new` in `file` (an empty `old` appends), commit and push."""
-    path = env.author / file
-    text = path.read_text()
-    path.write_text(text + new if not old else text.replace(old, new, 1))
-    git(env.author, "commit", "-q", "-am", f"hostile edit of {file}")
-    git(env.author, "push", "-q", "origin", "main")
-    return git(env.author, "rev-parse", "HEAD")
 
 
 def _peak_rss(pid: int) -> int:
