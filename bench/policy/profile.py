@@ -114,9 +114,9 @@ def experiments(samples: Sequence[Sample], full: PodPolicies) -> None:
     runs: Counter[str] = Counter()
     real_run = engine._run
 
-    def counting(program: Any, activation: dict[str, Any]) -> Any:
+    def counting(program: Any, activation: dict[str, Any], *rest: Any) -> Any:
         runs["programs"] += 1
-        return real_run(program, activation)
+        return real_run(program, activation, *rest)
 
     with mock.patch.object(engine, "_run", counting):
         for s in samples:
