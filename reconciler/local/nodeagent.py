@@ -178,7 +178,9 @@ class NodeAgent:
                     self._pods[key] = pod
                 if kind == "DELETED" or (pod.get("spec") or {}).get("nodeName"):
                     self._assumed.pop(key, None)
-            if kind != "DELETED" and self._concerns(pod):
+            if kind == "DELETED" and self._concerns(pod):
+                self._submit_forget(pod)
+            elif kind != "DELETED" and self._concerns(pod):
                 self._submit(key)
 
     def _concerns(self, pod: Obj) -> bool:
@@ -192,6 +194,28 @@ class NodeAgent:
         if not self._stopping.is_set():
             with contextlib.suppress(RuntimeError):  # the pool shut down meanwhile
                 self._workers.submit(self._sync_safely, key)
+
+    def _submit_forget(self, pod: Obj) -> None:
+        if not self._stopping.is_set():
+            with contextlib.suppress(RuntimeError):
+                self._workers.submit(self._forget_safely, pod)
+
+    def _forget_safely(self, pod: Obj) -> None:
+        """A Pod deleted at once (grace 0, or by the garbage collector) was never seen
+        terminating: stop its daemons now, as kubelet kills a removed Pod's containers."""
+        key = _key(pod)
+        with self._lock:
+            lock = self._pod_locks.setdefault(key, threading.Lock())
+        with lock:
+            try:
+                self._runtime.stop(pod, grace=1.0)  # by uid: a newer Pod of this name stays
+            except Exception:  # logged; a newer Pod of this name stops it when it starts
+                log.exception("pod %s: stopping a deleted Pod's daemons failed", key)
+            with self._lock:
+                newer = self._pods.get(key)
+                if newer is None or newer["metadata"].get("uid") == pod["metadata"].get("uid"):
+                    self._running.discard(key)
+                    self._restarts.pop(key, None)
 
     def _sync_safely(self, key: str) -> None:
         with self._lock:

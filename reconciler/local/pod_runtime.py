@@ -86,6 +86,9 @@ class LocalPodRuntime:
         self._sssd = LocalSssd(cluster.supervisor, files, cluster.paths.run / "pod-views")
         self._s6 = LocalS6(cluster.supervisor, files, cluster.paths.run / "s6")
         self._owned: dict[str, list[str]] = {}  # Pod key -> daemons it started
+        # Pod key -> the uid of the Pod that started them: a StatefulSet makes a Pod of the
+        # same name again, and that Pod is a new one, as kubelet keys Pods by uid.
+        self._uids: dict[str, str] = {}
         # Pod key -> container -> (log file, where this start's output begins)
         self._logs: dict[str, dict[str, tuple[Path, int]]] = {}
         self._starters: dict[str, Callable[[Obj], list[str]]] = {
@@ -104,8 +107,11 @@ class LocalPodRuntime:
         readiness probe passes). Raises while something it needs is not there yet."""
         key = _key(pod)
         with self._lock:
-            if key in self._owned:
+            started_by = self._uids.get(key) if key in self._owned else None
+        if started_by is not None:
+            if started_by == _uid(pod):
                 return
+            self._stop_key(key, grace=1.0)  # an earlier Pod of this name still runs: end it
         self._files.mount_all(pod)
         logs = self._log_starts(pod)
         if _has_container(pod, MUNGE_CONTAINER):
@@ -120,6 +126,7 @@ class LocalPodRuntime:
             raise
         with self._lock:
             self._owned[key] = daemons
+            self._uids[key] = _uid(pod)
             self._logs[key] = logs
 
     def log_of(self, namespace: str, pod: str, container: str) -> tuple[Path, int] | None:
@@ -143,10 +150,18 @@ class LocalPodRuntime:
                 for c in containers if c in daemons}  # fmt: skip
 
     def stop(self, pod: Obj, grace: float) -> None:
-        """Stop what this Pod started (SIGTERM, then SIGKILL after `grace`)."""
+        """Stop what this Pod started (SIGTERM, then SIGKILL after `grace`); not what a newer
+        Pod of the same name started."""
         key = _key(pod)
         with self._lock:
+            if self._uids.get(key, _uid(pod)) != _uid(pod):
+                return
+        self._stop_key(key, grace)
+
+    def _stop_key(self, key: str, grace: float) -> None:
+        with self._lock:
             daemons = self._owned.pop(key, [])
+            self._uids.pop(key, None)
             self._logs.pop(key, None)
         for name in reversed(daemons):
             if name.startswith("slurmd-"):
@@ -391,3 +406,7 @@ def _has_container(pod: Obj, name: str) -> bool:
 def _key(pod: Obj) -> str:
     meta = pod["metadata"]
     return f"{meta.get('namespace', '')}/{meta['name']}"
+
+
+def _uid(pod: Obj) -> str:
+    return str(pod["metadata"].get("uid") or "")
