@@ -1,4 +1,5 @@
-"""Deterministic YAML text: same data in, byte-identical text out (Argo CD CMP `generate`)."""
+"""Deterministic YAML text: same data in, byte-identical text out (Argo CD CMP `generate`).
+The one writer of the YAML we print (render, compile, plan diffs): every value in full."""
 
 from __future__ import annotations
 
@@ -14,7 +15,14 @@ except ImportError:  # pragma: no cover - depends on the PyYAML build
 
 
 class _Dumper(_BaseDumper):  # type: ignore[misc, valid-type]
-    """Multi-line strings (slurm.conf, scripts) as literal blocks so they read like files."""
+    """Multi-line strings (slurm.conf, scripts) as literal blocks so they read like files, and
+    every value written out in full where it appears: the compiler shares one dict between
+    places (a StatefulSet's labels and its Pod template's), and PyYAML would print the second
+    as an alias (`&id001` ... `*id001`), which kubectl diff and reviewers read badly. Our data
+    hold no cycles, the one case aliases are needed for."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
 
 
 def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:

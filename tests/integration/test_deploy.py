@@ -35,6 +35,7 @@ from tests.integration.helpers import (
     wait_for,
 )
 from tests.integration.local_up import local_up
+from tests.kustomize import kustomize
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE_REPO = ROOT / "fixtures" / "config-repo"
@@ -42,17 +43,6 @@ NAMESPACE, RELEASE = "slurm", "slurm"
 SERVICE_ACCOUNT = f"system:serviceaccount:{NAMESPACE}:reconciler"
 SCHEDULER = "slurm-slurm-slurm-scheduler"  # the fixture repo's, by default
 OWNED = {wk.LABEL_MANAGED_BY: wk.MANAGED_BY_VALUE, wk.LABEL_RELEASE: RELEASE}
-
-
-def kustomize(folder: Path) -> list[dict[str, Any]]:
-    kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        pytest.fail("kubectl (for `kubectl kustomize`) is not installed: run .ci/run's setup")
-    done = subprocess.run(
-        [kubectl, "kustomize", str(folder)], capture_output=True, text=True, check=False
-    )
-    assert done.returncode == 0, done.stderr
-    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
 
 
 @dataclass
