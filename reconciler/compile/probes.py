@@ -48,11 +48,14 @@ def slurmd(port: int) -> Obj:
     """Ready once slurmd listens (it then registers with slurmctld). Alive while it answers
     `scontrol show slurmd`, an RPC to the slurmd of this host (its name is the Pod's): a wedged
     slurmd stops answering it, and slurmctld would mark the node DOWN after SlurmdTimeout
-    anyway. Jobs are slurmstepd's, not slurmd's: restarting slurmd does not end them."""
+    anyway. Jobs are slurmstepd's, not slurmd's: restarting slurmd does not end them. The
+    image runs the Pod's s6 oneshots (compute.s6) before slurmd, which may install software:
+    startup allows ten minutes."""
     return {
+        "startupProbe": _tcp(port, periodSeconds=10, failureThreshold=60),
         "readinessProbe": _tcp(port, periodSeconds=10),
         "livenessProbe": _exec(["scontrol", "show", "slurmd"], periodSeconds=30,
-                               failureThreshold=4, initialDelaySeconds=30),
+                               failureThreshold=4),
     }  # fmt: skip
 
 
