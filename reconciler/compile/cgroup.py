@@ -7,13 +7,17 @@ made slurmd's cgroup, which a container has not. `IgnoreSystemd=yes` has slurmd 
 subtree in the cgroup hierarchy (v1 or v2, `CgroupPlugin=autodetect`), which it can only do
 where that hierarchy is writable: in a privileged container, as SUNK runs slurmd (seed 001:
 proctrack/cgroup "requires special HPC security policy"), and as Slinky's chart does.
+
+`slurmConfig.cgroupConfig` (ours) is cgroup.conf text: a `Key=Value` line replaces our setting
+of the same key in place, any other line is added, as `extraConfig` does for slurm.conf.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
-from reconciler.compile.lines import write_lines
+from reconciler.compile.lines import apply_setting_lines, write_lines
 
 HEADER = "# Rendered by reconciler from the config repo; edit the repo, not this file."
 CGROUP_CONF = "cgroup.conf"
@@ -34,9 +38,15 @@ def cgroup_plugins(slurm_conf: str) -> tuple[str, ...]:
     return tuple(p for plugins in found.values() for p in plugins)
 
 
-def render_cgroup_conf(plugins: tuple[str, ...]) -> str:
-    lines = [HEADER, "CgroupPlugin=autodetect", "IgnoreSystemd=yes"]
+def render_cgroup_conf(plugins: tuple[str, ...], values: dict[str, Any]) -> str:
+    settings = {"CgroupPlugin": "autodetect", "IgnoreSystemd": "yes"}
     if any(p.startswith("task/") for p in plugins):
         # task/cgroup confines each step to the cores and memory Slurm gave it.
-        lines += ["ConstrainCores=yes", "ConstrainRAMSpace=yes"]
-    return write_lines(CGROUP_CONF, lines)
+        settings.update({"ConstrainCores": "yes", "ConstrainRAMSpace": "yes"})
+    # write_lines refuses a control character in the added lines (checked when loaded too).
+    extra = apply_setting_lines(settings, cgroup_config(values))
+    return write_lines(CGROUP_CONF, [HEADER, *(f"{k}={v}" for k, v in settings.items()), *extra])
+
+
+def cgroup_config(values: dict[str, Any]) -> str:
+    return str((values.get("slurmConfig") or {}).get("cgroupConfig") or "")

@@ -90,6 +90,7 @@ VALUES: dict[str, str] = {
     "slurmConfig.selectTypeParameters": "string",
     "slurmConfig.defMemPerCPU": "integer",
     "slurmConfig.extraConfig": "string",
+    "slurmConfig.cgroupConfig": "string",
     "slurmConfig.reservations": "mapping",
     "slurmConfig.accounting": "mapping",
     "compute": "mapping",

@@ -331,3 +331,27 @@ def test_slurmdbd_and_sshd_get_their_run_directories() -> None:
     assert "emptyDir" in volumes(login)[mounts(sshd)["/run/sshd"]["name"]]
     # sshd refuses a privilege separation directory others may write (an emptyDir is 0777).
     assert sshd["args"][-1].startswith("chmod 0755 /run/sshd && exec /usr/sbin/sshd")
+
+
+def test_cgroup_config_lines_replace_ours_or_add_to_them() -> None:
+    objects = render("""
+slurmConfig:
+  slurmCtld: {taskPlugin: task/cgroup}
+  cgroupConfig: |
+    ConstrainRAMSpace=no
+    ConstrainDevices=yes
+""")  # fmt: skip
+    conf = next(o for o in objects if o["metadata"]["name"] == "slurm-slurm-conf")["data"]
+    lines = conf["cgroup.conf"].splitlines()
+    assert "ConstrainRAMSpace=no" in lines and "ConstrainRAMSpace=yes" not in lines
+    assert lines[-1] == "ConstrainDevices=yes"
+
+
+def test_cgroup_config_without_a_cgroup_plugin_is_reported() -> None:
+    state = compile_desired_state(config_from("slurmConfig: {cgroupConfig: 'X=1'}\n" + NODES))
+    assert any("cgroupConfig is not used" in w.message for w in state.warnings)
+
+
+def test_a_control_character_in_cgroup_config_names_its_line() -> None:
+    with pytest.raises(ConfigTypeError, match=r"slurmConfig.cgroupConfig line 1 holds"):
+        config_from('slurmConfig: {cgroupConfig: "A=1\\rB=2"}\n')
