@@ -12,21 +12,24 @@ from __future__ import annotations
 from typing import Any
 
 from reconciler import wellknown as wk
+from reconciler.compile import probes
 from reconciler.compile.directory import with_directory
+from reconciler.compile.dns import with_compute_search
+from reconciler.compile.images import control_plane_image, controller_image
 from reconciler.compile.manifests import (
     CONF_MOUNT,
     field_env,
-    image_ref,
     pvc_volume_name,
     slurm_conf_map_name,
 )
-from reconciler.compile.munge import munge_container, munge_socket_mount, munge_volumes
+from reconciler.compile.munge import munge_socket_mount, munge_volumes, with_munge
 from reconciler.compile.power import (
     controller_power_mounts,
     controller_power_volumes,
     power_saving,
 )
 from reconciler.compile.profile import Profile
+from reconciler.compile.resources import component_resources, sidecar_resources
 from reconciler.compile.slurmdbd import accounting_plan, mysql_objects, slurmdbd_objects
 from reconciler.compile.workloads import (
     JWT_DIR,
@@ -43,11 +46,9 @@ from reconciler.compile.workloads import (
 
 STATE_DIR = "/var/spool/slurmctld"
 NOBODY_UID = 65534  # slurmrestd refuses to run as root or as SlurmUser
-# Seed 001's defaults for requests = limits.
-CONTROLLER_RESOURCES = {"limits": {"cpu": "4", "memory": "16Gi"},
-                        "requests": {"cpu": "4", "memory": "16Gi"}}  # fmt: skip
-LOGIN_RESOURCES = {"limits": {"cpu": "4", "memory": "8Gi"},
-                   "requests": {"cpu": "4", "memory": "8Gi"}}  # fmt: skip
+SSHD_PRIVSEP_DIR = "/run/sshd"
+# sshd refuses a privilege separation directory that others may write (an emptyDir is 0777).
+SSHD_START = f"chmod 0755 {SSHD_PRIVSEP_DIR} && exec /usr/sbin/sshd -D -e"
 Obj = dict[str, Any]
 
 
@@ -102,11 +103,11 @@ def _controller(release: str, namespace: str, values: Obj, profile: Profile) -> 
     selector = {wk.LABEL_NAME: "slurmctld", wk.LABEL_RELEASE: release}
     container = {
         "name": "slurmctld",
-        "image": image_ref(controller.get("image") or {}),
+        "image": controller_image(values),
         "args": ["slurmctld", "-D"],
         "ports": [container_port("slurmctld", profile.slurmctld_port)],
-        "readinessProbe": {"tcpSocket": {"port": profile.slurmctld_port}},
-        "resources": controller.get("resources") or CONTROLLER_RESOURCES,
+        **probes.slurmctld(profile.slurmctld_port),
+        "resources": component_resources(values, "controller"),
         "volumeMounts": [
             {"name": "slurm-conf", "mountPath": CONF_MOUNT, "readOnly": True},
             {"name": "jwt-key", "mountPath": JWT_DIR, "readOnly": True},
@@ -123,12 +124,12 @@ def _controller(release: str, namespace: str, values: Obj, profile: Profile) -> 
     if power_saving(values) is not None:
         container["volumeMounts"] += controller_power_mounts(CONF_MOUNT)
         volumes += controller_power_volumes(release)
-    containers = [container, _reconfigure_container(container["image"]),
-                  munge_container(container["image"])]  # fmt: skip
+    containers = [container, _reconfigure_container(container["image"], values)]
     pod = pod_spec(values, controller, containers, volumes,
                    security={"runAsUser": SLURM_UID, "runAsGroup": SLURM_UID,
                              "fsGroup": SLURM_UID}, grace=10)  # fmt: skip
-    pod = with_directory(pod, release, values)
+    pod = with_directory(with_munge(pod, values), release, values)
+    pod = with_compute_search(pod, release, namespace, values)
     # slurmctld starts only on the host SlurmctldHost names: the Pod's hostname is that name.
     pod["hostname"] = name
     deployment = deployment_for(
@@ -155,11 +156,12 @@ RECONFIGURE_SCRIPT = (
 )
 
 
-def _reconfigure_container(image: str) -> Obj:
+def _reconfigure_container(image: str, values: Obj) -> Obj:
     return {
         "name": "reconfigure",
         "image": image,
         "command": ["sh", "-c", RECONFIGURE_SCRIPT],
+        "resources": sidecar_resources(values, "reconfigure"),
         "volumeMounts": [
             {"name": "slurm-conf", "mountPath": CONF_MOUNT, "readOnly": True},
             munge_socket_mount(),
@@ -176,11 +178,11 @@ def _rest(release: str, namespace: str, values: Obj, profile: Profile) -> list[O
     selector = {wk.LABEL_NAME: "slurmrestd", wk.LABEL_RELEASE: release}
     container = {
         "name": "slurmrestd",
-        "image": image_ref(rest.get("image") or {}),
+        "image": control_plane_image(values, "rest"),
         "args": ["slurmrestd", "-a", "rest_auth/jwt", listen_address(profile, profile.rest_port)],
         "ports": [container_port("slurmrestd", profile.rest_port)],
-        "readinessProbe": {"tcpSocket": {"port": profile.rest_port}},
-        "resources": rest.get("resources") or {},
+        **probes.slurmrestd(profile.rest_port),
+        "resources": component_resources(values, "rest"),
         "volumeMounts": [
             {"name": "slurm-conf", "mountPath": CONF_MOUNT, "readOnly": True},
             munge_socket_mount(),
@@ -190,8 +192,9 @@ def _rest(release: str, namespace: str, values: Obj, profile: Profile) -> list[O
         {"name": "slurm-conf", "configMap": {"name": slurm_conf_map_name(release)}},
         *munge_volumes(release),
     ]
-    pod = pod_spec(values, rest, [container, munge_container(container["image"])], volumes,
+    pod = pod_spec(values, rest, [container], volumes,
                    security={"runAsUser": NOBODY_UID, "runAsGroup": NOBODY_UID})  # fmt: skip
+    pod = with_munge(pod, values)
     return [
         deployment_for(release, namespace, name, "rest", selector, "slurmrestd", pod,
                        replicas=rest.get("replicas", 1)),
@@ -214,7 +217,9 @@ def _login(release: str, namespace: str, values: Obj, ssh_port: int) -> list[Obj
     volumes = [
         {"name": "slurm-conf", "configMap": {"name": slurm_conf_map_name(release)}},
         *munge_volumes(release),
+        {"name": "sshd-run", "emptyDir": {"medium": "Memory"}},
     ]
+    mounts.append({"name": "sshd-run", "mountPath": SSHD_PRIVSEP_DIR})
     # The same shared storage as compute nodes (seed 001: compute.mounts), so users see
     # their files where their jobs run.
     for mount in compute.get("mounts") or []:
@@ -231,17 +236,19 @@ def _login(release: str, namespace: str, values: Obj, ssh_port: int) -> list[Obj
                                    "defaultMode": 0o600, "optional": True}})  # fmt: skip
     container = {
         "name": "sshd",
-        "image": image_ref(login.get("image") or {}),
-        "args": ["/usr/sbin/sshd", "-D", "-e"],
+        "image": control_plane_image(values, "login"),
+        "args": ["sh", "-c", SSHD_START],
         "env": [field_env("POD_NAME", "metadata.name")],
         "ports": [container_port("ssh", ssh_port)],
-        "readinessProbe": {"tcpSocket": {"port": ssh_port}},
-        "resources": login.get("resources") or LOGIN_RESOURCES,
+        **probes.sshd(ssh_port),
+        "resources": component_resources(values, "login"),
+        # sshd runs as root: it becomes each user who logs in (CONTRACT-32).
+        "securityContext": {"runAsUser": 0, "runAsGroup": 0},
         "volumeMounts": mounts,
     }
-    pod = pod_spec(values, login, [container, munge_container(container["image"])], volumes,
-                   security=None, grace=10)  # fmt: skip
-    pod = with_directory(pod, release, values, login=True)
+    pod = pod_spec(values, login, [container], volumes, security=None, grace=10)
+    pod = with_directory(with_munge(pod, values), release, values, login=True)
+    pod = with_compute_search(pod, release, namespace, values)
     statefulset = statefulset_for(release, namespace, name, "login", selector, "sshd", pod,
                                   replicas=login.get("replicas", 1))  # fmt: skip
     return [statefulset, _login_service(release, namespace, login, selector, ssh_port)]

@@ -10,6 +10,12 @@ import hostlist
 from reconciler import wellknown as wk
 from reconciler.compile import directory, manifests
 from reconciler.compile.accounting import Accounting, compile_accounting
+from reconciler.compile.cgroup import (
+    CGROUP_CONF,
+    cgroup_config,
+    cgroup_plugins,
+    render_cgroup_conf,
+)
 from reconciler.compile.control_plane import control_plane_objects
 from reconciler.compile.nodesets import NodeSet, compose_all
 from reconciler.compile.power import (
@@ -115,6 +121,12 @@ def compile_desired_state(
     gres_conf = render_gres_conf(specs, profile)
     check_min_replicas(values, specs)
     conf_files = {"slurm.conf": slurm_conf, "gres.conf": gres_conf, **topo.files}
+    if plugins := cgroup_plugins(slurm_conf):
+        conf_files[CGROUP_CONF] = render_cgroup_conf(plugins, values)
+    elif cgroup_config(values):
+        # Reported, not dropped: the merged slurm.conf decides, so no file line names it.
+        warnings.append(Warning_("values", "slurmConfig.cgroupConfig is not used: slurm.conf "
+                                 "loads no cgroup plugin (proctrack/cgroup, task/cgroup)"))
     objects = _kube_objects(release, namespace, values, enabled, specs, conf_files)
     if power_saving(values) is not None:
         objects.append(manifests.config_map(programs_map_name(release), namespace, release,
@@ -179,7 +191,9 @@ def _kube_objects(
         *_script_maps(release, namespace, values),
         manifests.compute_service(release, namespace),
         *(
-            manifests.statefulset(release, namespace, spec, definition, values)
+            manifests.statefulset(
+                release, namespace, spec, definition, values, cgroups=CGROUP_CONF in conf_files
+            )
             for spec, (_, definition) in zip(specs, enabled, strict=True)
         ),
     ]

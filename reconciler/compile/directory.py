@@ -21,7 +21,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from reconciler.compile import probes
 from reconciler.compile.lines import one_line, write_lines
+from reconciler.compile.resources import sidecar_resources
 from reconciler.compile.value_secrets import ValueSecret
 from reconciler.config.directory import sudo_group_list
 
@@ -219,7 +221,8 @@ def sssd_container(image: str, release: str, values: Obj) -> Obj:
         "name": SSSD_CONTAINER,
         "image": image,
         "command": ["sh", "-c", SSSD_START],
-        "readinessProbe": {"exec": {"command": ["sh", "-c", probe]}, "periodSeconds": 10},
+        **probes.sssd(probe, f"{SSS_DIR}/pipes/nss"),
+        "resources": sidecar_resources(values, "sssd"),
         # sssd runs as root, whatever user the Pod's main container runs as (slurmctld's is
         # SlurmUser).
         "securityContext": {"runAsUser": 0, "runAsGroup": 0},

@@ -13,6 +13,7 @@ checks.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from reconciler.config.control_chars import (
@@ -21,6 +22,28 @@ from reconciler.config.control_chars import (
     text_control_character,
 )
 from reconciler.errors import LineInjectionError
+
+_SETTING = re.compile(r"([A-Za-z][A-Za-z0-9]*)=(\S.*)")
+
+
+def apply_setting_lines(
+    settings: dict[str, str], text: str | None, object_keys: Iterable[str] = ()
+) -> list[str]:
+    """Free text a user adds to a `Key=Value` file (slurm.conf's extraConfig, cgroup.conf's
+    cgroupConfig): a one-word `Key=Value` line replaces our setting of the same key in place
+    (keys compared as Slurm does, ignoring case), in `settings`; the other lines, and those
+    whose key is one of `object_keys` (lower case), are returned to be written as they are."""
+    kept: list[str] = []
+    lower = {k.lower(): k for k in settings}
+    objects = set(object_keys)
+    for raw in (text or "").splitlines():
+        line = raw.strip()
+        match = _SETTING.fullmatch(line)
+        if match and match.group(1).lower() not in objects and " " not in match.group(2):
+            settings[lower.get(match.group(1).lower(), match.group(1))] = match.group(2)
+        elif line:
+            kept.append(line)
+    return kept
 
 
 def one_line(file: str, key: str, value: str, *, secret: bool = False) -> str:

@@ -8,9 +8,12 @@ import re
 from typing import Any
 
 from reconciler import wellknown as wk
+from reconciler.compile import probes
 from reconciler.compile.directory import with_directory
+from reconciler.compile.dns import compute_service_name, with_compute_search
+from reconciler.compile.images import compute_image
 from reconciler.compile.lines import one_line, write_script
-from reconciler.compile.munge import munge_container, munge_socket_mount, munge_volumes
+from reconciler.compile.munge import munge_socket_mount, munge_volumes, with_munge
 from reconciler.compile.power import power_saving
 from reconciler.compile.pyxis import with_pyxis
 from reconciler.compile.s6_services import s6_services, s6_volume, s6_volume_mounts
@@ -20,7 +23,6 @@ from reconciler.config.defaults import default_scheduler_name
 SLURMD_CONTAINER = "slurmd"
 SLURMD_PORT = 6818
 CONF_MOUNT = "/etc/slurm"
-SUNK_IMAGE = "registry.gitlab.com/coreweave/sunk/slurmd"  # seed 001's default everywhere
 
 
 def owned_labels(release: str, component: str) -> dict[str, str]:
@@ -69,7 +71,7 @@ def compute_service(release: str, namespace: str) -> dict[str, Any]:
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": {
-            "name": f"{release}-compute",
+            "name": compute_service_name(release),
             "namespace": namespace,
             "labels": owned_labels(release, "compute"),
         },
@@ -96,7 +98,11 @@ def statefulset(
     spec: SlurmNodeSpec,
     definition: dict[str, Any],
     values: dict[str, Any],
+    *,
+    cgroups: bool = False,
 ) -> dict[str, Any]:
+    """`cgroups`: slurm.conf loads a cgroup plugin (compile/cgroup.py), so slurmd needs a
+    writable cgroup hierarchy."""
     selector = {wk.LABEL_NAME: "slurmd", wk.LABEL_INSTANCE: spec.statefulset}
     labels = {**owned_labels(release, "compute"), wk.LABEL_NODESET: spec.nodeset}
     pod_labels = {**selector, **labels, **_strings(definition.get("labels"))}
@@ -106,7 +112,7 @@ def statefulset(
         "metadata": {"name": spec.statefulset, "namespace": namespace, "labels": labels},
         "spec": {
             "replicas": spec.replicas,
-            "serviceName": f"{release}-compute",
+            "serviceName": compute_service_name(release),
             "podManagementPolicy": "Parallel",
             # OnDelete: a template change must never restart slurmd under running jobs; the
             # reconciler rolls nodes itself, draining each first.
@@ -122,7 +128,8 @@ def statefulset(
                 },
                 "spec": with_directory(
                     _power_managed(
-                        _pod_spec(release, definition, values), namespace, release, values
+                        _pod_spec(release, namespace, definition, values, cgroups),
+                        namespace, release, values,
                     ),
                     release,
                     values,
@@ -149,7 +156,8 @@ def _boot_flag(values: dict[str, Any]) -> list[str]:
     return ["-b"] if power_saving(values) is not None else []
 
 
-def _pod_spec(release: str, definition: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+def _pod_spec(release: str, namespace: str, definition: dict[str, Any],
+              values: dict[str, Any], cgroups: bool) -> dict[str, Any]:  # fmt: skip
     compute = values.get("compute") or {}
     spec: dict[str, Any] = {
         "terminationGracePeriodSeconds": definition.get("terminationGracePeriodSeconds", 30),
@@ -163,14 +171,13 @@ def _pod_spec(release: str, definition: dict[str, Any], values: dict[str, Any]) 
     for key in ("dnsPolicy", "dnsConfig", "priorityClassName", "hostNetwork"):
         if definition.get(key) is not None:
             spec[key] = definition[key]
-    slurmd = _slurmd_container(definition, values)
     spec["containers"] = [
-        slurmd,
-        munge_container(slurmd["image"]),
+        _slurmd_container(definition, values, cgroups),
         *(definition.get("containers") or []),
     ]
     if definition.get("initContainers"):
         spec["initContainers"] = definition["initContainers"]
+    spec = with_compute_search(with_munge(spec, values), release, namespace, values)
     spec["volumes"] = _volumes(release, definition, values)
     for key in ("nodeSelector", "affinity", "tolerations"):
         if definition.get(key):
@@ -180,14 +187,15 @@ def _pod_spec(release: str, definition: dict[str, Any], values: dict[str, Any]) 
     return with_pyxis(spec, release, values)
 
 
-def _slurmd_container(definition: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+def _slurmd_container(definition: dict[str, Any], values: dict[str, Any],
+                      cgroups: bool) -> dict[str, Any]:  # fmt: skip
     compute = values.get("compute") or {}
     ports = [{"name": "slurmd", "containerPort": SLURMD_PORT, "protocol": "TCP"}]
     if compute.get("ssh", {}).get("enabled"):
         ports.append({"name": "sshd", "containerPort": 22, "protocol": "TCP"})
     container: dict[str, Any] = {
         "name": SLURMD_CONTAINER,
-        "image": image_ref(definition.get("image") or {}),
+        "image": compute_image(values, definition),
         # The Pod name is the Slurm node name (<release>-<nodeset>-<ordinal>).
         "args": ["slurmd", "-D", *_boot_flag(values), "-N", "$(POD_NAME)"],
         "env": [
@@ -197,23 +205,21 @@ def _slurmd_container(definition: dict[str, Any], values: dict[str, Any]) -> dic
             *(definition.get("env") or []),
         ],
         "ports": ports,
+        **probes.slurmd(SLURMD_PORT),
         "resources": definition.get("resources") or {},
         "volumeMounts": _volume_mounts(definition, values),
     }
     if pull := (definition.get("image") or {}).get("pullPolicy"):
         container["imagePullPolicy"] = pull
-    security = {
+    container["securityContext"] = {
+        # slurmd runs as root: it starts each job as its user (CONTRACT-32).
+        "runAsUser": 0,
+        "runAsGroup": 0,
+        **({"privileged": True} if cgroups else {}),
         **(compute.get("securityContext") or {}),
         **(definition.get("securityContext") or {}),
     }
-    if security:
-        container["securityContext"] = security
     return container
-
-
-def image_ref(image: dict[str, Any], default: str = SUNK_IMAGE) -> str:
-    repository = image.get("repository") or default
-    return f"{repository}:{image['tag']}" if image.get("tag") else repository
 
 
 def field_env(name: str, path: str) -> dict[str, Any]:

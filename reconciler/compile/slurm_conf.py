@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconciler import hostlists
-from reconciler.compile.lines import write_lines
+from reconciler.compile.lines import apply_setting_lines, write_lines
 from reconciler.compile.power import power_conf
 from reconciler.compile.profile import Profile
 from reconciler.compile.slurm_nodes import SlurmNodeSpec
@@ -24,7 +24,6 @@ DEFAULT_PARTITIONS = "PartitionName=all Nodes=ALL Default=YES MaxTime=INFINITE S
 _OBJECT_KEYS = {"nodename", "partitionname", "nodeset", "downnodes", "frontendname", "switchname"}
 # Matched whole (fullmatch). A partition token's value holds no whitespace or control
 # character (they would end the token or the line in Slurm's reading).
-_SETTING = re.compile(r"([A-Za-z][A-Za-z0-9]*)=(\S.*)")
 _TOKEN = re.compile(r"([A-Za-z][A-Za-z0-9]*)=([^\s\x00-\x1f\x7f-\x9f]*)")
 
 
@@ -139,7 +138,11 @@ def render_slurm_conf(
 ) -> str:
     settings = _settings(release, values, profile, has_gpus=any(s.gres for s in specs))
     settings.update(power_conf(values, specs, profile.conf_dir))
-    extra_objects = _apply_extra_config(settings, values.get("slurmConfig", {}).get("extraConfig"))
+    # extraConfig wins: its KEY=VALUE lines replace ours in place; object lines (NodeName=,
+    # PartitionName=...) and anything else are kept as written.
+    extra_objects = apply_setting_lines(
+        settings, values.get("slurmConfig", {}).get("extraConfig"), _OBJECT_KEYS
+    )
     _refuse_line_breaks(settings, extra_objects)
     lines = [HEADER, *(f"{k}={v}" for k, v in settings.items())]
     if extra_objects:
@@ -227,22 +230,6 @@ def _script_source(slurmd: dict[str, Any], kind: str) -> bool:
         or slurmd.get(f"{kind}ConfigMap")
         or (kind == "prolog" and slurmd.get("prologConfigmap"))
     )
-
-
-def _apply_extra_config(settings: dict[str, str], extra: str | None) -> list[str]:
-    """extraConfig wins: a KEY=VALUE line replaces our setting of the same key in place;
-    object lines (NodeName=, PartitionName=...) and anything else are kept as written."""
-    kept: list[str] = []
-    lower = {k.lower(): k for k in settings}
-    for raw in (extra or "").splitlines():
-        line = raw.strip()
-        match = _SETTING.fullmatch(line)
-        if match and match.group(1).lower() not in _OBJECT_KEYS and " " not in match.group(2):
-            key = lower.get(match.group(1).lower(), match.group(1))
-            settings[key] = match.group(2)
-        elif line:
-            kept.append(line)
-    return kept
 
 
 def _node_lines(specs: list[SlurmNodeSpec], profile: Profile) -> list[str]:

@@ -8,11 +8,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconciler import wellknown as wk
+from reconciler.compile import probes
 from reconciler.compile.directory import with_directory
+from reconciler.compile.images import control_plane_image, mariadb_image
 from reconciler.compile.lines import write_lines
-from reconciler.compile.manifests import config_map, image_ref
-from reconciler.compile.munge import munge_container, munge_socket_mount, munge_volumes
+from reconciler.compile.manifests import config_map
+from reconciler.compile.munge import munge_socket_mount, munge_volumes, with_munge
 from reconciler.compile.profile import Profile
+from reconciler.compile.resources import component_resources
 from reconciler.compile.secrets import JWT_KEY_FILE, mysql_secret_name
 from reconciler.compile.workloads import (
     JWT_DIR,
@@ -32,8 +35,7 @@ SLURMDBD_PORT = 6819
 MYSQL_PORT = 3306
 SLURMDBD_CONF_DIR = "/etc/slurmdbd"
 DB_PASSWORD_DIR = "/etc/slurmdbd-db"
-MARIADB_REPOSITORY = "docker.io/library/mariadb"
-MARIADB_TAG = "10.11"
+RUN_DIR = "/run/slurmdbd"  # an emptyDir: slurmdbd.conf as assembled at start, the pid file
 ACCOUNTING_DB = "slurm_acct_db"
 DB_USER = "slurm"
 Obj = dict[str, Any]
@@ -102,7 +104,7 @@ def render_slurmdbd_conf(release: str, plan: AccountingPlan, site: dict[str, str
         "DbdHost": plan.dbd_host,
         "DbdPort": str(plan.dbd_port),
         "SlurmUser": "slurm",
-        "PidFile": "/run/slurmdbd/slurmdbd.pid",
+        "PidFile": f"{RUN_DIR}/slurmdbd.pid",
         "StorageType": "accounting_storage/mysql",
         "StorageHost": plan.db_host,
         "StoragePort": str(plan.db_port),
@@ -128,20 +130,21 @@ def slurmdbd_objects(
     # slurmdbd wants its config owned by SlurmUser, mode 600: assembled at start, with the
     # password read from its Secret (never in the ConfigMap). slurmdbd has no option for
     # its config file: it reads slurmdbd.conf in the directory of $SLURM_CONF.
+    # RUN_DIR is an emptyDir the Pod's fsGroup (SlurmUser's group) may write.
     start = (
-        "umask 077 && mkdir -p /run/slurmdbd && { cat "
-        f"{SLURMDBD_CONF_DIR}/slurmdbd.conf; printf 'StoragePass=%s\\n' "
-        f'"$(cat {DB_PASSWORD_DIR}/password)"; }} > /run/slurmdbd/slurmdbd.conf && '
-        "SLURM_CONF=/run/slurmdbd/slurm.conf exec slurmdbd -D"
+        f"umask 077 && {{ cat {SLURMDBD_CONF_DIR}/slurmdbd.conf; printf 'StoragePass=%s\\n' "
+        f'"$(cat {DB_PASSWORD_DIR}/password)"; }} > {RUN_DIR}/slurmdbd.conf && '
+        f"SLURM_CONF={RUN_DIR}/slurm.conf exec slurmdbd -D"
     )
     container = {
         "name": "slurmdbd",
-        "image": image_ref(accounting.get("image") or {}),
+        "image": control_plane_image(values, "accounting"),
         "command": ["sh", "-c", start],
         "ports": [container_port("slurmdbd", plan.dbd_port)],
-        "readinessProbe": {"tcpSocket": {"port": plan.dbd_port}},
-        "resources": accounting.get("resources") or {},
+        **probes.slurmdbd(plan.dbd_port),
+        "resources": component_resources(values, "accounting"),
         "volumeMounts": [
+            {"name": "slurmdbd-run", "mountPath": RUN_DIR},
             {"name": "slurmdbd-conf", "mountPath": SLURMDBD_CONF_DIR, "readOnly": True},
             {"name": "db-password", "mountPath": DB_PASSWORD_DIR, "readOnly": True},
             {"name": "jwt-key", "mountPath": JWT_DIR, "readOnly": True},
@@ -154,11 +157,12 @@ def slurmdbd_objects(
                                            "defaultMode": 0o400}},
         jwt_volume(release),
         *munge_volumes(release),
+        {"name": "slurmdbd-run", "emptyDir": {"medium": "Memory"}},
     ]  # fmt: skip
-    pod = pod_spec(values, accounting, [container, munge_container(container["image"])],
-                   volumes, security={"runAsUser": SLURM_UID, "runAsGroup": SLURM_UID,
-                                      "fsGroup": SLURM_UID})  # fmt: skip
-    pod = with_directory(pod, release, values)
+    pod = pod_spec(values, accounting, [container], volumes,
+                   security={"runAsUser": SLURM_UID, "runAsGroup": SLURM_UID,
+                             "fsGroup": SLURM_UID})  # fmt: skip
+    pod = with_directory(with_munge(pod, values), release, values)
     pod["hostname"] = name  # slurmdbd starts only on the host DbdHost names
     return [
         config_map(slurmdbd_map_name(release), namespace, release,
@@ -176,7 +180,7 @@ def mysql_objects(release: str, namespace: str, values: Obj, plan: AccountingPla
     password = {"secretKeyRef": {"name": plan.db_password_secret, "key": "password"}}
     container = {
         "name": "mysql",
-        "image": image_ref({"tag": MARIADB_TAG, **(mysql.get("image") or {})}, MARIADB_REPOSITORY),
+        "image": mariadb_image(values),
         "env": [
             {"name": "MARIADB_DATABASE", "value": plan.db_name},
             {"name": "MARIADB_USER", "value": plan.db_user},
@@ -184,8 +188,8 @@ def mysql_objects(release: str, namespace: str, values: Obj, plan: AccountingPla
             {"name": "MARIADB_RANDOM_ROOT_PASSWORD", "value": "yes"},
         ],
         "ports": [container_port("mysql", plan.db_port)],
-        "readinessProbe": {"tcpSocket": {"port": plan.db_port}},
-        "resources": mysql.get("resources") or {},
+        **probes.mariadb(plan.db_port),
+        "resources": component_resources(values, "mysql"),
         "volumeMounts": [{"name": "data", "mountPath": "/var/lib/mysql"}],
     }
     if plan.db_port != MYSQL_PORT:

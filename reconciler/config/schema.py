@@ -25,6 +25,7 @@ from reconciler.config.directory import (
     unknown_directory_keys,
 )
 from reconciler.config.limits import MAX_NODES
+from reconciler.config.pods import POD_VALUES, check_pod_values
 from reconciler.config.topology import TOPOLOGY_VALUES, check_topology
 from reconciler.config.value_types import check_table, wrong
 from reconciler.config.yamlfile import KeyPath, YamlFile, lookup
@@ -89,6 +90,7 @@ VALUES: dict[str, str] = {
     "slurmConfig.selectTypeParameters": "string",
     "slurmConfig.defMemPerCPU": "integer",
     "slurmConfig.extraConfig": "string",
+    "slurmConfig.cgroupConfig": "string",
     "slurmConfig.reservations": "mapping",
     "slurmConfig.accounting": "mapping",
     "compute": "mapping",
@@ -123,6 +125,7 @@ VALUES: dict[str, str] = {
 
 ALL_VALUES: dict[str, str] = {**VALUES, **CONTROL_PLANE_VALUES, **DIRECTORY_VALUES}
 ALL_VALUES.update(TOPOLOGY_VALUES)  # compute.topology (config/topology.py)
+ALL_VALUES.update(POD_VALUES)  # image, sidecars, clusterDomain (config/pods.py)
 MOUNT: dict[str, str] = {"name": "string", "pvc": "string"}
 S6_SCRIPT: dict[str, str] = {"type": "string", "script": "string"}
 S6_TYPES = ("oneshot", "longrun")
@@ -159,6 +162,7 @@ def check_values_file(doc: YamlFile, warnings: list[Warning_]) -> None:
     _check_pod_policy(doc)
     check_directory_service(doc)
     check_topology(doc)
+    check_pod_values(doc)
     for name, definition in (compute.get("nodes") or {}).items():
         _check_name(doc, ("compute", "nodes", name), name)
         check_node_definition(doc, ("compute", "nodes", name), definition, warnings)

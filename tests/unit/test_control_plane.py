@@ -136,7 +136,9 @@ login:
     login = found[("StatefulSet", "slurm-login")]
     assert login["spec"]["replicas"] == 2
     sshd = container(login, "sshd")
-    assert sshd["image"] == "example/login" and sshd["args"][0] == "/usr/sbin/sshd"
+    # A repository without a tag takes the tag of the image it would otherwise run.
+    assert sshd["image"] == "example/login:24.11.5"
+    assert sshd["args"][-1].endswith("exec /usr/sbin/sshd -D -e")
     mounts = {m["mountPath"]: m for m in sshd["volumeMounts"]}
     assert mounts["/mnt/home"]["name"] == "home-dir"  # the same shared storage as compute
     assert mounts["/root/.ssh/authorized_keys"]["subPath"] == "authorized_keys"
@@ -181,7 +183,7 @@ def test_accounting_in_the_cluster() -> None:
     mysql = found[("StatefulSet", "slurm-mysql")]
     env = {e["name"]: e for e in container(mysql, "mysql")["env"]}
     assert env["MARIADB_PASSWORD"]["valueFrom"]["secretKeyRef"]["name"] == "slurm-mysql-password"
-    assert container(mysql, "mysql")["image"] == "docker.io/library/mariadb:10.11"
+    assert container(mysql, "mysql")["image"] == "ghcr.io/sunk-reconciler/mariadb:10.11"
     # The claim of the database is the StatefulSet's, never labelled ours (never pruned).
     assert "labels" not in mysql["spec"]["volumeClaimTemplates"][0]["metadata"]
     assert "slurm-mysql-password" in [s.name for s in state.secrets]

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from reconciler.config.directory import DIRECTORY_ENTRY, DIRECTORY_VALUES
+from reconciler.config.pods import POD_VALUES
 from reconciler.config.topology import TOPOLOGY_VALUES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -17,6 +18,7 @@ SEEDS = ROOT.parent / "shared" / "seeds"
 README = (ROOT / "README.md").read_text()
 DIRECTORY_DOC = (ROOT / "docs" / "directory.md").read_text()
 TOPOLOGY_DOC = (ROOT / "docs" / "topology.md").read_text()
+VALUES_DOC = (ROOT / "docs" / "values.md").read_text()
 
 
 def _seed_rows(prefix: str) -> list[str]:
@@ -49,3 +51,11 @@ def test_every_directory_key_we_read_is_in_the_directory_doc() -> None:
                                  if k != "user")]  # fmt: skip
     assert [k for k in keys if k != "directoryService" and k != "directoryService.directories"
             and f"`{k}`" not in DIRECTORY_DOC] == []  # fmt: skip
+
+
+def test_every_pod_key_of_ours_is_in_the_values_doc() -> None:
+    """image.*, sidecars.*.resources, clusterDomain (issue 32)."""
+    keys = [k for k in POD_VALUES if k.count(".") != 1 or k.startswith("image.")]
+    keys = [k for k in keys if k not in ("image", "sidecars")]
+    assert len(keys) == 6
+    assert [k for k in keys if f"`{k}`" not in VALUES_DOC] == []
