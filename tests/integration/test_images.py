@@ -1,0 +1,364 @@
+"""The cluster's images (deploy/images/), built and run the way the render's Pods run them.
+
+Built FROM Debian 12 made by debootstrap (no registry), exported, and run under chroot on a
+read-only root in its own PID namespace (image_chroot.py), as the user the Pod's
+securityContext gives each container, with the Pod's volumes as bind mounts: emptyDirs are host
+folders of mode 0777 (what a kubelet makes), a Secret's files are links into `..data`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import subprocess
+import tarfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from reconciler.compile.s6_services import S6Service, s6_config_map_data, s6_volume
+from reconciler.local.ports import free_port
+from tests.integration import image, image_chroot
+from tests.integration.image_chroot import Exported
+
+pytestmark = pytest.mark.image
+
+SLURM_UID, MUNGE_UID, NOBODY = "64030:64030", "64031:64031", "65534:65534"
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory: pytest.TempPathFactory, figures: dict[str, str]) -> Iterator[Exported]:
+    yield from image_chroot.built_and_exported(image.build_slurm, tmp_path_factory, figures)
+
+
+@pytest.fixture(scope="module")
+def mariadb(
+    tmp_path_factory: pytest.TempPathFactory, figures: dict[str, str]
+) -> Iterator[Exported]:
+    yield from image_chroot.built_and_exported(image.build_mariadb, tmp_path_factory, figures)
+
+
+def ok(done: subprocess.CompletedProcess[str]) -> str:
+    shown = f"exit {done.returncode}\nstdout:\n{done.stdout}\nstderr:\n{done.stderr}"
+    assert done.returncode == 0, shown
+    return done.stdout + done.stderr
+
+
+def empty_dir(parent: Path, name: str) -> Path:
+    """A Pod's emptyDir as a kubelet makes it: root's, mode 0777."""
+    folder = parent / name
+    folder.mkdir()
+    folder.chmod(0o777)
+    return folder
+
+
+def secret_volume(parent: Path, name: str, files: dict[str, bytes], mode: int) -> Path:
+    """A Secret volume as a kubelet lays it out: each file a link into `..data`."""
+    folder = parent / name
+    data = folder / "..2026_11_27_00_00_00.000000000"
+    data.mkdir(parents=True)
+    for key, content in files.items():
+        (data / key).write_bytes(content)
+        (data / key).chmod(mode)
+    (folder / "..data").symlink_to(data.name)
+    for key in files:
+        (folder / key).symlink_to(f"..data/{key}")
+    return folder
+
+
+# ---- the slurm image ----------------------------------------------------------------------
+
+DAEMONS = [  # (program and arguments, the user the render runs it as, what it answers)
+    (["slurmctld", "-V"], SLURM_UID, "slurm 24.11.5"),
+    (["slurmd", "-V"], "0:0", "slurm 24.11.5"),
+    (["slurmrestd", "-V"], NOBODY, "slurm 24.11.5"),
+    (["slurmdbd", "-V"], SLURM_UID, "slurm 24.11.5"),
+    (["munged", "--version"], MUNGE_UID, "munge-0.5.15"),
+    (["sssd", "--version"], "0:0", "2.8.2"),
+]
+
+
+@pytest.mark.parametrize(("args", "user", "answer"), DAEMONS, ids=[d[0][0] for d in DAEMONS])
+def test_each_daemon_runs_from_the_image_as_its_user(
+    slurm: Exported, args: list[str], user: str, answer: str, tmp_path: Path
+) -> None:
+    binds = {slurm_etc(tmp_path): "/etc/slurm"}
+    assert answer in ok(slurm.run(*args, user=user, binds=binds))
+
+
+def slurm_etc(parent: Path) -> Path:
+    """/etc/slurm as the render mounts it, as small as the daemons' -V accepts; slurmdbd.conf
+    is SlurmUser's and 0600, as slurmdbd demands."""
+    etc = parent / "etc-slurm"
+    etc.mkdir()
+    (etc / "slurm.conf").write_text("ClusterName=images\nSlurmctldHost=localhost\n")
+    dbd = etc / "slurmdbd.conf"
+    dbd.write_text("DbdHost=localhost\nSlurmUser=slurm\nStorageType=accounting_storage/mysql\n")
+    dbd.chmod(0o600)
+    os.chown(dbd, 64030, 64030)
+    return etc
+
+
+def test_every_slurm_program_and_plugin_finds_its_libraries(slurm: Exported) -> None:
+    clients = "srun sbatch salloc sinfo squeue scontrol scancel sacct sacctmgr sdiag sstat"
+    daemons = "slurmctld slurmd slurmstepd slurmrestd slurmdbd"
+    listing = ok(slurm.run("sh", "-c", f"""
+        for p in {clients}; do echo "== $(command -v "$p" || echo "$p missing")"; done
+        for p in {daemons}; do echo "== $(command -v "$p" || echo "$p missing")"; done
+        for f in /usr/bin/s* /usr/sbin/slurm* /usr/lib/libslurm*.so* /usr/lib/slurm/*.so; do
+          ldd "$f" 2>/dev/null | sed "s|^|$f: |"
+        done""", entrypoint=False))  # fmt: skip
+    assert "missing" not in listing
+    assert "not found" not in listing, [ln for ln in listing.splitlines() if "not found" in ln]
+    for program in clients.split():
+        assert f"== /usr/bin/{program}\n" in listing
+    for program in daemons.split():
+        assert f"== /usr/sbin/{program}\n" in listing
+    plugins = ok(slurm.run("ls", "/usr/lib/slurm", entrypoint=False)).split()
+    for plugin in ("auth_jwt.so", "auth_munge.so", "accounting_storage_mysql.so",
+                   "serializer_json.so", "serializer_yaml.so", "rest_auth_jwt.so",
+                   "openapi_slurmctld.so", "openapi_slurmdbd.so", "cgroup_v2.so"):  # fmt: skip
+        assert plugin in plugins
+
+
+def test_the_clients_read_slurm_conf_from_etc_slurm(slurm: Exported, tmp_path: Path) -> None:
+    binds = {slurm_etc(tmp_path): "/etc/slurm"}
+    for client in ("srun", "sbatch", "sinfo", "squeue", "scontrol", "scancel", "sacct",
+                   "sacctmgr", "sdiag"):  # fmt: skip
+        assert ok(slurm.run(client, "--version", binds=binds, user=SLURM_UID)).strip() == (
+            "slurm 24.11.5"
+        ), client
+
+
+def test_users_and_the_folders_the_daemons_write(slurm: Exported) -> None:
+    passwd = ok(slurm.run("getent", "passwd", "slurm", "munge", entrypoint=False))
+    assert "slurm:x:64030:64030:" in passwd
+    assert "munge:x:64031:64031:" in passwd
+    owners = {  # path: (uid, gid, mode)
+        "/var/spool/slurmd": (0, 0, 0o755), "/run/sshd": (0, 0, 0o755),
+        "/var/spool/slurmctld": (64030, 64030, 0o755), "/var/log/slurm": (64030, 64030, 0o755),
+        "/run/slurmdbd": (64030, 64030, 0o755), "/run/munge": (64031, 64031, 0o755),
+    }  # fmt: skip
+    for path, expected in owners.items():
+        st = (slurm.rootfs / path.lstrip("/")).stat()
+        assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == expected, path
+    assert slurm.config.entrypoint == ["/usr/local/bin/sunk-init"]
+
+
+def test_the_image_carries_no_key_every_pod_would_share(slurm: Exported) -> None:
+    assert not (slurm.rootfs / "etc/munge/munge.key").exists()
+    assert not list((slurm.rootfs / "etc/ssh").glob("ssh_host_*"))
+
+
+def test_sshd_takes_its_configuration_with_a_host_key_given(
+    slurm: Exported, tmp_path: Path
+) -> None:
+    keys = tmp_path / "keys"
+    keys.mkdir()
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f",
+                    str(keys / "ssh_host_ed25519_key")], check=True, timeout=60)  # fmt: skip
+    key = "/etc/ssh/keys/ssh_host_ed25519_key"
+    ok(slurm.run("/usr/sbin/sshd", "-t", "-h", key, binds={keys: "/etc/ssh/keys"}))
+
+
+def test_munged_runs_as_munge_with_the_key_the_init_container_copied(
+    slurm: Exported, tmp_path: Path
+) -> None:
+    """The contract's recipe: the Secret (links, read-only) copied by a root init container to
+    an emptyDir as munge's 0400 file; munged as munge; a client as slurm gets a credential.
+    The init container also gives both emptyDirs to munge: munged refuses a key or socket
+    folder that others may write without the sticky bit, which an emptyDir (0777) is."""
+    key = secret_volume(tmp_path, "munge-key", {"munge.key": secrets.token_bytes(1024)}, 0o400)
+    key_copy, socket_dir = empty_dir(tmp_path, "munge-key-copy"), empty_dir(tmp_path, "munge")
+    volumes = {"/run/munge-key": key_copy, "/run/munge": socket_dir}
+    munged_args = ["munged", "--foreground", "--key-file=/run/munge-key/munge.key",
+                   "--socket=/run/munge/munge.socket.2"]  # fmt: skip
+    ok(slurm.run("install", "-o", "munge", "-g", "munge", "-m", "0400",
+                 "/etc/munge-key/munge.key", "/run/munge-key/munge.key",
+                 binds={key: "/etc/munge-key"}, volumes=volumes))  # fmt: skip
+    refused = slurm.run(*munged_args, user=MUNGE_UID, volumes=volumes, timeout=30)
+    assert refused.returncode != 0
+    assert 'insecure: group-writable permissions without sticky bit set on "/run/munge-key"' in (
+        refused.stderr
+    )
+    ok(slurm.run("install", "-d", "-o", "munge", "-g", "munge", "-m", "0700", "/run/munge-key",
+                 volumes=volumes))  # fmt: skip
+    refused = slurm.run(*munged_args, user=MUNGE_UID, volumes=volumes, timeout=30)
+    assert 'insecure: group-writable permissions without sticky bit set on "/run/munge"' in (
+        refused.stderr
+    )
+    ok(slurm.run("install", "-d", "-o", "munge", "-g", "munge", "-m", "0755", "/run/munge",
+                 volumes=volumes))  # fmt: skip
+    log = tmp_path / "munged.log"
+    munged = slurm.start(log, *munged_args, user=MUNGE_UID, volumes=volumes)
+    try:
+        deadline = time.monotonic() + 20
+        while not (socket_dir / "munge.socket.2").exists():
+            assert munged.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        decoded = ok(slurm.run("sh", "-c", "munge -n | unmunge", user=SLURM_UID,
+                               volumes={"/run/munge": socket_dir}))  # fmt: skip
+        assert re.search(r"^STATUS:\s+Success", decoded, re.M), decoded
+        assert re.search(r"^UID:\s+slurm \(64030\)", decoded, re.M), decoded
+    finally:
+        image_chroot.stop_in_chroot(munged)
+
+
+# ---- sunk-init ----------------------------------------------------------------------------
+
+ONESHOT_SCRIPT = """#!/usr/bin/env bash
+echo "oneshot ran as $(id -u)" > /run/out/oneshot
+"""
+LONGRUN_SCRIPT = """#!/usr/bin/env bash
+[ -e /run/out/oneshot ] && echo "after the oneshot: $$" >> /run/out/longrun
+exec sleep 600
+"""
+# The container's program: it runs as PID 1 (sunk-init exec'd it), finds the oneshot done and
+# the longrun running, kills the longrun and sees s6-supervise start it again.
+PROGRAM = """
+set -eu
+echo "program pid $$"
+cat /run/out/oneshot
+for i in $(seq 100); do [ -s /run/out/longrun ] && break; sleep 0.1; done
+first=$(head -1 /run/out/longrun); first=${first##* }
+kill "$first"
+for i in $(seq 100); do [ "$(wc -l < /run/out/longrun)" -ge 2 ] && break; sleep 0.1; done
+echo "longrun starts: $(wc -l < /run/out/longrun)"
+"""
+
+
+def lay_out_config_map(services: list[S6Service], dest: Path) -> Path:
+    """The `<release>-s6` ConfigMap's files where its volume's items put them (each service is
+    a subPath mount of one of these folders, so its files are plain files)."""
+    data = s6_config_map_data(services)
+    for item in s6_volume("slurm", services)["configMap"]["items"]:
+        path = dest / item["path"]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(data[item["key"]])
+        path.chmod(item.get("mode", 0o644))
+    return dest
+
+
+def test_sunk_init_runs_the_rendered_oneshot_supervises_the_longrun_then_execs(
+    slurm: Exported, tmp_path: Path
+) -> None:
+    services = [S6Service("motd", "oneshot", ONESHOT_SCRIPT),
+                S6Service("ticker", "longrun", LONGRUN_SCRIPT)]  # fmt: skip
+    tree = lay_out_config_map(services, tmp_path / "s6")
+    out = empty_dir(tmp_path, "out")
+    done = ok(slurm.run(
+        "bash", "-c", PROGRAM, binds={tree: "/etc/s6-overlay"},
+        volumes={"/run/out": out, "/run/service": empty_dir(tmp_path, "service")},
+    ))  # fmt: skip
+    assert "program pid 1\n" in done  # exec'd: the program gets the container's signals
+    assert "oneshot ran as 0\n" in done
+    assert "longrun starts: 2\n" in done  # s6-supervise ran it again
+    assert (out / "longrun").read_text().startswith("after the oneshot: ")
+
+
+def test_sunk_init_runs_oneshots_after_their_dependencies(
+    slurm: Exported, tmp_path: Path
+) -> None:
+    """s6-rc's order, not the names': `a-second` depends on `z-first`."""
+    tree = tmp_path / "s6"
+    for name, needs in (("z-first", "base"), ("a-second", "z-first")):
+        folder = tree / "s6-rc.d" / name
+        (folder / "dependencies.d").mkdir(parents=True)
+        (folder / "dependencies.d" / needs).touch()
+        (folder / "type").write_text("oneshot\n")
+        (folder / "up").write_text(f"/etc/s6-overlay/scripts/{name}\n")
+        script = tree / "scripts" / name
+        script.parent.mkdir(exist_ok=True)
+        script.write_text(f"#!/bin/sh\necho {name} >> /run/out/order\n")
+        script.chmod(0o755)
+        (tree / "s6-rc.d/user/contents.d").mkdir(parents=True, exist_ok=True)
+        (tree / "s6-rc.d/user/contents.d" / name).touch()
+    out = empty_dir(tmp_path, "out")
+    ok(slurm.run("true", binds={tree: "/etc/s6-overlay"}, volumes={"/run/out": out}))
+    assert (out / "order").read_text() == "z-first\na-second\n"
+
+
+def test_sunk_init_without_services_only_execs(slurm: Exported) -> None:
+    done = slurm.run("sh", "-c", 'echo "pid $$"; exit 7')
+    assert (done.returncode, done.stdout, done.stderr) == (7, "pid 1\n", "")
+
+
+def test_sunk_init_names_a_service_it_cannot_order(slurm: Exported, tmp_path: Path) -> None:
+    tree = tmp_path / "s6"
+    (tree / "s6-rc.d/lost/dependencies.d").mkdir(parents=True)
+    (tree / "s6-rc.d/lost/dependencies.d/nowhere").touch()
+    (tree / "s6-rc.d/lost/type").write_text("oneshot\n")
+    (tree / "s6-rc.d/user/contents.d").mkdir(parents=True)
+    (tree / "s6-rc.d/user/contents.d/lost").touch()
+    done = slurm.run("true", binds={tree: "/etc/s6-overlay"})
+    assert done.returncode != 0
+    assert "s6 service lost depends on nowhere" in done.stderr
+
+
+# ---- the mariadb image --------------------------------------------------------------------
+
+
+def test_mariadb_makes_the_slurm_database_and_user_from_the_renders_env(
+    mariadb: Exported, tmp_path: Path
+) -> None:
+    """The env the render gives its MariaDB container (MARIADB_DATABASE, MARIADB_USER,
+    MARIADB_PASSWORD, MARIADB_RANDOM_ROOT_PASSWORD); the data volume fresh; started as root, as
+    the render starts it. The slurm user may use slurm_acct_db and nothing else."""
+    password = secrets.token_urlsafe(24)
+    env = {"MARIADB_DATABASE": "slurm_acct_db", "MARIADB_USER": "slurm",
+           "MARIADB_PASSWORD": password, "MARIADB_RANDOM_ROOT_PASSWORD": "yes"}  # fmt: skip
+    data, run = empty_dir(tmp_path, "data"), empty_dir(tmp_path, "run")
+    port = free_port()
+    log = tmp_path / "mariadb.log"
+    server = mariadb.start(
+        log, "--bind-address=127.0.0.1", f"--port={port}", env=env,
+        volumes={"/var/lib/mysql": data, "/run/mysqld": run},
+    )  # fmt: skip
+    try:
+        client = ["mariadb", "-h", "127.0.0.1", "-P", str(port), "-u", "slurm", "--batch"]
+        as_slurm = {"MYSQL_PWD": password}
+        deadline = time.monotonic() + 120
+        while mariadb.run(*client, "-e", "SELECT 1", env=as_slurm, user=SLURM_UID).returncode:
+            assert server.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.5)
+        sql = "CREATE TABLE probe (id INT); INSERT INTO probe VALUES (7); SELECT id FROM probe;"
+        assert ok(mariadb.run(*client, "slurm_acct_db", "-e", sql, env=as_slurm)).split() == [
+            "id", "7"
+        ]
+        other = mariadb.run(*client, "-e", "CREATE DATABASE other", env=as_slurm)
+        assert other.returncode != 0 and "Access denied" in other.stderr
+        assert password not in log.read_text()  # no secret in the container's output
+        assert (data / "slurm_acct_db").stat().st_uid == 999  # the server ran as mysql
+    finally:
+        assert image_chroot.stop_in_chroot(server, grace=60) == 0, log.read_text()
+
+
+def test_mariadb_reports_a_setting_it_does_not_honour(mariadb: Exported, tmp_path: Path) -> None:
+    done = mariadb.run(
+        "mariadbd",
+        env={"MARIADB_ALLOW_EMPTY_ROOT_PASSWORD": "1", "MARIADB_AUTO_UPGRADE": "1"},
+        volumes={"/var/lib/mysql": empty_dir(tmp_path, "data"),
+                 "/run/mysqld": empty_dir(tmp_path, "run")},
+    )  # fmt: skip
+    assert done.returncode != 0
+    assert "MARIADB_AUTO_UPGRADE is not a setting this image honours" in done.stderr
+
+
+# ---- handing the images to containerd -----------------------------------------------------
+
+
+def test_an_image_saved_as_an_oci_archive_names_its_tag(mariadb: Exported, tmp_path: Path) -> None:
+    archive = image.save_oci_archive(mariadb.built.tag, tmp_path / "mariadb.tar")
+    with tarfile.open(archive) as tar:
+        index = json.load(tar.extractfile("index.json"))  # type: ignore[arg-type]
+    [manifest] = index["manifests"]
+    assert manifest["mediaType"] == "application/vnd.oci.image.manifest.v1+json"
+    assert manifest["annotations"]["org.opencontainers.image.ref.name"] in (
+        mariadb.built.tag, mariadb.built.tag.rsplit(":", 1)[1]
+    )
