@@ -267,14 +267,23 @@ def _build(
 
 def save_oci_archive(tag: str, dest: Path, podman: Podman | None = None) -> Path:
     """The image `tag`, built before, saved as an OCI archive at dest (`podman save --format
-    oci-archive`), for `ctr -n k8s.io images import --base-name <repository> dest`: the
-    archive's index names the image by its tag alone (podman writes the tag, e.g. `24.11.5`, as
-    its ref.name), so ctr needs the repository as the base name; `oci_ref_name` reads it."""
+    oci-archive`) for containerd: `ctr -n k8s.io images import dest` names it `tag` (the
+    archive's index carries the whole name as its ref.name). A slurm archive is ~84 MB."""
     podman = podman or Podman.here()
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.unlink(missing_ok=True)
     podman.run("save", "--format", "oci-archive", "--output", str(dest), tag)
     return dest
+
+
+def cluster_oci_archives(dest_dir: Path, podman: Podman | None = None) -> dict[str, Path]:
+    """The cluster's images (slurm, mariadb), built (cached layers reused) and saved into
+    dest_dir as `<name>.tar`: tag -> archive, for `ctr -n k8s.io images import`."""
+    archives = {}
+    for built in (build_slurm(podman), build_mariadb(podman)):
+        name = built.tag.rsplit("/", 1)[1].split(":")[0]
+        archives[built.tag] = save_oci_archive(built.tag, dest_dir / f"{name}.tar", built.podman)
+    return archives
 
 
 def main(argv: Sequence[str] | None = None) -> int:

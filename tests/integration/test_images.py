@@ -154,15 +154,58 @@ def test_the_image_carries_no_key_every_pod_would_share(slurm: Exported) -> None
     assert not list((slurm.rootfs / "etc/ssh").glob("ssh_host_*"))
 
 
+def ssh_key(folder: Path, name: str) -> Path:
+    folder.mkdir(exist_ok=True)
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(folder / name)],
+                   check=True, timeout=60)  # fmt: skip
+    return folder / name
+
+
+HOST_KEY = "/etc/ssh/keys/ssh_host_ed25519_key"
+
+
 def test_sshd_takes_its_configuration_with_a_host_key_given(
     slurm: Exported, tmp_path: Path
 ) -> None:
-    keys = tmp_path / "keys"
-    keys.mkdir()
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f",
-                    str(keys / "ssh_host_ed25519_key")], check=True, timeout=60)  # fmt: skip
-    key = "/etc/ssh/keys/ssh_host_ed25519_key"
-    ok(slurm.run("/usr/sbin/sshd", "-t", "-h", key, binds={keys: "/etc/ssh/keys"}))
+    keys = ssh_key(tmp_path / "keys", "ssh_host_ed25519_key").parent
+    ok(slurm.run("/usr/sbin/sshd", "-t", "-h", HOST_KEY, binds={keys: "/etc/ssh/keys"}))
+
+
+def test_ssh_into_the_login_container_runs_the_slurm_clients(
+    slurm: Exported, tmp_path: Path
+) -> None:
+    """sshd as the login Pod runs it (root's authorized_keys from a Secret, a host key given),
+    on a private loopback port; with an emptyDir over /run/sshd it refuses every login."""
+    keys = ssh_key(tmp_path / "keys", "ssh_host_ed25519_key").parent
+    user_key = ssh_key(tmp_path / "user", "id_ed25519")
+    authorized = tmp_path / "authorized_keys"
+    authorized.write_text(user_key.with_suffix(".pub").read_text())
+    authorized.chmod(0o600)
+    binds = {keys: "/etc/ssh/keys", authorized: "/root/.ssh/authorized_keys",
+             slurm_etc(tmp_path): "/etc/slurm"}  # fmt: skip
+
+    port, log = free_port(), tmp_path / "sshd.log"
+    args = ["/usr/sbin/sshd", "-D", "-e", "-p", str(port), "-h", HOST_KEY,
+            "-o", "ListenAddress=127.0.0.1"]  # fmt: skip
+    sshd = slurm.start(log, *args, binds=binds)
+    try:
+        deadline = time.monotonic() + 20
+        while "Server listening" not in log.read_text():
+            assert sshd.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        done = subprocess.run(
+            ["ssh", "-i", str(user_key), "-p", str(port), "-o", "BatchMode=yes",
+             "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+             "root@127.0.0.1", "sinfo", "--version"],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    finally:
+        image_chroot.stop_in_chroot(sshd)
+    ok(done)
+    assert done.stdout == "slurm 24.11.5\n"
+    refused = slurm.run(*args, binds=binds, volumes={"/run/sshd": empty_dir(tmp_path, "sshd")})
+    assert refused.returncode != 0
+    assert "/run/sshd must be owned by root and not group or world-writable" in refused.stderr
 
 
 def test_munged_runs_as_munge_with_the_key_the_init_container_copied(
@@ -353,12 +396,13 @@ def test_mariadb_reports_a_setting_it_does_not_honour(mariadb: Exported, tmp_pat
 # ---- handing the images to containerd -----------------------------------------------------
 
 
-def test_an_image_saved_as_an_oci_archive_names_its_tag(mariadb: Exported, tmp_path: Path) -> None:
+def test_an_image_saved_as_an_oci_archive_names_its_whole_tag(
+    mariadb: Exported, tmp_path: Path
+) -> None:
     archive = image.save_oci_archive(mariadb.built.tag, tmp_path / "mariadb.tar")
     with tarfile.open(archive) as tar:
         index = json.load(tar.extractfile("index.json"))  # type: ignore[arg-type]
     [manifest] = index["manifests"]
     assert manifest["mediaType"] == "application/vnd.oci.image.manifest.v1+json"
-    assert manifest["annotations"]["org.opencontainers.image.ref.name"] in (
-        mariadb.built.tag, mariadb.built.tag.rsplit(":", 1)[1]
-    )
+    # What `ctr images import` names the image by.
+    assert manifest["annotations"]["org.opencontainers.image.ref.name"] == mariadb.built.tag
