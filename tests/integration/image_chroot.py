@@ -16,7 +16,7 @@ import shutil
 import signal
 import subprocess
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import suppress
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -57,12 +57,13 @@ def export_rootfs(podman: Podman, tag: str, dest: Path) -> None:
         podman.run("rm", "--force", name)
 
 
-# Runs inside private mount and PID namespaces: rootfs bound read-only, /proc, /dev and a tmpfs
-# /tmp, then each volume (source, target, ro|rw; a file's target is made a file), then the
-# command as the given user in the workdir.
+# Runs inside private mount, PID and UTS namespaces: the hostname when one is given, rootfs
+# bound read-only, /proc, /dev and a tmpfs /tmp, then each volume (source, target, ro|rw; a
+# file's target is made a file), then the command as the given user in the workdir.
 _CHROOT_SCRIPT = r"""
 set -eu
-root=$1; user=$2; workdir=$3; shift 3
+root=$1; user=$2; workdir=$3; name=$4; shift 4
+[ -z "$name" ] || hostname "$name"
 mount --bind "$root" "$root"
 mount -t proc proc "$root/proc"
 mount --rbind /dev "$root/dev"
@@ -89,21 +90,26 @@ def chroot_command(
     env: Mapping[str, str] = {},
     entrypoint: bool = True,
     user: str | None = None,
+    netns: str | None = None,
+    hostname: str = "",
 ) -> list[str]:
     """The command line that runs `args` after the image's entrypoint (or alone).
 
     binds: host path -> container path, mounted read-only (a ConfigMap or Secret file or
     folder). volumes: container path -> host folder, mounted writable (an emptyDir).
-    user: `uid:gid` instead of the image's own (a Pod's runAsUser/runAsGroup)."""
+    user: `uid:gid` instead of the image's own (a Pod's runAsUser/runAsGroup).
+    netns: a network namespace (`ip netns add`) to run in, as a Pod's containers share one;
+    without it, the host's. hostname: the container's (a Pod's name), else the host's."""
     mounts = [
         *(part for source, target in binds.items() for part in (str(source), target, "ro")),
         *(part for target, source in volumes.items() for part in (str(source), target, "rw")),
     ]
     environment = [f"{k}={v}" for k, v in {**config.env, **env}.items()]
     command = [*(config.entrypoint if entrypoint else []), *args]
-    namespaces = ["unshare", "--mount", "--propagation", "private", "--pid", "--fork",
-                  "--kill-child"]  # fmt: skip
-    chroot = ["chroot", str(rootfs), user or config.user, config.workdir, *mounts, "--"]
+    namespaces = [*(["ip", "netns", "exec", netns] if netns else []),
+                  "unshare", "--mount", "--propagation", "private", "--pid", "--fork",
+                  "--kill-child", "--uts"]  # fmt: skip
+    chroot = ["chroot", str(rootfs), user or config.user, config.workdir, hostname, *mounts, "--"]
     return [*namespaces, "sh", "-c", _CHROOT_SCRIPT, *chroot,
             "/usr/bin/env", "-i", *environment, *command]  # fmt: skip
 
@@ -185,3 +191,22 @@ def built_and_exported(
     rootfs = tmp_path_factory.mktemp("image") / "rootfs"
     yield Exported.of(built, rootfs)
     shutil.rmtree(rootfs, ignore_errors=True)
+
+
+@contextmanager
+def pod_network(name: str, address: str = "10.244.0.2/24") -> Iterator[str]:
+    """A network namespace for containers that talk to each other (`netns=` above): loopback,
+    and a Pod's address on a veth pair whose both ends are inside it (with loopback alone,
+    getaddrinfo's AI_ADDRCONFIG, which Slurm uses, finds no address for `localhost`). Nothing
+    listening in it is reachable from the host or beyond."""
+    subprocess.run(["ip", "netns", "add", name], check=True, capture_output=True, timeout=30)
+    try:
+        steps = [["link", "set", "lo", "up"],
+                 ["link", "add", "eth0", "type", "veth", "peer", "name", "eth0-peer"],
+                 ["address", "add", address, "dev", "eth0"],
+                 ["link", "set", "eth0", "up"], ["link", "set", "eth0-peer", "up"]]  # fmt: skip
+        for step in steps:
+            subprocess.run(["ip", "-n", name, *step], check=True, capture_output=True, timeout=30)
+        yield name
+    finally:
+        subprocess.run(["ip", "netns", "delete", name], capture_output=True, timeout=30)

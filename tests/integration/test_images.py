@@ -1,15 +1,14 @@
-"""The cluster's images (deploy/images/), built and run the way the render's Pods run them.
+"""The slurm image (deploy/images/slurm), built and run the way the render's Pods run it.
 
 Built FROM Debian 12 made by debootstrap (no registry), exported, and run under chroot on a
 read-only root in its own PID namespace (image_chroot.py), as the user the Pod's
-securityContext gives each container, with the Pod's volumes as bind mounts: emptyDirs are host
-folders of mode 0777 (what a kubelet makes), a Secret's files are links into `..data`.
+securityContext gives each container, with the Pod's volumes as bind mounts (pod_parts.py).
+test_images_accounting.py runs the mariadb image, and slurmdbd from this one against it.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import secrets
 import subprocess
@@ -24,50 +23,24 @@ from reconciler.compile.s6_services import S6Service, s6_config_map_data, s6_vol
 from reconciler.local.ports import free_port
 from tests.integration import image, image_chroot
 from tests.integration.image_chroot import Exported
+from tests.integration.pod_parts import (
+    MUNGE_UID,
+    MUNGED,
+    NOBODY,
+    SLURM_UID,
+    empty_dir,
+    munged,
+    ok,
+    secret_volume,
+    slurm_etc,
+)
 
 pytestmark = pytest.mark.image
-
-SLURM_UID, MUNGE_UID, NOBODY = "64030:64030", "64031:64031", "65534:65534"
 
 
 @pytest.fixture(scope="module")
 def slurm(tmp_path_factory: pytest.TempPathFactory, figures: dict[str, str]) -> Iterator[Exported]:
     yield from image_chroot.built_and_exported(image.build_slurm, tmp_path_factory, figures)
-
-
-@pytest.fixture(scope="module")
-def mariadb(
-    tmp_path_factory: pytest.TempPathFactory, figures: dict[str, str]
-) -> Iterator[Exported]:
-    yield from image_chroot.built_and_exported(image.build_mariadb, tmp_path_factory, figures)
-
-
-def ok(done: subprocess.CompletedProcess[str]) -> str:
-    shown = f"exit {done.returncode}\nstdout:\n{done.stdout}\nstderr:\n{done.stderr}"
-    assert done.returncode == 0, shown
-    return done.stdout + done.stderr
-
-
-def empty_dir(parent: Path, name: str) -> Path:
-    """A Pod's emptyDir as a kubelet makes it: root's, mode 0777."""
-    folder = parent / name
-    folder.mkdir()
-    folder.chmod(0o777)
-    return folder
-
-
-def secret_volume(parent: Path, name: str, files: dict[str, bytes], mode: int) -> Path:
-    """A Secret volume as a kubelet lays it out: each file a link into `..data`."""
-    folder = parent / name
-    data = folder / "..2026_11_27_00_00_00.000000000"
-    data.mkdir(parents=True)
-    for key, content in files.items():
-        (data / key).write_bytes(content)
-        (data / key).chmod(mode)
-    (folder / "..data").symlink_to(data.name)
-    for key in files:
-        (folder / key).symlink_to(f"..data/{key}")
-    return folder
 
 
 # ---- the slurm image ----------------------------------------------------------------------
@@ -88,19 +61,6 @@ def test_each_daemon_runs_from_the_image_as_its_user(
 ) -> None:
     binds = {slurm_etc(tmp_path): "/etc/slurm"}
     assert answer in ok(slurm.run(*args, user=user, binds=binds))
-
-
-def slurm_etc(parent: Path) -> Path:
-    """/etc/slurm as the render mounts it, as small as the daemons' -V accepts; slurmdbd.conf
-    is SlurmUser's and 0600, as slurmdbd demands."""
-    etc = parent / "etc-slurm"
-    etc.mkdir()
-    (etc / "slurm.conf").write_text("ClusterName=images\nSlurmctldHost=localhost\n")
-    dbd = etc / "slurmdbd.conf"
-    dbd.write_text("DbdHost=localhost\nSlurmUser=slurm\nStorageType=accounting_storage/mysql\n")
-    dbd.chmod(0o600)
-    os.chown(dbd, 64030, 64030)
-    return etc
 
 
 def test_every_slurm_program_and_plugin_finds_its_libraries(slurm: Exported) -> None:
@@ -211,45 +171,31 @@ def test_ssh_into_the_login_container_runs_the_slurm_clients(
 def test_munged_runs_as_munge_with_the_key_the_init_container_copied(
     slurm: Exported, tmp_path: Path
 ) -> None:
-    """The contract's recipe: the Secret (links, read-only) copied by a root init container to
-    an emptyDir as munge's 0400 file; munged as munge; a client as slurm gets a credential.
-    The init container also gives both emptyDirs to munge: munged refuses a key or socket
-    folder that others may write without the sticky bit, which an emptyDir (0777) is."""
-    key = secret_volume(tmp_path, "munge-key", {"munge.key": secrets.token_bytes(1024)}, 0o400)
-    key_copy, socket_dir = empty_dir(tmp_path, "munge-key-copy"), empty_dir(tmp_path, "munge")
-    volumes = {"/run/munge-key": key_copy, "/run/munge": socket_dir}
-    munged_args = ["munged", "--foreground", "--key-file=/run/munge-key/munge.key",
-                   "--socket=/run/munge/munge.socket.2"]  # fmt: skip
+    """The contract's recipe (pod_parts.munge_init): the Secret (links, read-only) copied by a
+    root init container to an emptyDir as munge's 0400 file; munged as munge; a client as slurm
+    gets a credential. Without the init container handing both emptyDirs (0777) to munge,
+    munged refuses each."""
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    volumes = {"/run/munge-key": empty_dir(raw, "key"), "/run/munge": empty_dir(raw, "sock")}
+    key = secret_volume(raw, "secret", {"munge.key": secrets.token_bytes(1024)}, 0o400)
     ok(slurm.run("install", "-o", "munge", "-g", "munge", "-m", "0400",
                  "/etc/munge-key/munge.key", "/run/munge-key/munge.key",
                  binds={key: "/etc/munge-key"}, volumes=volumes))  # fmt: skip
-    refused = slurm.run(*munged_args, user=MUNGE_UID, volumes=volumes, timeout=30)
-    assert refused.returncode != 0
-    assert 'insecure: group-writable permissions without sticky bit set on "/run/munge-key"' in (
-        refused.stderr
-    )
-    ok(slurm.run("install", "-d", "-o", "munge", "-g", "munge", "-m", "0700", "/run/munge-key",
-                 volumes=volumes))  # fmt: skip
-    refused = slurm.run(*munged_args, user=MUNGE_UID, volumes=volumes, timeout=30)
-    assert 'insecure: group-writable permissions without sticky bit set on "/run/munge"' in (
-        refused.stderr
-    )
-    ok(slurm.run("install", "-d", "-o", "munge", "-g", "munge", "-m", "0755", "/run/munge",
-                 volumes=volumes))  # fmt: skip
-    log = tmp_path / "munged.log"
-    munged = slurm.start(log, *munged_args, user=MUNGE_UID, volumes=volumes)
-    try:
-        deadline = time.monotonic() + 20
-        while not (socket_dir / "munge.socket.2").exists():
-            assert munged.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.1)
+    for folder in ("/run/munge-key", "/run/munge"):
+        refused = slurm.run(*MUNGED, user=MUNGE_UID, volumes=volumes, timeout=30)
+        assert refused.returncode != 0
+        assert f'group-writable permissions without sticky bit set on "{folder}"' in (
+            refused.stderr
+        )
+        ok(slurm.run("install", "-d", "-o", "munge", "-g", "munge", "-m", "0700", folder,
+                     volumes=volumes))  # fmt: skip
+
+    with munged(slurm, tmp_path) as socket_dir:
         decoded = ok(slurm.run("sh", "-c", "munge -n | unmunge", user=SLURM_UID,
                                volumes={"/run/munge": socket_dir}))  # fmt: skip
-        assert re.search(r"^STATUS:\s+Success", decoded, re.M), decoded
-        assert re.search(r"^UID:\s+slurm \(64030\)", decoded, re.M), decoded
-    finally:
-        image_chroot.stop_in_chroot(munged)
+    assert re.search(r"^STATUS:\s+Success", decoded, re.M), decoded
+    assert re.search(r"^UID:\s+slurm \(64030\)", decoded, re.M), decoded
 
 
 # ---- sunk-init ----------------------------------------------------------------------------
@@ -343,66 +289,16 @@ def test_sunk_init_names_a_service_it_cannot_order(slurm: Exported, tmp_path: Pa
     assert "s6 service lost depends on nowhere" in done.stderr
 
 
-# ---- the mariadb image --------------------------------------------------------------------
-
-
-def test_mariadb_makes_the_slurm_database_and_user_from_the_renders_env(
-    mariadb: Exported, tmp_path: Path
-) -> None:
-    """The env the render gives its MariaDB container (MARIADB_DATABASE, MARIADB_USER,
-    MARIADB_PASSWORD, MARIADB_RANDOM_ROOT_PASSWORD); the data volume fresh; started as root, as
-    the render starts it. The slurm user may use slurm_acct_db and nothing else."""
-    password = secrets.token_urlsafe(24)
-    env = {"MARIADB_DATABASE": "slurm_acct_db", "MARIADB_USER": "slurm",
-           "MARIADB_PASSWORD": password, "MARIADB_RANDOM_ROOT_PASSWORD": "yes"}  # fmt: skip
-    data, run = empty_dir(tmp_path, "data"), empty_dir(tmp_path, "run")
-    port = free_port()
-    log = tmp_path / "mariadb.log"
-    server = mariadb.start(
-        log, "--bind-address=127.0.0.1", f"--port={port}", env=env,
-        volumes={"/var/lib/mysql": data, "/run/mysqld": run},
-    )  # fmt: skip
-    try:
-        client = ["mariadb", "-h", "127.0.0.1", "-P", str(port), "-u", "slurm", "--batch"]
-        as_slurm = {"MYSQL_PWD": password}
-        deadline = time.monotonic() + 120
-        while mariadb.run(*client, "-e", "SELECT 1", env=as_slurm, user=SLURM_UID).returncode:
-            assert server.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.5)
-        sql = "CREATE TABLE probe (id INT); INSERT INTO probe VALUES (7); SELECT id FROM probe;"
-        assert ok(mariadb.run(*client, "slurm_acct_db", "-e", sql, env=as_slurm)).split() == [
-            "id", "7"
-        ]
-        other = mariadb.run(*client, "-e", "CREATE DATABASE other", env=as_slurm)
-        assert other.returncode != 0 and "Access denied" in other.stderr
-        assert password not in log.read_text()  # no secret in the container's output
-        assert (data / "slurm_acct_db").stat().st_uid == 999  # the server ran as mysql
-    finally:
-        assert image_chroot.stop_in_chroot(server, grace=60) == 0, log.read_text()
-
-
-def test_mariadb_reports_a_setting_it_does_not_honour(mariadb: Exported, tmp_path: Path) -> None:
-    done = mariadb.run(
-        "mariadbd",
-        env={"MARIADB_ALLOW_EMPTY_ROOT_PASSWORD": "1", "MARIADB_AUTO_UPGRADE": "1"},
-        volumes={"/var/lib/mysql": empty_dir(tmp_path, "data"),
-                 "/run/mysqld": empty_dir(tmp_path, "run")},
-    )  # fmt: skip
-    assert done.returncode != 0
-    assert "MARIADB_AUTO_UPGRADE is not a setting this image honours" in done.stderr
-
-
 # ---- handing the images to containerd -----------------------------------------------------
 
 
 def test_an_image_saved_as_an_oci_archive_names_its_whole_tag(
-    mariadb: Exported, tmp_path: Path
+    slurm: Exported, tmp_path: Path
 ) -> None:
-    archive = image.save_oci_archive(mariadb.built.tag, tmp_path / "mariadb.tar")
+    archive = image.save_oci_archive(slurm.built.tag, tmp_path / "slurm.tar")
     with tarfile.open(archive) as tar:
         index = json.load(tar.extractfile("index.json"))  # type: ignore[arg-type]
     [manifest] = index["manifests"]
     assert manifest["mediaType"] == "application/vnd.oci.image.manifest.v1+json"
     # What `ctr images import` names the image by.
-    assert manifest["annotations"]["org.opencontainers.image.ref.name"] == mariadb.built.tag
+    assert manifest["annotations"]["org.opencontainers.image.ref.name"] == slurm.built.tag
