@@ -58,8 +58,9 @@ def export_rootfs(podman: Podman, tag: str, dest: Path) -> None:
 
 
 # Runs inside private mount, PID and UTS namespaces: the hostname when one is given, rootfs
-# bound read-only, /proc, /dev and a tmpfs /tmp, then each volume (source, target, ro|rw; a
-# file's target is made a file), then the command as the given user in the workdir.
+# bound read-only, /proc, /dev, /sys (read-only, cgroups below it) and a tmpfs /tmp, then each
+# volume (source, target, ro|rw; a file's target is made a file), then the command as the
+# given user in the workdir.
 _CHROOT_SCRIPT = r"""
 set -eu
 root=$1; user=$2; workdir=$3; name=$4; shift 4
@@ -67,6 +68,7 @@ root=$1; user=$2; workdir=$3; name=$4; shift 4
 mount --bind "$root" "$root"
 mount -t proc proc "$root/proc"
 mount --rbind /dev "$root/dev"
+mount --rbind /sys "$root/sys"; mount -o remount,bind,ro "$root/sys"
 mount -t tmpfs -o mode=1777 tmpfs "$root/tmp"
 while [ "$1" != -- ]; do
   if [ -d "$1" ]; then mkdir -p "$root$2"; else mkdir -p "$(dirname "$root$2")"; touch "$root$2"; fi
@@ -106,7 +108,8 @@ def chroot_command(
     ]
     environment = [f"{k}={v}" for k, v in {**config.env, **env}.items()]
     command = [*(config.entrypoint if entrypoint else []), *args]
-    namespaces = [*(["ip", "netns", "exec", netns] if netns else []),
+    # nsenter, not `ip netns exec`, which mounts a /sys of its own, without the cgroups.
+    namespaces = [*(["nsenter", f"--net=/run/netns/{netns}"] if netns else []),
                   "unshare", "--mount", "--propagation", "private", "--pid", "--fork",
                   "--kill-child", "--uts"]  # fmt: skip
     chroot = ["chroot", str(rootfs), user or config.user, config.workdir, hostname, *mounts, "--"]
