@@ -1,11 +1,11 @@
-"""The reconciler image, built and run without a registry or a container runtime.
+"""The project's images, built without a registry: the reconciler's (root Containerfile) and
+the cluster's (deploy/images/slurm, deploy/images/mariadb).
 
-The base is Debian 12 made by debootstrap and imported into podman; the Containerfile is built
-FROM it by podman (vfs storage, chroot isolation); the image's filesystem is exported and its
-entrypoint run under chroot as the image's user, on a read-only root with /tmp a tmpfs, as the
-Deployment runs it. Storage and the base live in a cache shared by CI's early build
-(`python -m tests.integration.image build`) and the test, under one lock: whichever comes
-second finds every layer built.
+The base is Debian 12 made by debootstrap and imported into podman; each Containerfile is built
+FROM it by podman (overlay or vfs storage, chroot isolation). Storage and the base live in a
+cache shared by CI's early build (`python -m tests.integration.image build`) and the tests,
+under one lock: whichever comes second finds every layer built. image_chroot.py runs what was
+built; save_oci_archive hands an image to containerd (`ctr -n k8s.io images import`).
 """
 
 from __future__ import annotations
@@ -14,13 +14,14 @@ import argparse
 import fcntl
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
 import sys
 import time
 import tomllib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,11 @@ ROOT = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "sunk-reconciler" / "image"
 BASE_TAG = "localhost/debian:bookworm"
 REPOSITORY = "ghcr.io/sunk-reconciler/reconciler"
+# The cluster's images (deploy/images/, docs/images.md): the render's defaults.
+SLURM_CONTEXT = ROOT / "deploy" / "images" / "slurm"
+SLURM_REPOSITORY = "ghcr.io/sunk-reconciler/slurm"
+MARIADB_CONTEXT = ROOT / "deploy" / "images" / "mariadb"
+MARIADB_TAG = "ghcr.io/sunk-reconciler/mariadb:10.11"
 MIRROR = os.environ.get("SUNK_RECONCILER_DEBIAN_MIRROR", "http://deb.debian.org/debian")
 # pip inside the build trusts what this machine trusts (a proxy's CA included).
 HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
@@ -185,119 +191,122 @@ class Built:
 def build(podman: Podman | None = None, tag: str | None = None) -> Built:
     """The Containerfile built FROM the debootstrapped base and tagged as deploy/ names it."""
     tag = tag or image_tag()
-    with build_lock():
-        podman = podman or Podman.here()
-        log = CACHE / "build.log"
-        log.write_text("")
-        ensure_base(podman, log)
-        pip_conf = CACHE / "pip.conf"
+    pip_conf = CACHE / "pip.conf"
+    extra = [
+        "--build-arg", f"VERSION={tag.rsplit(':', 1)[1]}",
+        "--volume", f"{pip_conf}:/etc/pip.conf:ro",
+        "--volume", f"{HOST_CA_BUNDLE.parent}:/run/host-ca:ro",
+    ]  # fmt: skip
+
+    def pip_trusts_this_machine() -> None:
         pip_conf.write_text("[global]\ncert = /run/host-ca/ca-certificates.crt\n")
-        started = time.monotonic()
-        podman.run(
-            "build", "--isolation", "chroot", "--build-arg", f"BASE={BASE_TAG}",
-            "--build-arg", f"VERSION={tag.rsplit(':', 1)[1]}",
-            "--volume", f"{pip_conf}:/etc/pip.conf:ro",
-            "--volume", f"{HOST_CA_BUNDLE.parent}:/run/host-ca:ro",
-            "--tag", tag, "--file", str(ROOT / "Containerfile"), str(ROOT),
-            log=log,
-        )  # fmt: skip
-        seconds = time.monotonic() - started
-        return Built(tag, seconds, int(podman.inspect(tag)["Size"]), log, podman)
+
+    recipe = Recipe("build", tag, ROOT / "Containerfile", ROOT, tuple(extra))
+    return _build(recipe, podman, before=pip_trusts_this_machine)
 
 
 @dataclass(frozen=True)
-class ImageConfig:
-    env: dict[str, str]
-    entrypoint: list[str]
-    user: str
-    workdir: str
+class Recipe:
+    """One image: its log's name (under CACHE), tag, Containerfile, context, podman arguments."""
 
-    @classmethod
-    def of(cls, inspected: Mapping) -> ImageConfig:
-        config = inspected["Config"]
-        env = dict(item.split("=", 1) for item in config.get("Env") or [])
-        return cls(env, list(config.get("Entrypoint") or []), config.get("User") or "0:0",
-                   config.get("WorkingDir") or "/")  # fmt: skip
+    log_name: str
+    tag: str
+    containerfile: Path
+    context: Path
+    extra: tuple[str, ...] = ()
 
 
-def export_rootfs(podman: Podman, tag: str, dest: Path) -> None:
-    """The image's filesystem, unpacked into dest (a created container, exported, removed)."""
-    name = f"sunk-reconciler-export-{os.getpid()}"
-    podman.run("create", "--name", name, tag)
-    try:
-        dest.mkdir(parents=True, exist_ok=True)
-        export = subprocess.Popen(podman.command("export", name), stdout=subprocess.PIPE)
-        untar = subprocess.run(
-            ["tar", "-x", "-C", str(dest)], stdin=export.stdout, capture_output=True, timeout=600
-        )
-        if export.wait(timeout=600) != 0 or untar.returncode != 0:
-            raise ImageError(f"export of {tag} failed: {untar.stderr.decode(errors='replace')}")
-    finally:
-        podman.run("rm", "--force", name)
+def slurm_tag() -> str:
+    """ghcr.io/sunk-reconciler/slurm:<the Slurm release its Containerfile builds>."""
+    containerfile = SLURM_CONTEXT / "Containerfile"
+    found = re.search(r"^ARG SLURM_VERSION=(\S+)$", containerfile.read_text(), re.M)
+    if found is None:
+        raise ImageError(f"{containerfile} has no `ARG SLURM_VERSION=` line")
+    return f"{SLURM_REPOSITORY}:{found.group(1)}"
 
 
-# Runs inside a private mount namespace: rootfs bound read-only, /proc, /dev and a tmpfs /tmp,
-# read-only binds under /tmp, then the command as the image's user in its workdir.
-_CHROOT_SCRIPT = r"""
-set -eu
-root=$1; user=$2; workdir=$3; shift 3
-mount --bind "$root" "$root"
-mount -t proc proc "$root/proc"
-mount --rbind /dev "$root/dev"
-mount -t tmpfs -o mode=1777 tmpfs "$root/tmp"
-while [ "$1" != -- ]; do
-  mkdir -p "$root$2"; mount --bind "$1" "$root$2"; mount -o remount,bind,ro "$root$2"; shift 2
-done
-shift
-mount -o remount,bind,ro "$root"
-exec chroot --userspec="$user" "$root" /bin/sh -c 'cd "$0" && exec "$@"' "$workdir" "$@"
-"""
+def build_slurm(podman: Podman | None = None) -> Built:
+    """deploy/images/slurm: every Slurm daemon and client, munge, sshd, sssd, s6."""
+    recipe = Recipe("build-slurm", slurm_tag(), SLURM_CONTEXT / "Containerfile", SLURM_CONTEXT)
+    return _build(recipe, podman)
 
 
-def run_in_chroot(
-    rootfs: Path,
-    config: ImageConfig,
-    args: Sequence[str],
-    *,
-    binds: Mapping[Path, str] = {},
-    env: Mapping[str, str] = {},
-    entrypoint: bool = True,
-    timeout: float = 120,
-) -> subprocess.CompletedProcess[str]:
-    """`args` after the image's entrypoint (or alone), with the image's environment only.
+def build_mariadb(podman: Podman | None = None) -> Built:
+    """deploy/images/mariadb: Debian 12's MariaDB with docker.io mariadb's first start."""
+    recipe = Recipe(
+        "build-mariadb", MARIADB_TAG, MARIADB_CONTEXT / "Containerfile", MARIADB_CONTEXT
+    )
+    return _build(recipe, podman)
 
-    binds: host path -> path under /tmp in the container, mounted read-only."""
-    for target in binds.values():
-        if not target.startswith("/tmp/"):
-            raise ValueError(f"bind target {target!r}: only /tmp is writable before the run")
-    pairs = [part for source, target in binds.items() for part in (str(source), target)]
-    environment = [f"{k}={v}" for k, v in {**config.env, **env}.items()]
-    command = [*(config.entrypoint if entrypoint else []), *args]
-    return subprocess.run(
-        ["unshare", "--mount", "--propagation", "private", "sh", "-c", _CHROOT_SCRIPT, "chroot",
-         str(rootfs), config.user, config.workdir, *pairs, "--",
-         "/usr/bin/env", "-i", *environment, *command],
-        capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
+
+def build_all(podman: Podman | None = None) -> list[Built]:
+    """Every image the project ships: the reconciler's, then the cluster's (slurm, mariadb)."""
+    return [build(podman), build_slurm(podman), build_mariadb(podman)]
+
+
+def _build(
+    recipe: Recipe, podman: Podman | None, before: Callable[[], None] | None = None
+) -> Built:
+    with build_lock():
+        podman = podman or Podman.here()
+        log = CACHE / f"{recipe.log_name}.log"
+        log.write_text("")
+        ensure_base(podman, log)
+        if before is not None:
+            before()
+        started = time.monotonic()
+        podman.run(
+            "build", "--isolation", "chroot", "--build-arg", f"BASE={BASE_TAG}", *recipe.extra,
+            "--tag", recipe.tag, "--file", str(recipe.containerfile), str(recipe.context),
+            log=log,
+        )  # fmt: skip
+        seconds = time.monotonic() - started
+        size = int(podman.inspect(recipe.tag)["Size"])
+        return Built(recipe.tag, seconds, size, log, podman)
+
+
+def save_oci_archive(tag: str, dest: Path, podman: Podman | None = None) -> Path:
+    """The image `tag`, built before, saved as an OCI archive at dest (`podman save --format
+    oci-archive`) for containerd: `ctr -n k8s.io images import dest` names it `tag` (the
+    archive's index carries the whole name as its ref.name). A slurm archive is ~84 MB."""
+    podman = podman or Podman.here()
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.unlink(missing_ok=True)
+    podman.run("save", "--format", "oci-archive", "--output", str(dest), tag)
+    return dest
+
+
+def cluster_oci_archives(dest_dir: Path, podman: Podman | None = None) -> dict[str, Path]:
+    """The cluster's images (slurm, mariadb), built (cached layers reused) and saved into
+    dest_dir as `<name>.tar`: tag -> archive, for `ctr -n k8s.io images import`."""
+    archives = {}
+    for built in (build_slurm(podman), build_mariadb(podman)):
+        name = built.tag.rsplit("/", 1)[1].split(":")[0]
+        archives[built.tag] = save_oci_archive(built.tag, dest_dir / f"{name}.tar", built.podman)
+    return archives
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m tests.integration.image",
-        description="Build the reconciler image as the image test does (CI starts it early).",
+        description="Build the project's images as the image tests do (CI starts it early): "
+        "the reconciler's, then the cluster's slurm and mariadb.",
     )
     parser.add_argument("command", choices=["build"])
     parser.parse_args(argv)
-    try:
-        built = build()
-    except (ImageError, OSError, subprocess.SubprocessError) as err:
-        print(f"image build failed: {err}", file=sys.stderr)
-        return 1
-    print(
-        f"{built.tag}: {built.size_bytes / 1e6:.0f} MB, built in {built.seconds:.0f} s"
-        f" (podman, {built.podman.driver} storage)"
-    )
-    return 0
+    failed = 0
+    for make in (build, build_slurm, build_mariadb):
+        try:
+            built = make()
+        except (ImageError, OSError, subprocess.SubprocessError) as err:
+            print(f"image build failed ({make.__name__}): {err}", file=sys.stderr)
+            failed += 1
+            continue
+        print(
+            f"{built.tag}: {built.size_bytes / 1e6:.0f} MB, built in {built.seconds:.0f} s"
+            f" (podman, {built.podman.driver} storage)"
+        )
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

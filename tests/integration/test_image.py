@@ -7,20 +7,17 @@ commands talk to the session's real slurmctld 24.11 with a JWT, as the daemon's 
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import subprocess
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 import yaml
 
 from reconciler.adapters.slurm.jwt import MintedTokens
 from reconciler.local.endpoints import SlurmEndpoints
-from tests.integration import image
+from tests.integration import image, image_chroot
+from tests.integration.image_chroot import Exported
 
 FIXTURE_REPO = image.ROOT / "fixtures" / "config-repo"
 POLICIES = image.ROOT / "policies"
@@ -28,34 +25,11 @@ POLICIES = image.ROOT / "policies"
 pytestmark = pytest.mark.image
 
 
-@dataclass(frozen=True)
-class Unpacked:
-    built: image.Built
-    rootfs: Path
-    config: image.ImageConfig
-
-    def run(self, *args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
-        return image.run_in_chroot(self.rootfs, self.config, args, **kwargs)  # type: ignore[arg-type]
-
-
 @pytest.fixture(scope="module")
 def unpacked(
     tmp_path_factory: pytest.TempPathFactory, figures: dict[str, str]
-) -> Iterator[Unpacked]:
-    if shutil.which("podman") is None:
-        pytest.skip("podman is not installed (CI installs it: apt-get install podman debootstrap)")
-    if os.geteuid() != 0:
-        pytest.skip("building with podman's vfs storage and running under chroot needs root")
-    built = image.build()
-    figures[f"image {built.tag}"] = (
-        f"{built.size_bytes / 1e6:.0f} MB; podman build {built.seconds:.0f} s"
-        f" ({built.podman.driver} storage; less where CI's early build left layers)"
-    )
-    rootfs = tmp_path_factory.mktemp("image") / "rootfs"
-    podman = built.podman
-    image.export_rootfs(podman, built.tag, rootfs)
-    yield Unpacked(built, rootfs, image.ImageConfig.of(podman.inspect(built.tag)))
-    shutil.rmtree(rootfs, ignore_errors=True)
+) -> Iterator[Exported]:
+    yield from image_chroot.built_and_exported(image.build, tmp_path_factory, figures)
 
 
 def ok(done: subprocess.CompletedProcess[str]) -> str:
@@ -65,7 +39,7 @@ def ok(done: subprocess.CompletedProcess[str]) -> str:
 
 
 def test_the_image_runs_as_the_deployments_user_with_the_reconciler_on_path(
-    unpacked: Unpacked,
+    unpacked: Exported,
 ) -> None:
     deployment = yaml.safe_load((image.ROOT / "deploy" / "base" / "deployment.yaml").read_text())
     pod = deployment["spec"]["template"]["spec"]["securityContext"]
@@ -76,7 +50,7 @@ def test_the_image_runs_as_the_deployments_user_with_the_reconciler_on_path(
     assert ok(unpacked.run("id", "-u", entrypoint=False)).strip() == str(pod["runAsUser"])
 
 
-def test_render_in_the_image_is_byte_identical_to_the_hosts(unpacked: Unpacked) -> None:
+def test_render_in_the_image_is_byte_identical_to_the_hosts(unpacked: Exported) -> None:
     host = subprocess.run(
         [str(image.ROOT / ".venv" / "bin" / "reconciler"), "render", str(FIXTURE_REPO)],
         capture_output=True, text=True, timeout=120, check=True,
@@ -87,12 +61,12 @@ def test_render_in_the_image_is_byte_identical_to_the_hosts(unpacked: Unpacked) 
     assert "kind: StatefulSet" in inside
 
 
-def test_the_shipped_policies_pass_their_tests_in_the_image(unpacked: Unpacked) -> None:
+def test_the_shipped_policies_pass_their_tests_in_the_image(unpacked: Exported) -> None:
     out = ok(unpacked.run("policy", "test", "/tmp/policies", binds={POLICIES: "/tmp/policies"}))
     assert re.search(r"^[1-9]\d* passed, 0 failed ", out, re.M), out
 
 
-def test_every_slurm_binary_and_plugin_finds_its_libraries(unpacked: Unpacked) -> None:
+def test_every_slurm_binary_and_plugin_finds_its_libraries(unpacked: Exported) -> None:
     listing = ok(unpacked.run(
         "sh", "-c", "for f in /opt/slurm/bin/* /opt/slurm/lib/*.so /opt/slurm/lib/slurm/*.so; "
         "do echo \"== $f\"; ldd \"$f\"; done", entrypoint=False,
@@ -104,7 +78,7 @@ def test_every_slurm_binary_and_plugin_finds_its_libraries(unpacked: Unpacked) -
 
 
 def test_the_images_slurm_clients_drive_the_real_slurmctld_with_a_jwt(
-    unpacked: Unpacked, slurm: SlurmEndpoints
+    unpacked: Exported, slurm: SlurmEndpoints
 ) -> None:
     conf_dir = slurm.slurm_conf.parent
     env = {

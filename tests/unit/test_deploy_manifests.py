@@ -82,13 +82,15 @@ def test_the_image_tag_in_deploy_is_the_version_the_containerfile_labels() -> No
     assert f"image: ghcr.io/sunk-reconciler/reconciler:{version}\n" in patch
 
 
-def test_the_image_builds_the_slurm_the_local_stack_tests() -> None:
-    """The image's clients are the Slurm the integration tests run: same release, same
-    tarball (setup.sh builds it for the tests; the Containerfile for the image)."""
-    containerfile = (ROOT / "Containerfile").read_text()
+@pytest.mark.parametrize("containerfile", ["Containerfile", "deploy/images/slurm/Containerfile"])
+def test_the_image_builds_the_slurm_the_local_stack_tests(containerfile: str) -> None:
+    """The images' Slurm is the Slurm the integration tests run: same release, same tarball
+    (setup.sh builds it for the tests; the reconciler's Containerfile for its clients,
+    deploy/images/slurm for the cluster's daemons)."""
+    text = (ROOT / containerfile).read_text()
     setup = (ROOT / "reconciler/local/setup.sh").read_text()
     for name in ("SLURM_VERSION", "SLURM_SHA256"):
-        assert _arg_default(containerfile, name) == _arg_default(
+        assert _arg_default(text, name) == _arg_default(
             setup.replace("\nSLURM_", "\nARG SLURM_"), name
         ), name
 
