@@ -48,7 +48,9 @@ STATE_DIR = "/var/spool/slurmctld"
 NOBODY_UID = 65534  # slurmrestd refuses to run as root or as SlurmUser
 SSHD_PRIVSEP_DIR = "/run/sshd"
 # sshd refuses a privilege separation directory that others may write (an emptyDir is 0777).
-SSHD_START = f"chmod 0755 {SSHD_PRIVSEP_DIR} && exec /usr/sbin/sshd -D -e"
+# Our image ships no host keys (an image's keys would be every cluster's): `ssh-keygen -A`
+# makes the missing ones when the container starts, so they change with the Pod.
+SSHD_START = f"chmod 0755 {SSHD_PRIVSEP_DIR} && ssh-keygen -A && exec /usr/sbin/sshd -D -e"
 Obj = dict[str, Any]
 
 
