@@ -10,7 +10,6 @@ import os
 import shutil
 import signal
 import subprocess
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,9 +19,8 @@ from reconciler.adapters.kube import Kube
 from reconciler.local.processes import is_running
 from reconciler.local.s6_services import pod_s6_dir
 from tests.integration.helpers import wait_for
-from tests.integration.local_up import RepoStack, local_up
+from tests.integration.local_up import RepoStack, fixture_stack
 
-FIXTURE_REPO = Path(__file__).resolve().parents[2] / "fixtures" / "config-repo"
 POD = "slurm-cpu-0"
 S6_VALUES = """compute:
   s6:
@@ -47,16 +45,8 @@ def env(stack_timings: dict[str, float]) -> Iterator[RepoStack]:
         if shutil.which(program) is None:
             pytest.fail(f"{program} is not installed: reconciler/local/setup.sh installs s6 "
                         "and execline")  # fmt: skip
-    work = Path(tempfile.mkdtemp(prefix="sunk-reconciler-s6-work-"))
-    repo = work / "repo"
-    shutil.copytree(FIXTURE_REPO, repo)
-    (repo / "values.d" / "40-s6.yaml").write_text(S6_VALUES)
-    try:
-        with local_up(repo, work / "up.log", prefix="sunk-reconciler-s6-",
-                      timings=stack_timings, label="s6 tests") as running:  # fmt: skip
-            yield RepoStack(repo, work, running)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    with fixture_stack("s6", stack_timings, {"40-s6.yaml": S6_VALUES}) as stack:
+        yield stack
 
 
 def _svstat(service: Path) -> str:
