@@ -207,7 +207,7 @@ class Supervisor:
         with log.open("ab") as out:
             try:
                 child = subprocess.Popen(
-                    [*self._place(), *self.wrappers.get(name, ()), *argv],
+                    [*self.placement(), *self.wrappers.get(name, ()), *argv],
                     stdin=subprocess.DEVNULL,
                     stdout=out,
                     stderr=subprocess.STDOUT,
@@ -229,14 +229,15 @@ class Supervisor:
     def placed(self, prefix: Sequence[str]) -> Iterator[None]:
         """Daemons this thread starts meanwhile run behind `prefix` (a Pod's cgroup:
         pod_cgroups.py), before any wrapper of theirs; the prefix execs them."""
-        previous = self._place()
+        previous = self.placement()
         self._placement.prefix = tuple(prefix)
         try:
             yield
         finally:
             self._placement.prefix = previous
 
-    def _place(self) -> tuple[str, ...]:
+    def placement(self) -> tuple[str, ...]:
+        """The prefix of placed() in this thread (empty outside it)."""
         return tuple(getattr(self._placement, "prefix", ()))
 
     def wait_ready(

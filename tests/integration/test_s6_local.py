@@ -30,6 +30,9 @@ S6_VALUES = """compute:
         #!/usr/bin/env bash
         # Field 22 of /proc/PID/stat: when this script started, in clock ticks since boot.
         echo "oneshot $0 ran, started at $(cut -d' ' -f22 /proc/$$/stat)" > /etc/s6-test-oneshot
+        # What it leaves running ends with the Pod, as in a container.
+        setsid sleep 1004 < /dev/null > /dev/null 2>&1 &
+        echo $! > /etc/s6-test-left-running
     ticker:
       type: longrun
       script: |
@@ -98,10 +101,15 @@ def test_deleting_the_pod_stops_its_supervision_tree(env: RepoStack) -> None:
     longrun = _up_pid(service)
     svscan = env.running.stack.supervisor.running(f"s6-svscan-{POD}")
     assert longrun is not None and svscan is not None
+    home = pod_s6_dir(env.slurm.paths.run / "s6", "slurm", POD)
+    left_by_oneshot = int((home / "etc" / "upper" / "s6-test-left-running").read_text())
+    assert is_running(left_by_oneshot)
     kube = Kube.from_kubeconfig(env.running.stack.kube_paths.kubeconfig)
     kube.delete("v1", "Pod", POD, "slurm", grace_period_seconds=0)
     wait_for(lambda: not is_running(svscan.pid) and not is_running(longrun), 60,
              "s6-svscan and its longrun to stop with the Pod")  # fmt: skip
+    wait_for(lambda: not is_running(left_by_oneshot), 30,
+             "what the oneshot left running to stop with the Pod")  # fmt: skip
     # The StatefulSet makes the Pod again: a new supervision tree, the longrun up again.
     wait_for(lambda: _up_pid(service) not in (None, longrun), 120,
              f"the new Pod's ticker: {_svstat(service)}")  # fmt: skip
