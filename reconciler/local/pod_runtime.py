@@ -27,6 +27,7 @@ from reconciler.compile.slurmdbd import DB_PASSWORD_DIR, SLURMDBD_CONF_DIR
 from reconciler.compile.workloads import JWT_DIR
 from reconciler.errors import LocalStackError
 from reconciler.local.directory_runtime import LocalSssd, has_sssd
+from reconciler.local.pod_cgroups import PodCgroups
 from reconciler.local.ports import is_accepting
 from reconciler.local.s6_services import LocalS6
 from reconciler.local.slurm import SlurmCluster, SlurmPaths
@@ -79,6 +80,8 @@ class LocalPodRuntime:
 
     def __init__(self, cluster: SlurmCluster, files: Materializer, read: Reader) -> None:
         self._cluster = cluster
+        # Each Pod's daemons, and what they fork (slurmstepd, jobs), in a cgroup of its own.
+        self._cgroups = PodCgroups.of_run(cluster.paths.root)
         self._files = files
         self._read = read
         self._lock = threading.Lock()
@@ -111,18 +114,20 @@ class LocalPodRuntime:
         if started_by is not None:
             if started_by == _uid(pod):
                 return
-            self._stop_key(key, grace=1.0)  # an earlier Pod of this name still runs: end it
+            self._stop_key(key, started_by, grace=1.0)  # an earlier Pod still runs: end it
         self._files.mount_all(pod)
         logs = self._log_starts(pod)
         if _has_container(pod, MUNGE_CONTAINER):
             self._join_munge(key)
         starter = self._starters.get(_app(pod))
         try:
-            sidecars = self._directory_view(pod)
-            daemons = [*sidecars, *(starter(pod) if starter is not None else [])]
+            with self._cluster.supervisor.placed(self._cgroups.join_prefix(_cgroup(pod))):
+                sidecars = self._directory_view(pod)
+                daemons = [*sidecars, *(starter(pod) if starter is not None else [])]
         except BaseException:
             self._leave_munge(key)
             self._cluster.supervisor.stop(LocalSssd.daemon(pod), grace=2.0)
+            self._cgroups.end(_cgroup(pod), grace=1.0)
             raise
         with self._lock:
             self._owned[key] = daemons
@@ -156,9 +161,11 @@ class LocalPodRuntime:
         with self._lock:
             if self._uids.get(key, _uid(pod)) != _uid(pod):
                 return
-        self._stop_key(key, grace)
+        self._stop_key(key, _uid(pod), grace)
 
-    def _stop_key(self, key: str, grace: float) -> None:
+    def _stop_key(self, key: str, uid: str, grace: float) -> None:
+        """The Pod's daemons in reverse order of start, then whatever is left in its cgroup
+        (slurmstepd and the jobs under it, which outlive slurmd), as its containers end."""
         with self._lock:
             daemons = self._owned.pop(key, [])
             self._uids.pop(key, None)
@@ -168,6 +175,7 @@ class LocalPodRuntime:
                 self._cluster.stop_slurmd(name.removeprefix("slurmd-"), grace=grace)
             else:
                 self._cluster.supervisor.stop(name, grace=grace, whole_tree=True)
+        self._cgroups.end(uid or key, grace)
         self._leave_munge(key)
 
     def exited(self) -> list[str]:
@@ -410,3 +418,8 @@ def _key(pod: Obj) -> str:
 
 def _uid(pod: Obj) -> str:
     return str(pod["metadata"].get("uid") or "")
+
+
+def _cgroup(pod: Obj) -> str:
+    """The Pod's cgroup is named by its uid, as kubelet's are (its key when it has none)."""
+    return _uid(pod) or _key(pod)

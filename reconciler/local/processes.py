@@ -16,8 +16,9 @@ import contextlib
 import os
 import signal
 import subprocess
+import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -175,6 +176,7 @@ class Supervisor:
         # Daemon name -> argv put before its own (a Pod's view of the files: pod_namespace.py).
         # The pidfile still names the daemon's own program: the prefix execs it.
         self.wrappers: dict[str, list[str]] = {}
+        self._placement = threading.local()  # see placed()
 
     def pidfile(self, name: str) -> Path:
         return self.pid_dir / f"{name}.pid"
@@ -205,7 +207,7 @@ class Supervisor:
         with log.open("ab") as out:
             try:
                 child = subprocess.Popen(
-                    [*self.wrappers.get(name, ()), *argv],
+                    [*self.placement(), *self.wrappers.get(name, ()), *argv],
                     stdin=subprocess.DEVNULL,
                     stdout=out,
                     stderr=subprocess.STDOUT,
@@ -222,6 +224,21 @@ class Supervisor:
                            process_start_ticks(child.pid) or 0)  # fmt: skip
         self._write(record)
         return record
+
+    @contextlib.contextmanager
+    def placed(self, prefix: Sequence[str]) -> Iterator[None]:
+        """Daemons this thread starts meanwhile run behind `prefix` (a Pod's cgroup:
+        pod_cgroups.py), before any wrapper of theirs; the prefix execs them."""
+        previous = self.placement()
+        self._placement.prefix = tuple(prefix)
+        try:
+            yield
+        finally:
+            self._placement.prefix = previous
+
+    def placement(self) -> tuple[str, ...]:
+        """The prefix of placed() in this thread (empty outside it)."""
+        return tuple(getattr(self._placement, "prefix", ()))
 
     def wait_ready(
         self,

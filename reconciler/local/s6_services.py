@@ -170,8 +170,10 @@ class LocalS6:
             out.write(f"s6: oneshot {service.name}: execlineb -P {up}\n".encode())
             out.flush()
             try:
-                done = subprocess.run([*view.prefix(), EXECLINEB, "-P", str(up)],
-                                      stdin=subprocess.DEVNULL, stdout=out,
+                # In the Pod's cgroup, as in its container: what it leaves running ends
+                # with the Pod.
+                argv = [*self._supervisor.placement(), *view.prefix(), EXECLINEB, "-P", str(up)]
+                done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=out,
                                       stderr=subprocess.STDOUT, timeout=ONESHOT_SECONDS,
                                       check=False)  # fmt: skip
             except subprocess.TimeoutExpired:

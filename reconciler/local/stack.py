@@ -31,6 +31,7 @@ from reconciler.errors import LocalStackError
 from reconciler.local import kube as kube_module
 from reconciler.local.kube import KubeControlPlane, KubePaths, KubePorts
 from reconciler.local.orphans import OrphanReaper, start_orphan_reaper
+from reconciler.local.pod_cgroups import PodCgroups
 from reconciler.local.ports import free_ports
 from reconciler.local.processes import Supervisor, belongs_to
 from reconciler.local.slurm import (
@@ -292,6 +293,8 @@ class LocalStack:
         cluster = self.slurm
         if cluster is not None:
             stopped += cluster.stop()
+        # What Pods' daemons forked and the above missed (a job process that left its job).
+        PodCgroups.of_run(self.slurm_paths.root).remove_run()
         plane = self.kube
         if plane is not None:
             stopped += plane.stop()

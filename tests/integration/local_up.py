@@ -12,8 +12,9 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -97,6 +98,28 @@ class RepoStack:
         )  # fmt: skip
         assert (result.returncode == 0) == ok, self.cli_output(result)
         return result
+
+
+FIXTURE_REPO = Path(__file__).resolve().parents[2] / "fixtures" / "config-repo"
+
+
+@contextlib.contextmanager
+def fixture_stack(
+    name: str, timings: dict[str, float], values: Mapping[str, str] | None = None
+) -> Iterator[RepoStack]:
+    """`local up` of a copy of the fixture repo plus `values` (values.d file name -> text),
+    in a work directory of its own; `name` labels its directories and timings."""
+    work = Path(tempfile.mkdtemp(prefix=f"sunk-reconciler-{name}-work-"))
+    repo = work / "repo"
+    try:
+        shutil.copytree(FIXTURE_REPO, repo)
+        for file, text in (values or {}).items():
+            (repo / "values.d" / file).write_text(text)
+        with local_up(repo, work / "up.log", prefix=f"sunk-reconciler-{name}-",
+                      timings=timings, label=f"{name} tests") as running:  # fmt: skip
+            yield RepoStack(repo, work, running)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def reconciler_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:

@@ -170,6 +170,9 @@ def test_the_login_pod_takes_ssh_with_the_key_of_the_secret_values_name(
     kubectl(runtime, "create", "secret", "generic", "slurm-login-keys",
             f"--from-file=authorized_keys={key}.pub")  # fmt: skip
     kubectl(runtime, "delete", "pod", "slurm-login-0")
+    # kubectl wait fails at once (NotFound) until the StatefulSet has made the Pod again.
+    kube = Kube.from_kubeconfig(LocalStack.open(runtime).kube_paths.kubeconfig)
+    wait_for(lambda: kube.get("v1", "Pod", "slurm-login-0", "slurm"), 60, "a new slurm-login-0")
     kubectl(runtime, "wait", "--for=condition=Ready", "pod/slurm-login-0", "--timeout=60s")
     slurm = LocalStack.open(runtime).slurm
     assert slurm is not None

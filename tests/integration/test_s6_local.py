@@ -10,7 +10,6 @@ import os
 import shutil
 import signal
 import subprocess
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,9 +19,8 @@ from reconciler.adapters.kube import Kube
 from reconciler.local.processes import is_running
 from reconciler.local.s6_services import pod_s6_dir
 from tests.integration.helpers import wait_for
-from tests.integration.local_up import RepoStack, local_up
+from tests.integration.local_up import RepoStack, fixture_stack
 
-FIXTURE_REPO = Path(__file__).resolve().parents[2] / "fixtures" / "config-repo"
 POD = "slurm-cpu-0"
 S6_VALUES = """compute:
   s6:
@@ -32,6 +30,9 @@ S6_VALUES = """compute:
         #!/usr/bin/env bash
         # Field 22 of /proc/PID/stat: when this script started, in clock ticks since boot.
         echo "oneshot $0 ran, started at $(cut -d' ' -f22 /proc/$$/stat)" > /etc/s6-test-oneshot
+        # What it leaves running ends with the Pod, as in a container.
+        setsid sleep 1004 < /dev/null > /dev/null 2>&1 &
+        echo $! > /etc/s6-test-left-running
     ticker:
       type: longrun
       script: |
@@ -47,16 +48,8 @@ def env(stack_timings: dict[str, float]) -> Iterator[RepoStack]:
         if shutil.which(program) is None:
             pytest.fail(f"{program} is not installed: reconciler/local/setup.sh installs s6 "
                         "and execline")  # fmt: skip
-    work = Path(tempfile.mkdtemp(prefix="sunk-reconciler-s6-work-"))
-    repo = work / "repo"
-    shutil.copytree(FIXTURE_REPO, repo)
-    (repo / "values.d" / "40-s6.yaml").write_text(S6_VALUES)
-    try:
-        with local_up(repo, work / "up.log", prefix="sunk-reconciler-s6-",
-                      timings=stack_timings, label="s6 tests") as running:  # fmt: skip
-            yield RepoStack(repo, work, running)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    with fixture_stack("s6", stack_timings, {"40-s6.yaml": S6_VALUES}) as stack:
+        yield stack
 
 
 def _svstat(service: Path) -> str:
@@ -108,10 +101,15 @@ def test_deleting_the_pod_stops_its_supervision_tree(env: RepoStack) -> None:
     longrun = _up_pid(service)
     svscan = env.running.stack.supervisor.running(f"s6-svscan-{POD}")
     assert longrun is not None and svscan is not None
+    home = pod_s6_dir(env.slurm.paths.run / "s6", "slurm", POD)
+    left_by_oneshot = int((home / "etc" / "upper" / "s6-test-left-running").read_text())
+    assert is_running(left_by_oneshot)
     kube = Kube.from_kubeconfig(env.running.stack.kube_paths.kubeconfig)
     kube.delete("v1", "Pod", POD, "slurm", grace_period_seconds=0)
     wait_for(lambda: not is_running(svscan.pid) and not is_running(longrun), 60,
              "s6-svscan and its longrun to stop with the Pod")  # fmt: skip
+    wait_for(lambda: not is_running(left_by_oneshot), 30,
+             "what the oneshot left running to stop with the Pod")  # fmt: skip
     # The StatefulSet makes the Pod again: a new supervision tree, the longrun up again.
     wait_for(lambda: _up_pid(service) not in (None, longrun), 120,
              f"the new Pod's ticker: {_svstat(service)}")  # fmt: skip
