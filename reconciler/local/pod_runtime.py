@@ -11,10 +11,9 @@ runs while any Pod with a munge container runs.
 
 from __future__ import annotations
 
-import subprocess
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -27,26 +26,20 @@ from reconciler.compile.slurmdbd import DB_PASSWORD_DIR, SLURMDBD_CONF_DIR
 from reconciler.compile.workloads import JWT_DIR
 from reconciler.errors import LocalStackError
 from reconciler.local.directory_runtime import LocalSssd, has_sssd
+from reconciler.local.login_sshd import host_key, sshd_config
 from reconciler.local.pod_cgroups import PodCgroups
+from reconciler.local.pod_env import container_env
 from reconciler.local.ports import is_accepting
 from reconciler.local.s6_services import LocalS6
 from reconciler.local.slurm import SlurmCluster, SlurmPaths
-from reconciler.local.volumes import (
-    HostLayout,
-    Materializer,
-    VolumeError,
-    decoded_data,
-    pod_mounts,
-)
+from reconciler.local.volumes import HostLayout, Materializer, Reader, pod_mounts
 
 Obj = dict[str, Any]
 SSHD = Path("/usr/sbin/sshd")
-SSH_KEYGEN = "ssh-keygen"
 SSHD_PRIVSEP_DIR = Path("/run/sshd")  # Debian's sshd insists on it
 READY_SECONDS = 30.0
 DB_WAIT_SECONDS = 60.0
 MUNGED = "munged"
-Reader = Callable[[str, str, str], Obj | None]
 
 
 def host_layout(paths: SlurmPaths, pods_root: Path) -> HostLayout:
@@ -288,7 +281,7 @@ class LocalPodRuntime:
             include=SSHD_SNIPPET_PATH if _mounts(pod, SSHD_SNIPPET_PATH) else None,
         )  # fmt: skip
         directory.mkdir(parents=True, exist_ok=True)
-        _host_key(directory / "ssh_host_ed25519_key")
+        host_key(directory / "ssh_host_ed25519_key")
         (directory / "sshd_config").write_text(config)
         SSHD_PRIVSEP_DIR.mkdir(mode=0o755, exist_ok=True)
         supervisor = self._cluster.supervisor
@@ -302,81 +295,6 @@ class LocalPodRuntime:
             if mount.source == "secret" and mount.path.name == "authorized_keys":
                 return self._files.host_path(pod, mount.path)
         return None
-
-
-def _host_key(path: Path) -> None:
-    """The login Pod's own host key, made once (a real image makes it at first start)."""
-    if path.exists():
-        return
-    result = subprocess.run([SSH_KEYGEN, "-q", "-t", "ed25519", "-N", "", "-f", str(path)],
-                            capture_output=True, text=True, timeout=30, check=False)  # fmt: skip
-    if result.returncode != 0:
-        raise LocalStackError(f"ssh-keygen failed for {path}: {result.stderr.strip()}")
-
-
-def sshd_config(
-    directory: Path,
-    port: int,
-    authorized_keys: Path | None,
-    env: Mapping[str, str],
-    include: str | None = None,
-) -> str:
-    """A login node's sshd on loopback: keys only, and the stack's Slurm in every session;
-    `include`: the Pod's own sshd_config.d snippet (the directory's AuthorizedKeysCommand),
-    read where the Pod mounts it."""
-    session_env = {k: env[k] for k in ("SLURM_CONF", "PATH", "LD_LIBRARY_PATH") if k in env}
-    lines = [
-        f"Port {port}",
-        "ListenAddress 127.0.0.1",
-        f"HostKey {directory / 'ssh_host_ed25519_key'}",
-        f"PidFile {directory / 'sshd.pid'}",
-        f"AuthorizedKeysFile {authorized_keys or 'none'}",
-        "PermitRootLogin prohibit-password",
-        "PasswordAuthentication no",
-        "KbdInteractiveAuthentication no",
-        "UsePAM no",
-        # The key file lives under the runtime dir in /tmp (mode 1777), which StrictModes
-        # refuses; the file itself is the Secret's, mode 0600.
-        "StrictModes no",
-        "PrintMotd no",
-        "SetEnv " + " ".join(f"{k}={v}" for k, v in session_env.items()),
-    ]
-    if include:
-        lines.insert(0, f"Include {include}")
-    return "\n".join(lines) + "\n"
-
-
-def container_env(pod: Obj, container: str, read: Reader) -> dict[str, str]:
-    """The container's `env` as kubelet resolves it: values, Secret and ConfigMap keys, and
-    the Pod fields the local stack knows."""
-    spec = pod.get("spec") or {}
-    found = next((c for c in spec.get("containers") or [] if c["name"] == container), {})
-    fields = {"metadata.name": pod["metadata"]["name"],
-              "metadata.namespace": pod["metadata"]["namespace"],
-              "spec.nodeName": spec.get("nodeName", ""), "status.podIP": "127.0.0.1"}  # fmt: skip
-    env: dict[str, str] = {}
-    for item in found.get("env") or []:
-        source = item.get("valueFrom") or {}
-        if "value" in item:
-            env[item["name"]] = str(item["value"])
-        elif "fieldRef" in source:
-            env[item["name"]] = fields.get(source["fieldRef"]["fieldPath"], "")
-        elif "secretKeyRef" in source or "configMapKeyRef" in source:
-            env[item["name"]] = _key_ref(pod, source, read)
-    return env
-
-
-def _key_ref(pod: Obj, source: Mapping[str, Any], read: Reader) -> str:
-    kind, ref = (("Secret", source["secretKeyRef"]) if "secretKeyRef" in source
-                 else ("ConfigMap", source["configMapKeyRef"]))  # fmt: skip
-    obj = read(kind, pod["metadata"]["namespace"], ref["name"])
-    data = decoded_data(obj) if obj is not None else {}
-    if ref["key"] not in data:
-        if ref.get("optional"):
-            return ""
-        raise VolumeError(f"pod {pod['metadata']['name']}: {kind} {ref['name']!r} has no key "
-                          f"{ref['key']!r} for its environment")  # fmt: skip
-    return data[ref["key"]].decode()
 
 
 def _size(path: Path) -> int:

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from reconciler.local.kubelet_server import tail_lines
-from reconciler.local.pod_runtime import container_env, sshd_config
+from reconciler.local.login_sshd import sshd_config
+from reconciler.local.pod_env import container_env
 from reconciler.local.volumes import VolumeError
 
 
