@@ -68,6 +68,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="also run an LDAP server (slapd) with users alice and bob, for directoryService; "
         "it prints the values and Secret that point the Pods at it",
     )  # fmt: skip
+    up.add_argument(
+        "--kubelet", action="store_true",
+        help="real kubelets on containerd instead of the node agent (docs/local-stack.md); "
+        "brings up Kubernetes only (--nodes, default 2), without applying a repo yet",
+    )  # fmt: skip
+    up.add_argument(
+        "--image-archive", action="append", type=Path, default=[], metavar="OCI_TAR",
+        help="with --kubelet: an OCI archive (podman save --format oci-archive) to load into "
+        "every Node's containerd; repeatable",
+    )  # fmt: skip
     _runtime_args(up)
     up.set_defaults(func=run_up)
 
@@ -99,6 +109,10 @@ def runtime_dir(args: argparse.Namespace) -> Path:
 def run_up(args: argparse.Namespace) -> int:
     """Kubernetes first, then the repo applied to it as to any cluster: the node agent runs
     every Pod of ours (controller, rest, accounting, mysql, login, slurmd) as its daemon."""
+    if args.kubelet:
+        return run_up_kubelet(args)
+    if args.image_archive:
+        raise LocalStackError("--image-archive is for --kubelet (the node agent runs no images)")
     repo = args.repo or DEFAULT_REPO
     config = load_config(read_repo(repo), read_library())
     probe = compile_desired_state(config)  # node names and shapes do not depend on the profile
@@ -132,6 +146,43 @@ def run_up(args: argparse.Namespace) -> int:
     finally:
         if agent is not None:
             agent.stop()
+        stack.down()
+        _progress("local stack stopped")
+    return 0 if ready else 130
+
+
+def run_up_kubelet(args: argparse.Namespace) -> int:
+    """Kubernetes with real kubelets: Nodes Ready, then in the foreground until stopped."""
+    if args.repo is not None or args.directory or args.slurm is not None:
+        raise LocalStackError(
+            "--kubelet brings up Kubernetes only for now: a repo, --directory and --slurm "
+            "are not applied to it yet (issue 32, item 3)",
+            hint="drop them, and `reconciler apply` against the printed KUBECONFIG",
+        )
+    stack = LocalStack(runtime_dir(args))
+    _progress(f"kubelet cluster in {stack.runtime_dir}")
+    signal.signal(signal.SIGTERM, _interrupt)
+    ready = False
+    try:
+        stack.record_foreground_pid(os.getpid())
+        timings = stack.up_kubelets(args.nodes or 2, args.image_archive)
+        ready = True
+        steps = ", ".join(f"{k} {v:.1f} s" for k, v in timings.items() if k != "total")
+        _progress(f"ready in {timings['total']:.1f} s ({steps})")
+        kubelets = stack.kubelets
+        assert kubelets is not None
+        memory = kubelets.memory()
+        _progress(f"memory: {sum(memory.values()) / 2**20:.0f} MiB resident (" + ", ".join(
+            f"{k} {v / 2**20:.0f}" for k, v in sorted(memory.items())) + ")")  # fmt: skip
+        print(f"export KUBECONFIG={stack.kube_paths.kubeconfig}")
+        print(f"# nodes: {', '.join(n.name for n in kubelets.nodes)}; inside the namespace: "
+              f"ip netns exec {kubelets.network.name} ...")  # fmt: skip
+        print("# Ctrl-C here, or `reconciler local down` elsewhere, stops the stack.", flush=True)
+        _wait_for_stop(stack)
+    except KeyboardInterrupt:
+        if not ready:
+            _progress("interrupted before it was ready")
+    finally:
         stack.down()
         _progress("local stack stopped")
     return 0 if ready else 130
