@@ -15,15 +15,15 @@ import os
 import secrets
 import shutil
 import ssl
-import subprocess
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from reconciler.errors import LocalStackError
 from reconciler.local import SETUP_COMMAND
+from reconciler.local.kube_pki import make_pki
 from reconciler.local.processes import Supervisor
 
 KUBE_VERSION = "v1.20.2"
@@ -139,47 +139,6 @@ def find_binaries(version: str = KUBE_VERSION) -> KubeBinaries:
 
 def server_url(ports: KubePorts) -> str:
     return f"https://127.0.0.1:{ports.apiserver}"
-
-
-def _openssl(*args: str) -> None:
-    result = subprocess.run(["openssl", *args], capture_output=True, text=True, check=False)
-    if result.returncode != 0:
-        raise LocalStackError(f"openssl {args[0]} failed: {result.stderr.strip()[-500:]}")
-
-
-def make_pki(paths: KubePaths, extra_ips: Sequence[str] = ()) -> None:
-    """CA, serving cert for 127.0.0.1 (and `extra_ips`) and a service-account key pair; kept
-    across restarts, the serving cert remade when the addresses it must name change.
-
-    P-256 keys rather than RSA: generating them is instant, which is a good part of `up` time.
-    """
-    pki = paths.pki
-    pki.mkdir(parents=True, exist_ok=True)
-    ext = (
-        "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,"
-        "DNS:kubernetes.default.svc,IP:10.96.0.1" + "".join(f",IP:{ip}" for ip in extra_ips)
-        + "\nextendedKeyUsage=serverAuth\n"
-    )
-    same_names = (pki / "ext.cnf").exists() and (pki / "ext.cnf").read_text() == ext
-    if (pki / "apiserver.crt").exists() and (pki / "sa.pub").exists() and same_names:
-        return
-    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-    if not paths.ca_cert.exists():
-        _openssl("req", "-x509", *ec, "-days", "3650", "-subj", "/CN=sunk-reconciler-local-ca",
-                 "-keyout", str(pki / "ca.key"), "-out", str(paths.ca_cert))  # fmt: skip
-    _openssl("req", *ec, "-subj", "/CN=kube-apiserver",
-             "-keyout", str(pki / "apiserver.key"), "-out", str(pki / "apiserver.csr"))  # fmt: skip
-    (pki / "ext.cnf").write_text(ext)
-    _openssl("x509", "-req", "-in", str(pki / "apiserver.csr"),
-             "-CA", str(paths.ca_cert), "-CAkey", str(pki / "ca.key"), "-CAcreateserial",
-             "-days", "3650", "-extfile", str(pki / "ext.cnf"),
-             "-out", str(pki / "apiserver.crt"))  # fmt: skip
-    if not (pki / "sa.pub").exists():
-        _openssl("ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out",
-                 str(pki / "sa.key"))  # fmt: skip
-        _openssl("ec", "-in", str(pki / "sa.key"), "-pubout", "-out", str(pki / "sa.pub"))
-    for key in pki.glob("*.key"):
-        key.chmod(0o600)
 
 
 def _write_private(path: Path, text: str) -> None:
@@ -374,7 +333,7 @@ class KubeControlPlane:
         binaries = self.binaries
         self.paths.root.mkdir(parents=True, exist_ok=True)
         placement = self.placement
-        make_pki(self.paths, [placement.advertise_address] if placement else [])
+        make_pki(self.paths.pki, [placement.advertise_address] if placement else [])
         token = ensure_token(self.paths)
         self.paths.audit_policy.write_text(AUDIT_POLICY)
         if fresh:

@@ -29,11 +29,11 @@ from reconciler.local import kube as kube_module
 from reconciler.local.cluster_dns import DnsFeeder, dnsmasq_argv
 from reconciler.local.forwarder import Forwarder
 from reconciler.local.kube import KubePaths, KubePorts, RealNodes
+from reconciler.local.kube_pki import client_cert, make_pki
 from reconciler.local.kubelets import (
     CONTROL_PLANE_ADDRESS,
     NODES_PREFIX,
     KubeletNode,
-    client_cert,
     extra_binaries,
     kube_proxy_argv,
     kube_scheduler_argv,
@@ -99,10 +99,10 @@ class KubeletCluster:
         self.network.create([NodeLink(n.link, n.address) for n in nodes])
         for name in ("etcd", "kube-apiserver", "kube-controller-manager"):
             self.supervisor.wrappers[name] = wrapper(self.network)
-        kube_module.make_pki(self.kube_paths, [CONTROL_PLANE_ADDRESS])
+        make_pki(self.kube_paths.pki, [CONTROL_PLANE_ADDRESS])
         placement = RealNodes(
             advertise_address=CONTROL_PLANE_ADDRESS,
-            kubelet_client=client_cert(self.kube_paths, "apiserver-kubelet-client",
+            kubelet_client=client_cert(self.kube_paths.pki, "apiserver-kubelet-client",
                                        "kube-apiserver-kubelet-client", "system:masters"),
         )  # fmt: skip
         timings["namespaces"] = time.monotonic() - started
@@ -153,7 +153,7 @@ class KubeletCluster:
         admin = self.kube_paths.kubeconfig
         self._start("kube-scheduler", kube_scheduler_argv(binaries["kube-scheduler"], admin),
                     wrapper(self.network))  # fmt: skip
-        cert, key = client_cert(self.kube_paths, "kube-proxy", "system:kube-proxy")
+        cert, key = client_cert(self.kube_paths.pki, "kube-proxy", "system:kube-proxy")
         proxy_config = write_kubeconfig(
             self.runtime_dir / "kube" / "kube-proxy.kubeconfig",
             f"https://{CONTROL_PLANE_ADDRESS}:{self._api_port()}", self.kube_paths.ca_cert,

@@ -16,12 +16,12 @@ system:node-proxier by default), and the API server's own for dialling kubelets.
 from __future__ import annotations
 
 import json
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from reconciler.errors import LocalStackError
 from reconciler.local.kube import KubeBinaries, KubePaths
+from reconciler.local.kube_pki import client_cert
 
 CONTROL_PLANE_ADDRESS = "10.213.0.1"
 NODES_PREFIX = 24
@@ -87,30 +87,6 @@ def make_nodes(runtime_dir: Path, count: int) -> list[KubeletNode]:
             for i in range(1, count + 1)]  # fmt: skip
 
 
-def client_cert(paths: KubePaths, file_stem: str, common_name: str,
-                organization: str = "") -> tuple[Path, Path]:  # fmt: skip
-    """A client certificate from the local CA (made once): its certificate and key."""
-    cert, key = paths.pki / f"{file_stem}.crt", paths.pki / f"{file_stem}.key"
-    if cert.exists() and key.exists():
-        return cert, key
-    subject = f"/CN={common_name}" + (f"/O={organization}" if organization else "")
-    csr = paths.pki / f"{file_stem}.csr"
-    ext = paths.pki / "client-ext.cnf"
-    ext.write_text("extendedKeyUsage=clientAuth\n")
-    for argv in (
-        ["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-         "-subj", subject, "-keyout", str(key), "-out", str(csr)],
-        ["x509", "-req", "-in", str(csr), "-CA", str(paths.ca_cert),
-         "-CAkey", str(paths.pki / "ca.key"), "-CAcreateserial", "-days", "3650",
-         "-extfile", str(ext), "-out", str(cert)],
-    ):  # fmt: skip
-        done = subprocess.run(["openssl", *argv], capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            raise LocalStackError(f"openssl {argv[0]} for {common_name}: {done.stderr[-400:]}")
-    key.chmod(0o600)
-    return cert, key
-
-
 def write_kubeconfig(dest: Path, server: str, ca: Path, cert: Path, key: Path) -> Path:
     config = {
         "apiVersion": "v1", "kind": "Config",
@@ -152,7 +128,7 @@ def kubelet_config(node: KubeletNode, ca: Path) -> dict[str, object]:
 
 def write_node_files(node: KubeletNode, paths: KubePaths, api_port: int) -> None:
     node.base.mkdir(parents=True, exist_ok=True)
-    cert, key = client_cert(paths, f"kubelet-{node.name}", f"system:node:{node.name}",
+    cert, key = client_cert(paths.pki, f"kubelet-{node.name}", f"system:node:{node.name}",
                             "system:nodes")  # fmt: skip
     server = f"https://{CONTROL_PLANE_ADDRESS}:{api_port}"
     write_kubeconfig(node.kubeconfig, server, paths.ca_cert, cert, key)

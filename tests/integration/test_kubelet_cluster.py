@@ -81,8 +81,9 @@ def _require_kubelet_stack() -> None:
 def _image_archive(dest: Path) -> Path:
     """The Debian base image as an OCI archive for containerd."""
     podman = Podman.here()
-    with build_lock():
-        ensure_base(podman, dest.parent / "base.log")
+    if not podman.exists(IMAGE):  # the lock waits for any image build (CI starts one early)
+        with build_lock():
+            ensure_base(podman, dest / "base.log")
     archive = dest / "debian.oci.tar"
     # TODO(i32-images): use tests/integration/image.py's save-as-OCI function once it exists.
     podman.run("save", "--format", "oci-archive", "-o", str(archive), IMAGE)
