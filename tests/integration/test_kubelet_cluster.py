@@ -31,6 +31,10 @@ from tests.integration.conftest import require_kube_binaries, unavailable
 from tests.integration.helpers import wait_for
 from tests.integration.image import BASE_TAG, ImageError, Podman, build_lock, ensure_base
 
+# Sorted with the image tests, last: it needs the debootstrapped base that CI's early image
+# build makes (under a lock this test would otherwise wait on while the suite stands still).
+pytestmark = pytest.mark.image
+
 NAMESPACE = "kt"
 IMAGE = BASE_TAG  # localhost/debian:bookworm
 UP_TIMEOUT = 240
