@@ -71,7 +71,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     up.add_argument(
         "--kubelet", action="store_true",
         help="real kubelets on containerd instead of the node agent (docs/local-stack.md); "
-        "brings up Kubernetes only (--nodes, default 2), without applying a repo yet",
+        "brings up Kubernetes only (--nodes, default 2; a REPO given shapes the Nodes for "
+        "its node definitions but is not applied yet)",
     )  # fmt: skip
     up.add_argument(
         "--image-archive", action="append", type=Path, default=[], metavar="OCI_TAR",
@@ -153,19 +154,25 @@ def run_up(args: argparse.Namespace) -> int:
 
 def run_up_kubelet(args: argparse.Namespace) -> int:
     """Kubernetes with real kubelets: Nodes Ready, then in the foreground until stopped."""
-    if args.repo is not None or args.directory or args.slurm is not None:
+    if args.directory or args.slurm is not None:
         raise LocalStackError(
-            "--kubelet brings up Kubernetes only for now: a repo, --directory and --slurm "
-            "are not applied to it yet (issue 32, item 3)",
-            hint="drop them, and `reconciler apply` against the printed KUBECONFIG",
+            "--kubelet runs no Slurm of this machine's: --directory and --slurm do not apply",
+            hint="drop them; Slurm comes from the images the repo's Pods name",
         )
+    shapes: list[NodeTemplate] = []
+    if args.repo is not None:
+        # The repo shapes the Nodes (labels its node definitions' affinity asks for, GPUs);
+        # applying it is `reconciler apply`'s job on this cluster (issue 32, item 3).
+        probe = compile_desired_state(load_config(read_repo(args.repo), read_library()))
+        shapes = _templates(probe, args.nodes)
     stack = LocalStack(runtime_dir(args))
-    _progress(f"kubelet cluster in {stack.runtime_dir}")
+    shaped = f"; Nodes shaped for {args.repo}, which is not applied" if shapes else ""
+    _progress(f"kubelet cluster in {stack.runtime_dir}{shaped}")
     signal.signal(signal.SIGTERM, _interrupt)
     ready = False
     try:
         stack.record_foreground_pid(os.getpid())
-        timings = stack.up_kubelets(args.nodes or 2, args.image_archive)
+        timings = stack.up_kubelets(len(shapes) or args.nodes or 2, args.image_archive, shapes)
         ready = True
         steps = ", ".join(f"{k} {v:.1f} s" for k, v in timings.items() if k != "total")
         _progress(f"ready in {timings['total']:.1f} s ({steps})")

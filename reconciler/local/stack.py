@@ -32,6 +32,7 @@ from reconciler.local import kube as kube_module
 from reconciler.local.kube import KubeControlPlane, KubePaths, KubePorts, RealNodes
 from reconciler.local.kubelet_cluster import SECTION as KUBELET_SECTION
 from reconciler.local.kubelet_cluster import KubeletCluster
+from reconciler.local.kubelet_model import NodeTemplate
 from reconciler.local.orphans import OrphanReaper, start_orphan_reaper
 from reconciler.local.ports import free_ports
 from reconciler.local.processes import Supervisor, belongs_to
@@ -288,15 +289,18 @@ class LocalStack:
             raise
         return site
 
-    def up_kubelets(self, nodes: int, images: Sequence[Path] = ()) -> dict[str, float]:
+    def up_kubelets(
+        self, nodes: int, images: Sequence[Path] = (), shapes: Sequence[NodeTemplate] = ()
+    ) -> dict[str, float]:
         """`local up --kubelet`: Kubernetes with `nodes` real kubelets on containerd, the
-        OCI archives `images` loaded into each (kubelet_cluster.py). All or nothing."""
+        OCI archives `images` loaded into each, Nodes labelled and given GPUs as `shapes`
+        say (kubelet_cluster.py). All or nothing."""
         self._refuse_if_running(self._all_daemon_names())
         kube_module.find_binaries()
         self.record.data.pop("slurm", None)
         self._kubelets = self._kubelet_cluster()
         try:
-            return self._kubelets.up(nodes, self.up_kube, images)
+            return self._kubelets.up(nodes, self.up_kube, images, shapes)
         except BaseException:
             self.down()
             raise

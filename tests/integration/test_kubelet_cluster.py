@@ -263,3 +263,16 @@ def test_a_killed_container_is_restarted_by_its_kubelet(pods: Cluster) -> None:
 
     wait_for(restarted, 60, "the server container restarted once and Ready again")
     assert "listening as server" in pods.kubectl("logs", "-n", NAMESPACE, "server")
+
+
+def test_a_claim_is_bound_to_a_volume_of_the_stack(cluster: Cluster) -> None:
+    claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+             "metadata": {"name": "scratch", "namespace": NAMESPACE},
+             "spec": {"accessModes": ["ReadWriteOnce"],
+                      "resources": {"requests": {"storage": "1Gi"}}}}  # fmt: skip
+    subprocess.run(
+        ["kubectl", "--kubeconfig", str(cluster.kubeconfig), "apply", "-f", "-"],
+        input=json.dumps(claim), text=True, check=True, capture_output=True,
+    )  # fmt: skip
+    wait_for(lambda: cluster.get("pvc", "scratch")["status"].get("phase") == "Bound", 30,
+             "the claim to be bound")  # fmt: skip
