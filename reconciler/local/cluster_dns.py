@@ -18,12 +18,12 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import threading
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from reconciler.local.kubelets import CLUSTER_DOMAIN, CONTROL_PLANE_ADDRESS
+from reconciler.local.poller import Poller
 
 DNSMASQ = Path("/usr/sbin/dnsmasq")
 POLL_SECONDS = 0.5
@@ -77,19 +77,14 @@ class DnsFeeder:
         self.lister = lister  # kind -> every object of that kind (v1, all namespaces)
         self.hosts = hosts
         self.pid = pid
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self.errors = 0
+        self._poller = Poller(self.sync, POLL_SECONDS, "cluster-dns")
 
     def start(self) -> None:
         self.sync()
-        self._thread = threading.Thread(target=self._loop, daemon=True, name="cluster-dns")
-        self._thread.start()
+        self._poller.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        self._poller.stop()
 
     def sync(self) -> bool:
         """Rewrite the hosts file if the records changed; True when it did."""
@@ -106,10 +101,3 @@ class DnsFeeder:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGHUP)
         return True
-
-    def _loop(self) -> None:
-        while not self._stop.wait(POLL_SECONDS):
-            try:
-                self.sync()
-            except Exception:  # the API server restarting, or going down with the stack
-                self.errors += 1

@@ -10,12 +10,12 @@ kubelet does not chown a hostPath for fsGroup.
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
 from reconciler.local.kubelet_model import volume_for
+from reconciler.local.poller import Poller
 
 POLL_SECONDS = 0.5
 
@@ -38,18 +38,13 @@ class VolumeProvisioner:
     def __init__(self, kube: Kube, root: Path) -> None:
         self.kube = kube
         self.root = root
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self.errors = 0
+        self._poller = Poller(self.provision, POLL_SECONDS, "volumes")
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._loop, daemon=True, name="volumes")
-        self._thread.start()
+        self._poller.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        self._poller.stop()
 
     def provision(self) -> list[str]:
         """A volume for every Pending claim; the names of the claims served."""
@@ -66,10 +61,3 @@ class VolumeProvisioner:
                 self.kube.create(volume)
                 served.append(f"{meta['namespace']}/{meta['name']}")
         return served
-
-    def _loop(self) -> None:
-        while not self._stop.wait(POLL_SECONDS):
-            try:
-                self.provision()
-            except Exception:  # the API server going down with the stack
-                self.errors += 1
