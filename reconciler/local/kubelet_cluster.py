@@ -270,7 +270,14 @@ class KubeletCluster:
             removed.append(f"network namespace {self.network.name}")
         return removed
 
-    # ---- figures ------------------------------------------------------------------------
+    # ---- status and figures -------------------------------------------------------------
+
+    def health(self) -> dict[str, bool]:
+        """Each daemon of the cluster beside the control plane: running (its pidfile's
+        process is alive); a Node's readiness is the API's to tell (`kubectl get nodes`)."""
+        names = [f"{kind}-{node.name}" for node in self.nodes for kind in ("containerd", "kubelet")]
+        names += ["kube-scheduler", "kube-proxy", "dnsmasq"]
+        return {name: self.supervisor.running(name) is not None for name in names}
 
     def memory(self) -> dict[str, int]:
         """Resident memory in bytes: each daemon, the containers (their cgroups) and shims."""

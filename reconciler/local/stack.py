@@ -418,7 +418,9 @@ class LocalStack:
 
     def status(self) -> list[ComponentStatus]:
         """Every component with its PID, port, liveness and health."""
-        return component_statuses(self.supervisor, self.kube, self.slurm)
+        kubelets = self.kubelets
+        more = kubelets.health() if kubelets is not None else None
+        return component_statuses(self.supervisor, self.kube, self.slurm, more)
 
     def recorded_pids(self) -> list[int]:
         """PIDs of every daemon with a pidfile (take them before `down`, which removes those)."""
