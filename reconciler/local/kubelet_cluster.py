@@ -34,6 +34,7 @@ from reconciler.local.kube_pki import client_cert, make_pki
 from reconciler.local.kubelet_model import NodeTemplate
 from reconciler.local.kubelet_volumes import VolumeProvisioner, advertise_gpus
 from reconciler.local.kubelets import (
+    CLUSTER_DOMAIN,
     CONTROL_PLANE_ADDRESS,
     NODES_PREFIX,
     KubeletNode,
@@ -105,7 +106,9 @@ class KubeletCluster:
                                      "nodes": [n.to_json() for n in nodes]}  # fmt: skip
         self.record.save()
         timings: dict[str, float] = {}
-        self.network.create([NodeLink(n.link, n.address) for n in nodes])
+        self.network.create([NodeLink(n.link, n.address) for n in nodes],
+                            search=[f"svc.{CLUSTER_DOMAIN}", CLUSTER_DOMAIN],
+                            services=kube_module.SERVICE_CLUSTER_IP_RANGE)  # fmt: skip
         for name in ("etcd", "kube-apiserver", "kube-controller-manager"):
             self.supervisor.wrappers[name] = wrapper(self.network)
         make_pki(self.kube_paths.pki, [CONTROL_PLANE_ADDRESS])

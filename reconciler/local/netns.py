@@ -29,6 +29,9 @@ from pathlib import Path
 from reconciler.errors import LocalStackError
 
 NETNS_DIR = Path("/run/netns")
+# `ip netns exec NAME` binds the files of /etc/netns/NAME over /etc: there, a resolv.conf
+# naming the cluster DNS lets tools run inside the namespace resolve Service names.
+ETC_NETNS_DIR = Path("/etc/netns")
 NODES_BRIDGE = "sr-nodes"
 CLONE_NEWNET = 0x40000000
 
@@ -63,10 +66,20 @@ class ClusterNetwork:
     def path(self) -> Path:
         return NETNS_DIR / self.name
 
+    @property
+    def etc(self) -> Path:
+        return ETC_NETNS_DIR / self.name
+
     def exists(self) -> bool:
         return self.path.exists()
 
-    def create(self, nodes: Sequence[NodeLink]) -> None:
+    def create(self, nodes: Sequence[NodeLink], search: Sequence[str] = (),
+               services: str | None = None) -> None:  # fmt: skip
+        """The namespace, its bridge and Node links; `ip netns exec` there resolves with the
+        cluster DNS (the gateway address) and these search domains. `services`: the Service
+        range, routed onto the bridge so that a connection made in the namespace itself gets
+        past its first route lookup to kube-proxy's NAT (Pods' traffic is NATed before
+        routing; a local process's is not)."""
         if self.exists():
             raise LocalStackError(
                 f"network namespace {self.name} exists already",
@@ -78,6 +91,8 @@ class ClusterNetwork:
         _run([*ip, "link", "add", NODES_BRIDGE, "type", "bridge"])
         _run([*ip, "addr", "add", f"{self.gateway}/{self.prefix}", "dev", NODES_BRIDGE])
         _run([*ip, "link", "set", NODES_BRIDGE, "up"])
+        if services:
+            _run([*ip, "route", "add", services, "dev", NODES_BRIDGE, "src", self.gateway])
         for node in nodes:
             peer = f"{node.name}-br"
             _run([*ip, "link", "add", node.name, "type", "veth", "peer", "name", peer])
@@ -87,9 +102,19 @@ class ClusterNetwork:
         # Routing between the Nodes' Pod bridges; kube-proxy's Service NAT needs the two below.
         for key in ("net.ipv4.ip_forward=1", "net.ipv4.conf.all.route_localnet=1"):
             _run(["ip", "netns", "exec", self.name, "sysctl", "-q", "-w", key])
+        self.etc.mkdir(parents=True, exist_ok=True)
+        (self.etc / "resolv.conf").write_text(
+            f"nameserver {self.gateway}\n" + (f"search {' '.join(search)}\n" if search else "")
+            + "options ndots:5\n"
+        )  # fmt: skip
 
     def delete(self) -> bool:
         """Remove the namespace (its interfaces go with it once no process is left in it)."""
+        if self.etc.is_dir():
+            (self.etc / "resolv.conf").unlink(missing_ok=True)
+            self.etc.rmdir()
+            with contextlib.suppress(OSError):  # made by create; others' entries keep it
+                ETC_NETNS_DIR.rmdir()
         if not self.exists():
             return False
         _run(["ip", "netns", "del", self.name])

@@ -164,6 +164,7 @@ def _down_leaves_nothing(runtime: Path, up: subprocess.Popen[bytes], log: Path,
     assert up.returncode == 0, f"`local up --kubelet` exited {up.returncode}:\n{text}"
     assert not left, "processes left after down: " + "; ".join(left)
     assert not kubelets or kubelets.network.name not in namespaces, namespaces
+    assert not kubelets or not kubelets.network.etc.exists(), kubelets.network.etc
     assert not mounts, f"mounts left after down: {mounts}"
     assert not cgroups, f"cgroups left after down: {cgroups}"
     shutil.rmtree(runtime, ignore_errors=True)
@@ -244,6 +245,17 @@ def test_a_pod_reaches_a_cluster_ip_service_through_kube_proxy(pods: Cluster) ->
     answer = pods.kubectl("exec", "-n", NAMESPACE, "client", "--", "bash", "-c",
                           "exec 3<>/dev/tcp/web/80 && cat <&3")  # fmt: skip
     assert answer.strip() == "server"
+
+
+def test_a_tool_in_the_namespace_reaches_a_service_by_its_name(pods: Cluster) -> None:
+    """`ip netns exec` resolves with the cluster DNS (how `reconciler apply` can reach
+    slurmrestd's Service)."""
+    done = subprocess.run(
+        ["ip", "netns", "exec", pods.netns, "bash", "-c",
+         f"exec 3<>/dev/tcp/web.{NAMESPACE}.svc.cluster.local/80 && cat <&3"],
+        capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert done.stdout.strip() == "server", done.stderr
 
 
 def test_logs_show_what_the_container_printed(pods: Cluster) -> None:
