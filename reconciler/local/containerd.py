@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +21,7 @@ CTR = Path("/usr/bin/ctr")
 RUNC = Path("/usr/sbin/runc")
 CNI_BIN_DIR = Path("/usr/lib/cni")  # Debian's containernetworking-plugins
 CRI_NAMESPACE = "k8s.io"
+OCI_REF_NAME = "org.opencontainers.image.ref.name"
 
 
 @dataclass(frozen=True)
@@ -149,9 +151,36 @@ def ctr(paths: ContainerdPaths, *args: str, wrapper: list[str],
     return done
 
 
+def archive_image_names(archive: Path) -> list[str]:
+    """The image names an OCI archive's index gives (what `ctr images import` will call
+    them), or an error when one is a bare tag, which ctr would name `import-<date>:<tag>`."""
+    try:
+        with tarfile.open(archive) as tar:
+            member = tar.extractfile("index.json")
+            index = json.load(member) if member else {}
+    except (OSError, KeyError, tarfile.TarError, json.JSONDecodeError) as exc:
+        raise LocalStackError(
+            f"{archive} is not an OCI archive: {exc}",
+            hint="make it with `podman save --format oci-archive`",
+        ) from exc
+    names = []
+    for manifest in index.get("manifests") or []:
+        notes = manifest.get("annotations") or {}
+        name = notes.get("io.containerd.image.name") or notes.get(OCI_REF_NAME, "")
+        if "/" not in name:
+            raise LocalStackError(
+                f"{archive} names its image {name!r}, not a full reference",
+                hint="save it by its full name: podman save --format oci-archive -o FILE "
+                "REGISTRY/REPOSITORY:TAG",
+            )
+        names.append(name)
+    return names
+
+
 def import_image(paths: ContainerdPaths, archive: Path, *, wrapper: list[str]) -> None:
     """Load an OCI archive (`podman save --format oci-archive`, or pause_image's) into the
     Node's containerd, where kubelet's CRI finds it; its name comes from the archive."""
+    archive_image_names(archive)
     ctr(paths, "images", "import", str(archive), wrapper=wrapper,
         timeout=600)  # fmt: skip
 

@@ -100,6 +100,8 @@ class KubeletCluster:
         started = time.monotonic()
         _check_runtime_dir(self.runtime_dir)
         binaries = extra_binaries(kube_module.find_binaries())
+        for archive in images:  # before anything starts
+            crt.archive_image_names(archive)
         nodes = make_nodes(self.runtime_dir, count)
         shape = {n.name: shapes[i % len(shapes)] for i, n in enumerate(nodes)} if shapes else {}
         self.record.data[SECTION] = {"netns": self.network.name,

@@ -4,12 +4,21 @@ Services and Endpoints, kubelet and CNI configuration, the pause image's OCI arc
 
 from __future__ import annotations
 
+import io
 import json
 import tarfile
 from pathlib import Path
 
+import pytest
+
+from reconciler.errors import LocalStackError
 from reconciler.local.cluster_dns import hosts_text
-from reconciler.local.containerd import ContainerdPaths, cni_config, config_toml
+from reconciler.local.containerd import (
+    ContainerdPaths,
+    archive_image_names,
+    cni_config,
+    config_toml,
+)
 from reconciler.local.kubelets import kubelet_config, make_nodes
 from reconciler.local.pause_image import oci_archive
 
@@ -88,3 +97,23 @@ def test_the_pause_archive_names_its_image_for_ctr_import(tmp_path: Path) -> Non
     manifest = index["manifests"][0]
     assert manifest["annotations"]["io.containerd.image.name"] == "localhost/x/pause:1"
     assert f"blobs/sha256/{manifest['digest'].split(':')[1]}" in names
+
+
+def test_an_archive_naming_its_image_by_tag_alone_is_refused_before_ctr_misnames_it(
+    tmp_path: Path,
+) -> None:
+    archive = oci_archive(tmp_path / "a.tar", "localhost/x/pause:1", {"p": (b"x", 0o755)}, ["/p"])
+    assert archive_image_names(archive) == ["localhost/x/pause:1"]
+    with tarfile.open(archive) as tar:
+        index = json.load(tar.extractfile("index.json"))  # type: ignore[arg-type]
+        members = {m.name: tar.extractfile(m).read() for m in tar.getmembers()}  # type: ignore[union-attr]
+    index["manifests"][0]["annotations"] = {"org.opencontainers.image.ref.name": "24.11.5"}
+    members["index.json"] = json.dumps(index).encode()
+    bare = tmp_path / "bare.tar"
+    with tarfile.open(bare, "w") as tar:
+        for name, content in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(content)
+            tar.addfile(info, io.BytesIO(content))
+    with pytest.raises(LocalStackError, match="not a full reference"):
+        archive_image_names(bare)
