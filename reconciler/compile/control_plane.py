@@ -182,6 +182,10 @@ def _rest(release: str, namespace: str, values: Obj, profile: Profile) -> list[O
         "name": "slurmrestd",
         "image": control_plane_image(values, "rest"),
         "args": ["slurmrestd", "-a", "rest_auth/jwt", listen_address(profile, profile.rest_port)],
+        # slurmrestd passes each client's JWT on to slurmctld only with auth/jwt as its own
+        # plugin; without it auth/munge rejects every request ("Rejecting thread config
+        # token"), so nothing could call the REST API.
+        "env": [{"name": "SLURM_JWT", "value": "daemon"}],
         "ports": [container_port("slurmrestd", profile.rest_port)],
         **probes.slurmrestd(profile.rest_port),
         "resources": component_resources(values, "rest"),
