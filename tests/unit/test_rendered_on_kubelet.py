@@ -4,7 +4,9 @@ render`'s YAML and fails on the manifest as it was before its fix."""
 
 from __future__ import annotations
 
-from tests.unit.test_rendered_pods import containers, render_fixture, workloads
+from pathlib import PurePosixPath
+
+from tests.unit.test_rendered_pods import containers, mounts, render_fixture, volumes, workloads
 
 
 def test_slurmrestd_passes_client_tokens_on_with_auth_jwt() -> None:
@@ -12,3 +14,15 @@ def test_slurmrestd_passes_client_tokens_on_with_auth_jwt() -> None:
     thread config token for user root"): auth/munge takes no token."""
     rest = containers(workloads(render_fixture())["slurm-rest"])["slurmrestd"]
     assert {"name": "SLURM_JWT", "value": "daemon"} in rest.get("env", [])
+
+
+def test_slurmctld_writes_its_pid_file_into_a_run_directory_of_its_own() -> None:
+    """slurmctld, as SlurmUser, logged "Unable to open pidfile `/run/slurmctld.pid':
+    Permission denied": /run is root's."""
+    objects = render_fixture()
+    conf = next(o for o in objects if o["metadata"]["name"] == "slurm-slurm-conf")
+    pid_file = next(line.split("=", 1)[1] for line in conf["data"]["slurm.conf"].splitlines()
+                    if line.startswith("SlurmctldPidFile="))  # fmt: skip
+    controller = workloads(objects)["slurm-controller"]
+    run_dir = mounts(containers(controller)["slurmctld"])[str(PurePosixPath(pid_file).parent)]
+    assert "emptyDir" in volumes(controller)[run_dir["name"]]
