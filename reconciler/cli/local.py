@@ -68,6 +68,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="also run an LDAP server (slapd) with users alice and bob, for directoryService; "
         "it prints the values and Secret that point the Pods at it",
     )  # fmt: skip
+    up.add_argument(
+        "--kubelet", action="store_true",
+        help="real kubelets on containerd instead of the node agent (docs/local-stack.md); "
+        "brings up Kubernetes only (--nodes, default 2; a REPO given shapes the Nodes for "
+        "its node definitions but is not applied yet)",
+    )  # fmt: skip
+    up.add_argument(
+        "--image-archive", action="append", type=Path, default=[], metavar="OCI_TAR",
+        help="with --kubelet: an OCI archive (podman save --format oci-archive) to load into "
+        "every Node's containerd; repeatable",
+    )  # fmt: skip
     _runtime_args(up)
     up.set_defaults(func=run_up)
 
@@ -99,6 +110,10 @@ def runtime_dir(args: argparse.Namespace) -> Path:
 def run_up(args: argparse.Namespace) -> int:
     """Kubernetes first, then the repo applied to it as to any cluster: the node agent runs
     every Pod of ours (controller, rest, accounting, mysql, login, slurmd) as its daemon."""
+    if args.kubelet:
+        return run_up_kubelet(args)
+    if args.image_archive:
+        raise LocalStackError("--image-archive is for --kubelet (the node agent runs no images)")
     repo = args.repo or DEFAULT_REPO
     config = load_config(read_repo(repo), read_library())
     probe = compile_desired_state(config)  # node names and shapes do not depend on the profile
@@ -132,6 +147,49 @@ def run_up(args: argparse.Namespace) -> int:
     finally:
         if agent is not None:
             agent.stop()
+        stack.down()
+        _progress("local stack stopped")
+    return 0 if ready else 130
+
+
+def run_up_kubelet(args: argparse.Namespace) -> int:
+    """Kubernetes with real kubelets: Nodes Ready, then in the foreground until stopped."""
+    if args.directory or args.slurm is not None:
+        raise LocalStackError(
+            "--kubelet runs no Slurm of this machine's: --directory and --slurm do not apply",
+            hint="drop them; Slurm comes from the images the repo's Pods name",
+        )
+    shapes: list[NodeTemplate] = []
+    if args.repo is not None:
+        # The repo shapes the Nodes (labels its node definitions' affinity asks for, GPUs);
+        # applying it is `reconciler apply`'s job on this cluster (issue 32, item 3).
+        probe = compile_desired_state(load_config(read_repo(args.repo), read_library()))
+        shapes = _templates(probe, args.nodes)
+    stack = LocalStack(runtime_dir(args))
+    shaped = f"; Nodes shaped for {args.repo}, which is not applied" if shapes else ""
+    _progress(f"kubelet cluster in {stack.runtime_dir}{shaped}")
+    signal.signal(signal.SIGTERM, _interrupt)
+    ready = False
+    try:
+        stack.record_foreground_pid(os.getpid())
+        timings = stack.up_kubelets(len(shapes) or args.nodes or 2, args.image_archive, shapes)
+        ready = True
+        steps = ", ".join(f"{k} {v:.1f} s" for k, v in timings.items() if k != "total")
+        _progress(f"ready in {timings['total']:.1f} s ({steps})")
+        kubelets = stack.kubelets
+        assert kubelets is not None
+        memory = kubelets.memory()
+        _progress(f"memory: {sum(memory.values()) / 2**20:.0f} MiB resident (" + ", ".join(
+            f"{k} {v / 2**20:.0f}" for k, v in sorted(memory.items())) + ")")  # fmt: skip
+        print(f"export KUBECONFIG={stack.kube_paths.kubeconfig}")
+        print(f"# nodes: {', '.join(n.name for n in kubelets.nodes)}; inside the namespace: "
+              f"ip netns exec {kubelets.network.name} ...")  # fmt: skip
+        print("# Ctrl-C here, or `reconciler local down` elsewhere, stops the stack.", flush=True)
+        _wait_for_stop(stack)
+    except KeyboardInterrupt:
+        if not ready:
+            _progress("interrupted before it was ready")
+    finally:
         stack.down()
         _progress("local stack stopped")
     return 0 if ready else 130

@@ -15,7 +15,6 @@ import os
 import secrets
 import shutil
 import ssl
-import subprocess
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
@@ -24,6 +23,7 @@ from pathlib import Path
 
 from reconciler.errors import LocalStackError
 from reconciler.local import SETUP_COMMAND
+from reconciler.local.kube_pki import make_pki
 from reconciler.local.processes import Supervisor
 
 KUBE_VERSION = "v1.20.2"
@@ -141,40 +141,6 @@ def server_url(ports: KubePorts) -> str:
     return f"https://127.0.0.1:{ports.apiserver}"
 
 
-def _openssl(*args: str) -> None:
-    result = subprocess.run(["openssl", *args], capture_output=True, text=True, check=False)
-    if result.returncode != 0:
-        raise LocalStackError(f"openssl {args[0]} failed: {result.stderr.strip()[-500:]}")
-
-
-def make_pki(paths: KubePaths) -> None:
-    """CA, serving cert for 127.0.0.1 and a service-account key pair; kept across restarts.
-
-    P-256 keys rather than RSA: generating them is instant, which is a good part of `up` time.
-    """
-    pki = paths.pki
-    pki.mkdir(parents=True, exist_ok=True)
-    if (pki / "apiserver.crt").exists() and (pki / "sa.pub").exists():
-        return
-    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-    _openssl("req", "-x509", *ec, "-days", "3650", "-subj", "/CN=sunk-reconciler-local-ca",
-             "-keyout", str(pki / "ca.key"), "-out", str(paths.ca_cert))  # fmt: skip
-    _openssl("req", *ec, "-subj", "/CN=kube-apiserver",
-             "-keyout", str(pki / "apiserver.key"), "-out", str(pki / "apiserver.csr"))  # fmt: skip
-    (pki / "ext.cnf").write_text(
-        "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,"
-        "DNS:kubernetes.default.svc,IP:10.96.0.1\nextendedKeyUsage=serverAuth\n"
-    )
-    _openssl("x509", "-req", "-in", str(pki / "apiserver.csr"),
-             "-CA", str(paths.ca_cert), "-CAkey", str(pki / "ca.key"), "-CAcreateserial",
-             "-days", "3650", "-extfile", str(pki / "ext.cnf"),
-             "-out", str(pki / "apiserver.crt"))  # fmt: skip
-    _openssl("ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", str(pki / "sa.key"))
-    _openssl("ec", "-in", str(pki / "sa.key"), "-pubout", "-out", str(pki / "sa.pub"))
-    for key in pki.glob("*.key"):
-        key.chmod(0o600)
-
-
 def _write_private(path: Path, text: str) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as out:
@@ -227,12 +193,40 @@ def etcd_argv(binaries: KubeBinaries, paths: KubePaths, ports: KubePorts) -> lis
     ]  # fmt: skip
 
 
-def apiserver_argv(binaries: KubeBinaries, paths: KubePaths, ports: KubePorts) -> list[str]:
+@dataclass(frozen=True)
+class RealNodes:
+    """The control plane of `local up --kubelet`: the API server inside the cluster's network
+    namespace on every address there, dialling real kubelets with a client certificate and
+    authorizing them as Nodes. The endpoints controller feeds cluster DNS, the endpoint slice
+    controller kube-proxy, and the node lifecycle controller lifts the not-ready taint
+    kubelet registers its Node with."""
+
+    advertise_address: str
+    kubelet_client: tuple[Path, Path]  # certificate, key
+    bind_address: str = "0.0.0.0"
+    authorization: str = "Node,RBAC"
+    more_controllers: str = "endpoint,endpointslice,nodelifecycle"
+
+
+def apiserver_argv(
+    binaries: KubeBinaries,
+    paths: KubePaths,
+    ports: KubePorts,
+    placement: RealNodes | None = None,
+) -> list[str]:
     pki = paths.pki
+    bind, advertise = "127.0.0.1", "127.0.0.1"
+    authorization, kubelet_client = "RBAC", []
+    if placement is not None:
+        bind, advertise = placement.bind_address, placement.advertise_address
+        authorization = placement.authorization
+        cert, key = placement.kubelet_client
+        kubelet_client = [f"--kubelet-client-certificate={cert}", f"--kubelet-client-key={key}"]
     return [
         str(binaries.apiserver),
         f"--etcd-servers=http://127.0.0.1:{ports.etcd_client}",
-        "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+        f"--bind-address={bind}", f"--advertise-address={advertise}",
+        *kubelet_client,
         f"--secure-port={ports.apiserver}", "--insecure-port=0",
         f"--tls-cert-file={pki / 'apiserver.crt'}",
         f"--tls-private-key-file={pki / 'apiserver.key'}",
@@ -240,7 +234,7 @@ def apiserver_argv(binaries: KubeBinaries, paths: KubePaths, ports: KubePorts) -
         # The local Nodes' kubelet API (logs, exec) is the node agent's, on 127.0.0.1.
         "--kubelet-preferred-address-types=InternalIP",
         f"--token-auth-file={paths.token_file}",
-        "--authorization-mode=RBAC",
+        f"--authorization-mode={authorization}",
         f"--audit-policy-file={paths.audit_policy}",
         f"--audit-log-path={paths.audit_log}",
         "--audit-log-format=json", "--audit-log-mode=blocking",
@@ -259,12 +253,15 @@ def apiserver_argv(binaries: KubeBinaries, paths: KubePaths, ports: KubePorts) -
     ]  # fmt: skip
 
 
-def controller_manager_argv(binaries: KubeBinaries, paths: KubePaths) -> list[str]:
+def controller_manager_argv(
+    binaries: KubeBinaries, paths: KubePaths, placement: RealNodes | None = None
+) -> list[str]:
     pki = paths.pki
+    controllers = CONTROLLERS + (f",{placement.more_controllers}" if placement else "")
     return [
         str(binaries.controller_manager),
         f"--kubeconfig={paths.kubeconfig}",
-        f"--controllers={CONTROLLERS}",
+        f"--controllers={controllers}",
         "--leader-elect=false",
         "--use-service-account-credentials=false",
         f"--service-account-private-key-file={pki / 'sa.key'}",
@@ -315,11 +312,13 @@ class KubeControlPlane:
         paths: KubePaths,
         ports: KubePorts,
         binaries: KubeBinaries | None = None,
+        placement: RealNodes | None = None,
     ) -> None:
         self.supervisor = supervisor
         self.paths = paths
         self.ports = ports
         self._binaries = binaries
+        self.placement = placement
 
     @property
     def binaries(self) -> KubeBinaries:
@@ -333,7 +332,8 @@ class KubeControlPlane:
         """Start all three daemons; return seconds-to-ready per daemon."""
         binaries = self.binaries
         self.paths.root.mkdir(parents=True, exist_ok=True)
-        make_pki(self.paths)
+        placement = self.placement
+        make_pki(self.paths.pki, [placement.advertise_address] if placement else [])
         token = ensure_token(self.paths)
         self.paths.audit_policy.write_text(AUDIT_POLICY)
         if fresh:
@@ -345,7 +345,10 @@ class KubeControlPlane:
         timings["etcd"] = sup.wait_ready(
             "etcd", lambda: etcd_healthy(self.ports), timeout=ETCD_READY_SECONDS
         )
-        sup.start("kube-apiserver", apiserver_argv(binaries, self.paths, self.ports), env=run_env)
+        sup.start(
+            "kube-apiserver", apiserver_argv(binaries, self.paths, self.ports, placement),
+            env=run_env,
+        )
         timings["kube-apiserver"] = sup.wait_ready(
             "kube-apiserver",
             lambda: apiserver_ready(self.paths, self.ports, token),
@@ -353,7 +356,8 @@ class KubeControlPlane:
         )
         write_kubeconfig(self.paths, self.ports, token)
         sup.start(
-            "kube-controller-manager", controller_manager_argv(binaries, self.paths), env=run_env
+            "kube-controller-manager", controller_manager_argv(binaries, self.paths, placement),
+            env=run_env,
         )
         timings["kube-controller-manager"] = sup.wait_ready(
             "kube-controller-manager",

@@ -1,7 +1,8 @@
 #!/bin/bash
 # Install what the local stack needs (Debian packages), build kube-apiserver,
-# kube-controller-manager and kube-scheduler v1.20.2 from Debian's `kubernetes` source package
-# (kube-scheduler is the tests' oracle for the Kubernetes rules our scheduler re-implements),
+# kube-controller-manager, kube-scheduler, kubelet and kube-proxy v1.20.2 from Debian's
+# `kubernetes` source package (kube-scheduler is the tests' oracle for the Kubernetes rules our
+# scheduler re-implements; kubelet and kube-proxy run the Nodes of `local up --kubelet`),
 # and build Slurm 24.11.5 (the default Slurm of the local stack) from the upstream tarball
 # Debian's next release serves; Debian 12's own Slurm 22.05 packages stay installed for
 # `--slurm 22.05`.
@@ -21,7 +22,8 @@ set -euo pipefail
 KUBE_VERSION=${KUBE_VERSION:-v1.20.2}
 CACHE_ROOT=${SUNK_RECONCILER_CACHE:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/sunk-reconciler}
 KUBE_BIN_DIR=$CACHE_ROOT/kubernetes/$KUBE_VERSION
-KUBE_TARGETS=(kube-apiserver kube-controller-manager kube-scheduler)
+# kubelet and kube-proxy: `local up --kubelet` (real Nodes on containerd, docs/local-stack.md).
+KUBE_TARGETS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
 BUILD_TARGETS=()
 # Slurm 24.11 from Debian 13's source: the suite, the Debian revision whose orig tarball is served
 # (its .dsc may not be), and that tarball's sha256 from the suite's Sources index.
@@ -48,6 +50,11 @@ PACKAGES=(
   openssh-server openssh-client   # the login Pod's sshd, and ssh to reach it
   s6 execline                     # compute.s6: s6-svscan supervises longruns, execlineb runs up
   slapd sssd-ldap sssd-tools libnss-sss sudo   # `local up --directory`: LDAP, sssd, sudo
+  # `local up --kubelet`: one containerd per kubelet (CRI plugin), runc, the CNI bridge,
+  # host-local and loopback plugins, kube-proxy's iptables and conntrack, dnsmasq for cluster
+  # DNS, and podman to make the pause image from the debootstrapped base.
+  containerd runc containernetworking-plugins iptables conntrack dnsmasq-base
+  podman debootstrap
   golang-go rsync make build-essential dpkg-dev golang-github-modern-go-reflect2-dev
   openssl curl ca-certificates gnupg
   libjwt-dev libhttp-parser-dev libjson-c-dev libyaml-dev libmunge-dev libmariadb-dev

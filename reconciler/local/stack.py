@@ -29,7 +29,10 @@ from pathlib import Path
 
 from reconciler.errors import LocalStackError
 from reconciler.local import kube as kube_module
-from reconciler.local.kube import KubeControlPlane, KubePaths, KubePorts
+from reconciler.local.kube import KubeControlPlane, KubePaths, KubePorts, RealNodes
+from reconciler.local.kubelet_cluster import SECTION as KUBELET_SECTION
+from reconciler.local.kubelet_cluster import KubeletCluster
+from reconciler.local.kubelet_model import NodeTemplate
 from reconciler.local.orphans import OrphanReaper, start_orphan_reaper
 from reconciler.local.pod_cgroups import PodCgroups
 from reconciler.local.ports import free_ports
@@ -59,6 +62,7 @@ class LocalStack:
         self.slurm_paths = SlurmPaths(self.runtime_dir / "slurm")
         self.record = StackRecord(self.runtime_dir, cluster_name)
         self._reaper: OrphanReaper | None = None
+        self._kubelets: KubeletCluster | None = None
 
     @classmethod
     def open(cls, runtime_dir: Path) -> LocalStack:
@@ -153,8 +157,13 @@ class LocalStack:
             raise
         return timings
 
-    def up_kube(self) -> dict[str, float]:
-        """Start etcd, kube-apiserver, kube-controller-manager; seconds to ready per daemon."""
+    def up_kube(
+        self,
+        placement: RealNodes | None = None,
+        before_start: Callable[[KubePorts], None] | None = None,
+    ) -> dict[str, float]:
+        """Start etcd, kube-apiserver, kube-controller-manager; seconds to ready per daemon.
+        `placement` and `before_start` (given the ports chosen): `up_kubelets`'s."""
         kube_module.find_binaries()  # fail before anything starts if setup has not run
         self._refuse_if_running(KubeControlPlane.DAEMONS)
         # Fresh ports on every up: the previous run's may have been taken since.
@@ -166,8 +175,9 @@ class LocalStack:
             "kubeconfig": str(self.kube_paths.kubeconfig),
         }
         self.record.save()
-        plane = self.kube
-        assert plane is not None
+        plane = KubeControlPlane(self.supervisor, self.kube_paths, ports, placement=placement)
+        if before_start is not None:
+            before_start(ports)
         started = time.monotonic()
         try:
             timings = plane.start()
@@ -280,6 +290,32 @@ class LocalStack:
             raise
         return site
 
+    def up_kubelets(
+        self, nodes: int, images: Sequence[Path] = (), shapes: Sequence[NodeTemplate] = ()
+    ) -> dict[str, float]:
+        """`local up --kubelet`: Kubernetes with `nodes` real kubelets on containerd, the
+        OCI archives `images` loaded into each, Nodes labelled and given GPUs as `shapes`
+        say (kubelet_cluster.py). All or nothing."""
+        self._refuse_if_running(self._all_daemon_names())
+        kube_module.find_binaries()
+        self.record.data.pop("slurm", None)
+        self._kubelets = self._kubelet_cluster()
+        try:
+            return self._kubelets.up(nodes, self.up_kube, images, shapes)
+        except BaseException:
+            self.down()
+            raise
+
+    def _kubelet_cluster(self) -> KubeletCluster:
+        return KubeletCluster(self.runtime_dir, self.supervisor, self.kube_paths, self.record)
+
+    @property
+    def kubelets(self) -> KubeletCluster | None:
+        """The kubelet cluster of this stack (`local up --kubelet`), if it has one."""
+        if self._kubelets is None and self.record.section(KUBELET_SECTION) is not None:
+            self._kubelets = self._kubelet_cluster()
+        return self._kubelets
+
     def adopt_orphans(self) -> None:
         # slurmd's job steps get reparented to us instead of to a PID 1 that may not reap.
         if self._reaper is None:
@@ -290,6 +326,9 @@ class LocalStack:
     def down(self, *, purge: bool = False) -> list[str]:
         """Stop every daemon (Slurm first, then Kubernetes); names of those stopped."""
         stopped: list[str] = []
+        kubelets = self.kubelets
+        if kubelets is not None:
+            stopped += kubelets.stop_nodes()
         cluster = self.slurm
         if cluster is not None:
             stopped += cluster.stop()
@@ -302,6 +341,8 @@ class LocalStack:
         for name in self.supervisor.names():
             if self.supervisor.stop(name):
                 stopped.append(name)
+        if kubelets is not None:
+            stopped += kubelets.remove_namespaces()
         if self._reaper is not None:
             self._reaper.stop()
             self._reaper = None
@@ -380,7 +421,9 @@ class LocalStack:
 
     def status(self) -> list[ComponentStatus]:
         """Every component with its PID, port, liveness and health."""
-        return component_statuses(self.supervisor, self.kube, self.slurm)
+        kubelets = self.kubelets
+        more = kubelets.health() if kubelets is not None else None
+        return component_statuses(self.supervisor, self.kube, self.slurm, more)
 
     def recorded_pids(self) -> list[int]:
         """PIDs of every daemon with a pidfile (take them before `down`, which removes those)."""

@@ -4,7 +4,7 @@ and, after `down`, whatever process is left over.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -26,10 +26,13 @@ class ComponentStatus:
 
 
 def component_statuses(
-    supervisor: Supervisor, plane: KubeControlPlane | None, cluster: SlurmCluster | None
+    supervisor: Supervisor,
+    plane: KubeControlPlane | None,
+    cluster: SlurmCluster | None,
+    more: Mapping[str, bool] | None = None,
 ) -> list[ComponentStatus]:
     """Every component of the Kubernetes and Slurm halves recorded, with its PID, port,
-    liveness and health."""
+    liveness and health; `more`: other daemons' health (the kubelet cluster's)."""
     result: list[ComponentStatus] = []
     if plane is not None:
         ports = {"etcd": plane.ports.etcd_client, "kube-apiserver": plane.ports.apiserver}
@@ -45,6 +48,8 @@ def component_statuses(
             **dict.fromkeys(cluster.sshd_daemons(), p.ssh),
         }
         result += _statuses(supervisor, cluster.health(), ports)
+    if more:
+        result += _statuses(supervisor, dict(more), {})
     return result
 
 
