@@ -42,7 +42,9 @@ OUR_IMAGES = {"ghcr.io/sunk-reconciler/slurm:24.11.5", "ghcr.io/sunk-reconciler/
 APPLY_TIMEOUT = 600
 # This machine, not the fixture's sites: Nodes of 2 CPUs without GPUs. slurmd Pods still
 # claim the fixture's 4 CPUs (config_overrides); two CPU nodes, so that `srun -N2` has two
-# nodes to run on while the GPU nodes cannot register (see test_gpu_nodes_...).
+# nodes to run on while the GPU nodes cannot register (see test_gpu_nodes_...); a third
+# declared (State=FUTURE), for which `local up --nodes 5` makes a fifth Node, labelled as
+# the first.
 KUBELET_LAYER = """\
 slurmConfig:
   extraConfig: |
@@ -59,6 +61,7 @@ compute:
   nodes:
     cpu:
       replicas: 2
+      maxReplicas: 3
 """
 DATA_CLAIM = {
     "apiVersion": "v1", "kind": "PersistentVolumeClaim",
@@ -71,7 +74,15 @@ DATA_CLAIM = {
 class Cluster:
     kubeconfig: Path
     netns: str
-    ssh_key: Path
+    work: Path
+
+    @property
+    def ssh_key(self) -> Path:
+        return self.work / "id_ed25519"
+
+    @property
+    def repo(self) -> Path:
+        return self.work / "repo"
 
     def kubectl(self, *args: str, input: str | None = None, timeout: float = 120) -> str:
         done = subprocess.run(
@@ -122,15 +133,18 @@ def _user_objects(cluster: Cluster, work: Path) -> None:
     cluster.kubectl("apply", "-f", "-", input=json.dumps(DATA_CLAIM))
 
 
-def _apply(cluster: Cluster, repo: Path, work: Path) -> None:
-    """`reconciler apply` as a user inside the cluster's network runs it (Services by name)."""
+def _apply(cluster: Cluster, repo: Path, work: Path) -> str:
+    """`reconciler apply` as a user inside the cluster's network runs it (Services by name);
+    what it printed."""
     done = cluster.in_netns(
         sys.executable, "-m", "reconciler", "apply", str(repo), "--kubeconfig",
         str(cluster.kubeconfig), "--slurm-url", "http://slurm-rest.slurm.svc.cluster.local:6820",
         "--slurm-jwt-key", str(work / "jwt.key"), "--yes", timeout=APPLY_TIMEOUT,
     )  # fmt: skip
-    (work / "apply.log").write_text(done.stdout + done.stderr)
+    with (work / "apply.log").open("a") as log:
+        log.write(done.stdout + done.stderr)
     assert done.returncode == 0, f"reconciler apply failed:\n{done.stdout[-4000:]}{done.stderr}"
+    return done.stdout + done.stderr
 
 
 def _all_ready(cluster: Cluster) -> bool:
@@ -159,6 +173,7 @@ def cluster(
     with log.open("wb") as out:
         up = subprocess.Popen(
             [sys.executable, "-m", "reconciler", "local", "up", "--kubelet", str(repo),
+             "--nodes", "5",
              *(a for path in archives.values() for a in ("--image-archive", str(path))),
              "--runtime-dir", str(runtime)],
             stdout=out, stderr=subprocess.STDOUT,
@@ -170,7 +185,7 @@ def cluster(
         stack = LocalStack.open(runtime)
         kubelets = stack.kubelets
         assert kubelets is not None
-        found = Cluster(stack.kube_paths.kubeconfig, kubelets.network.name, work / "id_ed25519")
+        found = Cluster(stack.kube_paths.kubeconfig, kubelets.network.name, work)
         _user_objects(found, work)
         _apply(found, repo, work)
         wait_for(lambda: _all_ready(found), 300, "every Pod of the fixture Ready")
@@ -256,6 +271,32 @@ def test_ssh_into_the_login_pod_runs_sinfo(cluster: Cluster) -> None:
     assert "slurm-cpu-0 idle" in done.stdout, done.stdout
 
 
+def _job_state(cluster: Cluster, job: str) -> str:
+    out = cluster.slurm("scontrol", "show", "job", job, "-o")
+    return out.split("JobState=", 1)[1].split()[0]
+
+
+def test_a_running_job_outlives_seed_001s_controller_restart(cluster: Cluster) -> None:
+    """Seed 001, "Restarting the Controller": `kubectl rollout restart` of the controller's
+    Deployment "will not cancel active jobs"."""
+    job = cluster.slurm("sbatch", "--parsable", "--no-requeue", "-p", "all", "-N1",
+                        "-o", "/mnt/data/restart-%j.out", "--wrap", "sleep 30; hostname",
+                        pod="slurm-login-0", container="sshd").strip()  # fmt: skip
+    wait_for(lambda: _job_state(cluster, job) == "RUNNING", 60, f"job {job} running")
+    deployment = cluster.kubectl(
+        "get", "deployments", "-l", "app.kubernetes.io/component=controller", "-o", "name"
+    ).strip()
+    old = {p["metadata"]["name"] for p in cluster.pods() if "controller" in p["metadata"]["name"]}
+    cluster.kubectl("rollout", "restart", deployment)
+    cluster.kubectl("rollout", "status", deployment, "--timeout=180s", timeout=190)
+    new = {p["metadata"]["name"] for p in cluster.pods() if "controller" in p["metadata"]["name"]}
+    assert new and not new & old, (old, new)  # a new slurmctld container, not the old one
+    wait_for(lambda: _job_state(cluster, job) == "COMPLETED", 120, f"job {job} completed")
+    out = cluster.slurm("cat", f"/mnt/data/restart-{job}.out", pod="slurm-login-0",
+                        container="sshd")  # fmt: skip
+    assert out.strip() in ("slurm-cpu-0", "slurm-cpu-1"), out
+
+
 def test_a_killed_slurmd_is_restarted_by_the_kubelet_and_its_node_returns(cluster: Cluster) -> None:
     def slurmd(pod: dict[str, Any]) -> dict[str, Any]:
         return next(s for s in pod["status"]["containerStatuses"] if s["name"] == "slurmd")
@@ -272,3 +313,28 @@ def test_a_killed_slurmd_is_restarted_by_the_kubelet_and_its_node_returns(cluste
     wait_for(back, 120, "slurm-cpu-1's slurmd restarted once and Ready")
     wait_for(lambda: cluster.node_states().get("slurm-cpu-1") == "idle", 120,
              "slurm-cpu-1 idle again in sinfo")  # fmt: skip
+
+
+def _set_cpu_replicas(cluster: Cluster, replicas: int) -> str:
+    """A repo change of compute.nodes.cpu.replicas, applied."""
+    layer = cluster.repo / "values.d" / "90-kubelet.yaml"
+    layer.write_text(KUBELET_LAYER.replace("replicas: 2\n", f"replicas: {replicas}\n", 1))
+    return _apply(cluster, cluster.repo, cluster.work)
+
+
+def test_replicas_2_3_2_adds_a_node_and_drains_it_before_removing_it(cluster: Cluster) -> None:
+    _set_cpu_replicas(cluster, 3)
+    wait_for(lambda: cluster.node_states().get("slurm-cpu-2") == "idle", 180,
+             "slurm-cpu-2 idle in sinfo")  # fmt: skip
+    assert cluster.slurm("srun", "-w", "slurm-cpu-2", "hostname", pod="slurm-login-0",
+                         container="sshd").strip() == "slurm-cpu-2"  # fmt: skip
+
+    lines = _set_cpu_replicas(cluster, 2).splitlines()
+    drained = lines.index("apply: drained slurm-cpu-2; waiting for their jobs to finish")
+    retired = next(i for i, line in enumerate(lines) if line.startswith("apply: retired "))
+    shrunk = lines.index("apply: updated StatefulSet slurm/slurm-cpu")
+    assert drained < retired < shrunk, lines
+    wait_for(lambda: "slurm-cpu-2" not in {p["metadata"]["name"] for p in cluster.pods()}, 120,
+             "Pod slurm-cpu-2 gone")  # fmt: skip
+    states = cluster.node_states()
+    assert "slurm-cpu-2" not in states and states["slurm-cpu-0"] == "idle", states
