@@ -24,9 +24,10 @@ from typing import Any
 import pytest
 
 from reconciler.local.kubelet_cluster import CGROUP_ROOT
+from reconciler.local.kubelets import CONTROL_PLANE_ADDRESS
 from reconciler.local.stack import LocalStack
 from reconciler.local.stack_record import new_temp_runtime_dir
-from tests.integration.helpers import wait_for
+from tests.integration.helpers import stop_cleanly, wait_for
 from tests.integration.image import ImageError, cluster_oci_archives
 from tests.integration.test_kubelet_cluster import (
     _down_leaves_nothing,
@@ -40,6 +41,7 @@ FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "config-repo"
 NAMESPACE = "slurm"
 OUR_IMAGES = {"ghcr.io/sunk-reconciler/slurm:24.11.5", "ghcr.io/sunk-reconciler/mariadb:10.11"}
 APPLY_TIMEOUT = 600
+SLURM_URL = "http://slurm-rest.slurm.svc.cluster.local:6820"
 # This machine, not the fixture's sites: Nodes of 2 CPUs without GPUs. slurmd Pods still
 # claim the fixture's 4 CPUs (config_overrides); two CPU nodes, so that `srun -N2` has two
 # nodes to run on while the GPU nodes cannot register (see test_gpu_nodes_...); a third
@@ -138,7 +140,7 @@ def _apply(cluster: Cluster, repo: Path, work: Path) -> str:
     what it printed."""
     done = cluster.in_netns(
         sys.executable, "-m", "reconciler", "apply", str(repo), "--kubeconfig",
-        str(cluster.kubeconfig), "--slurm-url", "http://slurm-rest.slurm.svc.cluster.local:6820",
+        str(cluster.kubeconfig), "--slurm-url", SLURM_URL,
         "--slurm-jwt-key", str(work / "jwt.key"), "--yes", timeout=APPLY_TIMEOUT,
     )  # fmt: skip
     with (work / "apply.log").open("a") as log:
@@ -338,3 +340,48 @@ def test_replicas_2_3_2_adds_a_node_and_drains_it_before_removing_it(cluster: Cl
              "Pod slurm-cpu-2 gone")  # fmt: skip
     states = cluster.node_states()
     assert "slurm-cpu-2" not in states and states["slurm-cpu-0"] == "idle", states
+
+
+# Seed 002's full-node example ("A Kubernetes job", no user-id: root), for this machine: no
+# GPU, no H100 label, and half a CPU (a Node has 2, its slurmd Pod asks for 1). Its user-id
+# example (1001) needs that user in the controller's and slurmd's containers, which only a
+# directory gives them: slurmctld holds such a job ("slurm_cred_create failure").
+SEED_POD = {
+    "apiVersion": "v1", "kind": "Pod",
+    "metadata": {"name": "slurm-test", "namespace": NAMESPACE, "annotations": {
+        "sunk.coreweave.com/account": "root",
+        "sunk.coreweave.com/comment": "A Kubernetes job",
+        "sunk.coreweave.com/exclusive": "none"}},
+    "spec": {
+        "schedulerName": "slurm-slurm-slurm-scheduler", "terminationGracePeriodSeconds": 5,
+        "containers": [{"name": "main", "image": "ghcr.io/sunk-reconciler/slurm:24.11.5",
+                        "imagePullPolicy": "Never", "command": ["sleep", "infinity"],
+                        "resources": {"requests": {"cpu": "500m", "memory": "512Mi"},
+                                      "limits": {"memory": "512Mi"}}}]},
+}  # fmt: skip
+
+
+def test_reconciler_run_schedules_a_seed_002_pod_onto_the_node_slurm_chose(
+    cluster: Cluster,
+) -> None:
+    log = cluster.work / "run.log"
+    with log.open("wb") as out:
+        daemon = subprocess.Popen(
+            ["ip", "netns", "exec", cluster.netns, sys.executable, "-m", "reconciler", "run",
+             "--source-dir", str(cluster.repo), "--kubeconfig", str(cluster.kubeconfig),
+             "--slurm-url", SLURM_URL, "--slurm-jwt-key", str(cluster.work / "jwt.key"),
+             "--listen", "127.0.0.1:18080", "--workdir", str(cluster.work / "run"),
+             "--hooks-api-bind-address", f"{CONTROL_PLANE_ADDRESS}:0"],
+            stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        cluster.kubectl("apply", "-f", "-", input=json.dumps(SEED_POD))
+        wait_for(lambda: cluster.pod("slurm-test")["status"].get("phase") == "Running", 120,
+                 "the seed Pod running")  # fmt: skip
+        pod = cluster.pod("slurm-test")
+        job = cluster.slurm("squeue", "-h", "-o", "%N %k").split()  # node list, comment
+        slurm_node = job[0]
+        assert job[1:] == ["A", "Kubernetes", "job"], job
+        assert pod["spec"]["nodeName"] == cluster.pod(slurm_node)["spec"]["nodeName"]
+    finally:
+        stop_cleanly(daemon, log)
