@@ -238,6 +238,11 @@ def test_sinfo_shows_the_cpu_slurmd_pods_idle(cluster: Cluster) -> None:
     assert states["slurm-cpu-0"] == "idle" and states["slurm-cpu-1"] == "idle", states
 
 
+def test_slurmd_logs_no_error_for_its_probes(cluster: Cluster) -> None:
+    log = cluster.kubectl("logs", "slurm-cpu-0", "-c", "slurmd")
+    assert "Zero Bytes were transmitted" not in log, log
+
+
 @pytest.mark.xfail(
     strict=True,
     reason="our image's Slurm has no NVML, which the render's "

@@ -26,3 +26,13 @@ def test_slurmctld_writes_its_pid_file_into_a_run_directory_of_its_own() -> None
     controller = workloads(objects)["slurm-controller"]
     run_dir = mounts(containers(controller)["slurmctld"])[str(PurePosixPath(pid_file).parent)]
     assert "emptyDir" in volumes(controller)[run_dir["name"]]
+
+
+def test_no_probe_of_slurmd_is_a_bare_tcp_connect() -> None:
+    """slurmd logs every connection that sends nothing as an error ("service_connection:
+    slurm_receive_msg: Zero Bytes were transmitted or received"): with a tcpSocket readiness
+    probe, a kubelet put one in each slurmd's log every 10 s."""
+    for name in ("slurm-cpu", "slurm-gpu-small"):
+        slurmd = containers(workloads(render_fixture())[name])["slurmd"]
+        for kind in ("startupProbe", "readinessProbe", "livenessProbe"):
+            assert slurmd[kind]["exec"]["command"] == ["scontrol", "show", "slurmd"], kind
