@@ -98,6 +98,8 @@ def control_plane_objects(
 
 # ---- the controller -----------------------------------------------------------------------
 
+SLURMCTLD_RUN_DIR = "/run/slurmctld"  # its pid file (profile.py's SlurmctldPidFile)
+
 
 def _controller(release: str, namespace: str, values: Obj, profile: Profile) -> list[Obj]:
     controller = values.get("controller") or {}
@@ -114,6 +116,7 @@ def _controller(release: str, namespace: str, values: Obj, profile: Profile) -> 
             {"name": "slurm-conf", "mountPath": CONF_MOUNT, "readOnly": True},
             {"name": "jwt-key", "mountPath": JWT_DIR, "readOnly": True},
             {"name": "state", "mountPath": STATE_DIR},
+            {"name": "slurmctld-run", "mountPath": SLURMCTLD_RUN_DIR},
             munge_socket_mount(),
         ],
     }
@@ -121,6 +124,7 @@ def _controller(release: str, namespace: str, values: Obj, profile: Profile) -> 
         {"name": "slurm-conf", "configMap": {"name": slurm_conf_map_name(release)}},
         jwt_volume(release),
         {"name": "state", "persistentVolumeClaim": {"claimName": controller_state_claim(release)}},
+        {"name": "slurmctld-run", "emptyDir": {"medium": "Memory"}},
         *munge_volumes(release),
     ]
     if power_saving(values) is not None:
@@ -182,6 +186,10 @@ def _rest(release: str, namespace: str, values: Obj, profile: Profile) -> list[O
         "name": "slurmrestd",
         "image": control_plane_image(values, "rest"),
         "args": ["slurmrestd", "-a", "rest_auth/jwt", listen_address(profile, profile.rest_port)],
+        # slurmrestd passes each client's JWT on to slurmctld only with auth/jwt as its own
+        # plugin; without it auth/munge rejects every request ("Rejecting thread config
+        # token"), so nothing could call the REST API.
+        "env": [{"name": "SLURM_JWT", "value": "daemon"}],
         "ports": [container_port("slurmrestd", profile.rest_port)],
         **probes.slurmrestd(profile.rest_port),
         "resources": component_resources(values, "rest"),

@@ -205,7 +205,7 @@ def _slurmd_container(definition: dict[str, Any], values: dict[str, Any],
             *(definition.get("env") or []),
         ],
         "ports": ports,
-        **probes.slurmd(SLURMD_PORT),
+        **probes.slurmd(),
         "resources": definition.get("resources") or {},
         "volumeMounts": _volume_mounts(definition, values),
     }

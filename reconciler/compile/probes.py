@@ -44,19 +44,20 @@ def slurmctld(port: int) -> Obj:
     }
 
 
-def slurmd(port: int) -> Obj:
-    """Ready once slurmd listens (it then registers with slurmctld). Alive while it answers
-    `scontrol show slurmd`, an RPC to the slurmd of this host (its name is the Pod's): a wedged
-    slurmd stops answering it, and slurmctld would mark the node DOWN after SlurmdTimeout
-    anyway. Jobs are slurmstepd's, not slurmd's: restarting slurmd does not end them. The
-    image runs the Pod's s6 oneshots (compute.s6) before slurmd, which may install software:
-    startup allows ten minutes."""
+def slurmd() -> Obj:
+    """Ready once slurmd answers `scontrol show slurmd`, an RPC to the slurmd of this host (its
+    name is the Pod's; slurmd then registers with slurmctld), and alive while it does: a
+    wedged slurmd stops answering it, and slurmctld would mark the node DOWN after
+    SlurmdTimeout anyway. Never a bare TCP connect: slurmd logs each as an error ("Zero Bytes
+    were transmitted or received"), seen every 10 s on a kubelet. Jobs are slurmstepd's, not
+    slurmd's: restarting slurmd does not end them. The image runs the Pod's s6 oneshots
+    (compute.s6) before slurmd, which may install software: startup allows ten minutes."""
+    show = ["scontrol", "show", "slurmd"]
     return {
-        "startupProbe": _tcp(port, periodSeconds=10, failureThreshold=60),
-        "readinessProbe": _tcp(port, periodSeconds=10),
-        "livenessProbe": _exec(["scontrol", "show", "slurmd"], periodSeconds=30,
-                               failureThreshold=4),
-    }  # fmt: skip
+        "startupProbe": _exec(show, periodSeconds=10, failureThreshold=60),
+        "readinessProbe": _exec(show, periodSeconds=10),
+        "livenessProbe": _exec(show, periodSeconds=30, failureThreshold=4),
+    }
 
 
 def slurmrestd(port: int) -> Obj:

@@ -20,7 +20,10 @@ CLUSTER_SITE: Mapping[str, str] = MappingProxyType(
         "AuthAltParameters": "jwt_key=/etc/slurm-jwt/jwt_hs256.key",
         "StateSaveLocation": "/var/spool/slurmctld",
         "SlurmdSpoolDir": "/var/spool/slurmd",
-        "SlurmctldPidFile": "/run/slurmctld.pid",
+        # slurmctld runs as SlurmUser, who may not write /run: an emptyDir of its own
+        # (control_plane.py); never the state claim, where a new slurmctld would read an old
+        # PID (its own, 1, in a new container) and kill it.
+        "SlurmctldPidFile": "/run/slurmctld/slurmctld.pid",
         "SlurmdPidFile": "/run/slurmd.pid",
         "SlurmUser": "slurm",
     }

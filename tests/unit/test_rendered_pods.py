@@ -210,7 +210,6 @@ def test_slurmctld_is_restarted_when_it_stops_answering_not_when_it_is_slow() ->
 
 def test_slurmd_is_probed_over_its_own_rpc() -> None:
     slurmd = containers(workloads(render())["slurm-cpu"])["slurmd"]
-    assert slurmd["readinessProbe"]["tcpSocket"]["port"] == 6818
     assert slurmd["livenessProbe"]["exec"]["command"] == ["scontrol", "show", "slurmd"]
 
 
