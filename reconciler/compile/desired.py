@@ -38,6 +38,7 @@ from reconciler.compile.secrets import GeneratedSecret, generated_secrets
 from reconciler.compile.slurm_conf import (
     Partition,
     check_partition_nodes,
+    gres_autodetect,
     parse_partitions,
     render_gres_conf,
     render_slurm_conf,
@@ -118,7 +119,7 @@ def compile_desired_state(
     slurm_conf = render_slurm_conf(
         release, values, specs, partitions, profile, (d for _, d in empty)
     )
-    gres_conf = render_gres_conf(specs, profile)
+    gres_conf = render_gres_conf(specs, profile, gres_autodetect(values))
     check_min_replicas(values, specs)
     conf_files = {"slurm.conf": slurm_conf, "gres.conf": gres_conf, **topo.files}
     if plugins := cgroup_plugins(slurm_conf):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -276,12 +276,29 @@ def declared_range(spec: SlurmNodeSpec) -> str:
     return _range(spec.statefulset, [*spec.node_names(), *spec.spare_names()])
 
 
-def render_gres_conf(specs: list[SlurmNodeSpec], profile: Profile) -> str:
-    """Real clusters autodetect GPUs through NVML; the local profile points at fake devices."""
+# gres.conf's AutoDetect plugins (Slurm 24.11). Our image's Slurm has no NVML (Debian has no
+# nvml.h), so its default is gpu/nvidia, which reads the driver's /proc and /dev entries;
+# images built with NVML (SUNK's) take `nvml`.
+GRES_AUTODETECT = ("nvidia", "nvml", "rsmi", "oneapi", "nrt", "off")
+DEFAULT_GRES_AUTODETECT = "nvidia"
+
+
+def gres_autodetect(values: Mapping[str, Any]) -> str:
+    """`slurmConfig.gresAutoDetect`, checked against the plugins Slurm has."""
+    chosen = (values.get("slurmConfig") or {}).get("gresAutoDetect") or DEFAULT_GRES_AUTODETECT
+    if chosen not in GRES_AUTODETECT:
+        raise CompileError(f"values: slurmConfig.gresAutoDetect is {chosen!r}; Slurm's gres.conf "
+                           f"AutoDetect takes one of {', '.join(GRES_AUTODETECT)}")  # fmt: skip
+    return str(chosen)
+
+
+def render_gres_conf(specs: list[SlurmNodeSpec], profile: Profile, autodetect: str) -> str:
+    """Real clusters autodetect GPUs (`autodetect`: gres_autodetect); the local profile points
+    at fake devices."""
     gpu_specs = [s for s in specs if s.gres and s.max_replicas]
     lines = ["# Rendered by reconciler from the config repo; edit the repo, not this file."]
     if not profile.is_local:
-        lines.append("AutoDetect=nvml" if gpu_specs else "# no GPU node definitions")
+        lines.append(f"AutoDetect={autodetect}" if gpu_specs else "# no GPU node definitions")
         return write_lines("gres.conf", lines)
     lines.append("AutoDetect=off")
     for spec in gpu_specs:

@@ -91,6 +91,7 @@ VALUES: dict[str, str] = {
     "slurmConfig.defMemPerCPU": "integer",
     "slurmConfig.extraConfig": "string",
     "slurmConfig.cgroupConfig": "string",
+    "slurmConfig.gresAutoDetect": "string",
     "slurmConfig.reservations": "mapping",
     "slurmConfig.accounting": "mapping",
     "compute": "mapping",

@@ -44,7 +44,8 @@ def test_fixture_repo_nodes_and_partitions() -> None:
     assert "PartitionName=gpu Nodes=gpu-small MaxTime=INFINITE State=UP PriorityTier=10" in conf
     assert "KillWait=30" in conf and "SelectTypeParameters=CR_Core_Memory" in conf
     assert "Prolog=/etc/slurm/prolog.d/*" in conf
-    assert state.gres_conf.splitlines()[1:] == ["AutoDetect=nvml"]
+    # Our image's Slurm has gpu/nvidia, not NVML (slurmConfig.gresAutoDetect: nvml for SUNK's).
+    assert state.gres_conf.splitlines()[1:] == ["AutoDetect=nvidia"]
 
 
 def test_disabled_definition_makes_no_objects() -> None:
@@ -194,3 +195,20 @@ def test_max_replicas_below_replicas_is_an_error() -> None:
     values = "compute:\n  nodes:\n    a: {definitions: [rtx4000], replicas: 3, maxReplicas: 2}\n"
     with pytest.raises(CompileError, match="replicas 3 exceeds maxReplicas 2"):
         compile_desired_state(config_from(values))
+
+
+
+def test_gres_autodetect_follows_values_and_refuses_what_slurm_has_not() -> None:
+    import pytest
+
+    from reconciler.errors import CompileError
+
+    gpu = "compute:\n  nodes:\n    g: {definitions: [rtx4000], replicas: 1}\n"
+    assert compile_desired_state(config_from(gpu)).gres_conf.splitlines()[1:] == [
+        "AutoDetect=nvidia"
+    ]
+    nvml = gpu + "slurmConfig:\n  gresAutoDetect: nvml\n"
+    assert "AutoDetect=nvml" in compile_desired_state(config_from(nvml)).gres_conf
+    typo = gpu + "slurmConfig:\n  gresAutoDetect: nvidai\n"
+    with pytest.raises(CompileError, match=r"slurmConfig\.gresAutoDetect is 'nvidai'.*nvml"):
+        compile_desired_state(config_from(typo))
