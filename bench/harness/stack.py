@@ -98,7 +98,7 @@ def stop_local_up(runtime: Path, process: subprocess.Popen[str], *, timeout: flo
     its PID if it never recorded itself (and killed after TIMEOUT). What was stopped."""
     stopped: list[str] = []
     if (runtime / STATE_FILE).exists():
-        stopped += LocalStack.open(runtime).stop_foreground(timeout=timeout)
+        stopped += LocalStack.open(runtime).foreground.stop(timeout=timeout)
     if process.poll() is None:
         process.terminate()
         try:
@@ -140,7 +140,7 @@ def refuse_running(name: str, runtime: Path) -> None:
     if (runtime / STATE_FILE).exists():
         old = LocalStack.open(runtime)
         running = [c.name for c in old.status() if c.running]
-        if old.foreground_pid() is not None or running:
+        if old.foreground.pid() is not None or running:
             raise SystemExit(
                 f"a local stack named {name!r} is already running in {runtime} "
                 f"({', '.join(running) or 'its up process'}); stop it with "

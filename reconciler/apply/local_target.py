@@ -23,7 +23,7 @@ from reconciler.plan.topology import TOPOLOGY_CONF
 
 def open_stack(runtime_dir: Path) -> LocalStack:
     stack = LocalStack.open(runtime_dir)
-    if stack.slurm is None or stack.kube is None or stack.foreground_pid() is None:
+    if stack.slurm is None or stack.kube is None or stack.foreground.pid() is None:
         raise ApplyError(
             f"the local stack in {runtime_dir} is not running",
             hint="start it with `reconciler local up` (it stays in the foreground)",

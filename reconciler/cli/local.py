@@ -129,7 +129,7 @@ def run_up(args: argparse.Namespace) -> int:
         site = stack.prepare_pods(nodes, release=args.slurm)
         _progress(f"Kubernetes ready in {time.monotonic() - started:.1f} s; applying {repo}")
         make_fake_gpus(site.paths, _max_gpus(probe))
-        stack.record_foreground_pid(os.getpid())
+        stack.foreground.remember(os.getpid())
         kube = Kube.from_kubeconfig(stack.kube_paths.kubeconfig)
         if args.directory:
             _start_directory(stack, kube, config.settings.namespace)
@@ -171,7 +171,7 @@ def run_up_kubelet(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     ready = False
     try:
-        stack.record_foreground_pid(os.getpid())
+        stack.foreground.remember(os.getpid())
         timings = stack.up_kubelets(len(shapes) or args.nodes or 2, args.image_archive, shapes)
         ready = True
         steps = ", ".join(f"{k} {v:.1f} s" for k, v in timings.items() if k != "total")
@@ -327,7 +327,7 @@ def _progress(text: str) -> None:
 
 def run_down(args: argparse.Namespace) -> int:
     stack = LocalStack.open(runtime_dir(args))
-    stopped = stack.stop_foreground() + stack.down(purge=args.purge)
+    stopped = stack.foreground.stop() + stack.down(purge=args.purge)
     print(f"stopped: {', '.join(stopped) if stopped else 'nothing was running'}")
     return 0
 

@@ -18,10 +18,7 @@ does not reap, daemons whose parent has exited turn into zombies when they stop.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import shutil
-import signal
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
@@ -29,6 +26,7 @@ from pathlib import Path
 
 from reconciler.errors import LocalStackError
 from reconciler.local import kube as kube_module
+from reconciler.local.foreground import ForegroundUp
 from reconciler.local.kube import KubeControlPlane, KubePaths, KubePorts, RealNodes
 from reconciler.local.kubelet_cluster import SECTION as KUBELET_SECTION
 from reconciler.local.kubelet_cluster import KubeletCluster
@@ -36,7 +34,7 @@ from reconciler.local.kubelet_model import NodeTemplate
 from reconciler.local.orphans import OrphanReaper, start_orphan_reaper
 from reconciler.local.pod_cgroups import PodCgroups
 from reconciler.local.ports import free_ports
-from reconciler.local.processes import Supervisor, belongs_to
+from reconciler.local.processes import Supervisor
 from reconciler.local.slurm import (
     SlurmCluster,
     SlurmPaths,
@@ -50,7 +48,6 @@ from reconciler.local.stack_record import StackRecord
 from reconciler.local.stack_status import ComponentStatus, component_statuses, leftover_processes
 
 # The foreground `up` stops its node agent and daemons before it exits.
-FOREGROUND_STOP_SECONDS = 60.0
 
 
 class LocalStack:
@@ -63,6 +60,7 @@ class LocalStack:
         self.record = StackRecord(self.runtime_dir, cluster_name)
         self._reaper: OrphanReaper | None = None
         self._kubelets: KubeletCluster | None = None
+        self.foreground = ForegroundUp(self.record, self.supervisor)
 
     @classmethod
     def open(cls, runtime_dir: Path) -> LocalStack:
@@ -373,10 +371,6 @@ class LocalStack:
                 self._reaper.stop()
                 self._reaper = None
 
-    def record_foreground_pid(self, pid: int) -> None:
-        """Remember the foreground `up` process, so a later `down` can ask it to stop first."""
-        self.record.record_foreground(pid)
-
     def ensure_node_ports(self, names: Sequence[str]) -> None:
         """Give every declared Slurm node a port of its own, once: a node keeps its port for
         the life of the stack, whatever else is added or removed (its slurmd listens there)."""
@@ -391,33 +385,6 @@ class LocalStack:
         nodes = {**ports.nodes, **dict(zip(missing, chosen, strict=True))}
         section["ports"] = SlurmPorts(**{**vars(ports), "nodes": nodes}).to_json()
         self.record.save()
-
-    def foreground_pid(self) -> int | None:
-        """The running foreground `up` process, if any (checked against its start time)."""
-        record = self.record.foreground()
-        return record.pid if record is not None and belongs_to(record) else None
-
-    def stop_foreground(self, *, timeout: float = FOREGROUND_STOP_SECONDS) -> list[str]:
-        """SIGTERM the recorded foreground `up` process and wait for it to exit.
-
-        It is the daemons' parent: stopping them itself, it also reaps them (from here they would
-        become zombies where PID 1 does not reap). Returns what went away, the `up` process first;
-        whatever is still running afterwards is left to `down`.
-        """
-        record = self.record.foreground()
-        if record is None or not belongs_to(record):
-            return []
-        before = [name for name in self.supervisor.names() if self.supervisor.running(name)]
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(record.pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while belongs_to(record) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        if belongs_to(record):
-            return []
-        self.record.forget_foreground()
-        gone = [name for name in before if self.supervisor.running(name) is None]
-        return [f"up (pid {record.pid})", *gone]
 
     def status(self) -> list[ComponentStatus]:
         """Every component with its PID, port, liveness and health."""

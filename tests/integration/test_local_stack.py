@@ -373,7 +373,7 @@ signal.signal(signal.SIGTERM, on_term)
 stack = LocalStack(Path(sys.argv[1]), cluster_name="it3")
 cluster = SimpleCluster(nodes=2, spares=0)
 timings = stack.up(cluster.all_names(), simple_renderer(cluster), kube=False)
-stack.record_foreground_pid(os.getpid())
+stack.foreground.remember(os.getpid())
 print(json.dumps(timings), flush=True)
 try:
     stack.wait_until_down()
@@ -395,7 +395,7 @@ def test_down_asks_the_foreground_up_process_to_stop_its_stack() -> None:
         other = LocalStack.open(runtime)
         running = {s.name for s in other.status() if s.running}
         pids = other.recorded_pids()
-        stopped = other.stop_foreground()
+        stopped = other.foreground.stop()
         assert stopped[0] == f"up (pid {proc.pid})"
         assert set(stopped[1:]) == running
         assert proc.wait(timeout=30) == 0
