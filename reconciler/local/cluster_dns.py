@@ -18,15 +18,18 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from reconciler.errors import LocalStackError
 from reconciler.local.kubelets import CLUSTER_DOMAIN, CONTROL_PLANE_ADDRESS
 from reconciler.local.poller import Poller
 
 DNSMASQ = Path("/usr/sbin/dnsmasq")
 POLL_SECONDS = 0.5
+READY_SECONDS = 30.0
 
 
 def dnsmasq_argv(hosts: Path, pid_file: Path) -> list[str]:
@@ -37,6 +40,22 @@ def dnsmasq_argv(hosts: Path, pid_file: Path) -> list[str]:
         f"--local=/{CLUSTER_DOMAIN}/", "--domain-needed", "--cache-size=0",
         "--user=nobody", "--group=nogroup",
     ]  # fmt: skip
+
+
+def wait_dnsmasq_ready(pid_file: Path, pid: Callable[[], int | None], log: Path) -> None:
+    """Return once dnsmasq has written its pid file, which it does after installing its
+    signal handlers: a SIGHUP (the feeder's "reread") before that ends dnsmasq, and with it
+    every name in the cluster."""
+    deadline = time.monotonic() + READY_SECONDS
+    while time.monotonic() < deadline:
+        # None also while the wrapper (nsenter) has not exec'd dnsmasq yet: keep waiting.
+        running = pid()
+        with contextlib.suppress(FileNotFoundError, ValueError):
+            if running is not None and int(pid_file.read_text().strip() or 0) == running:
+                return
+        time.sleep(0.02)
+    tail = log.read_text(errors="replace")[-2000:] if log.exists() else "(no log)"
+    raise LocalStackError(f"dnsmasq did not start (cluster DNS); its log {log}:\n{tail}")
 
 
 def hosts_text(services: Iterable[Mapping[str, Any]],

@@ -27,7 +27,7 @@ from reconciler.adapters.kube import Kube
 from reconciler.errors import LocalStackError
 from reconciler.local import containerd as crt
 from reconciler.local import kube as kube_module
-from reconciler.local.cluster_dns import DnsFeeder, dnsmasq_argv
+from reconciler.local.cluster_dns import DnsFeeder, dnsmasq_argv, wait_dnsmasq_ready
 from reconciler.local.forwarder import Forwarder
 from reconciler.local.kube import KubePaths, KubePorts, RealNodes
 from reconciler.local.kube_pki import client_cert, make_pki
@@ -208,13 +208,15 @@ class KubeletCluster:
         self.dns_hosts.parent.chmod(0o755)
         self.dns_hosts.write_text("")
         self.dns_hosts.chmod(0o644)
-        self._start("dnsmasq", dnsmasq_argv(self.dns_hosts, self.runtime_dir / "dns" / "pid"),
-                    wrapper(self.network))  # fmt: skip
+        pid_file = self.runtime_dir / "dns" / "pid"
+        self._start("dnsmasq", dnsmasq_argv(self.dns_hosts, pid_file), wrapper(self.network))
         kube = Kube.from_kubeconfig(self.kube_paths.kubeconfig)
 
         def dnsmasq_pid() -> int | None:
             record = self.supervisor.running("dnsmasq")
             return record.pid if record else None
+
+        wait_dnsmasq_ready(pid_file, dnsmasq_pid, self.supervisor.logfile("dnsmasq"))
 
         self.dns = DnsFeeder(lambda kind: list(kube.list("v1", kind).items), self.dns_hosts,
                              dnsmasq_pid)  # fmt: skip
