@@ -46,7 +46,11 @@ class Env:
         return subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
 
 
-def _pods_with_sssd_ready(kube: Kube, names: list[str], timeout: float = 120) -> None:
+def _pods_with_sssd_ready(
+    kube: Kube, names: list[str], timeout: float = 120, replaced: str | None = None
+) -> None:
+    """`replaced`: the uid of a deleted Pod of that name, which must not count (it reads
+    Ready while it terminates)."""
     deadline = time.monotonic() + timeout
     waiting = list(names)
     while waiting and time.monotonic() < deadline:
@@ -54,7 +58,9 @@ def _pods_with_sssd_ready(kube: Kube, names: list[str], timeout: float = 120) ->
         containers = [c["name"] for c in (pod.get("spec") or {}).get("containers") or []]
         status = pod.get("status") or {}
         conditions = {c["type"]: c["status"] for c in status.get("conditions") or []}
-        if "sssd" in containers and conditions.get("Ready") == "True":
+        meta = pod.get("metadata") or {}
+        new = not meta.get("deletionTimestamp") and meta.get("uid") != replaced
+        if new and "sssd" in containers and conditions.get("Ready") == "True":
             waiting.pop(0)
             continue
         time.sleep(0.5)
@@ -204,10 +210,10 @@ def test_a_password_in_values_reaches_sssd_through_a_secret_and_is_never_shown(e
     snippet = base64.b64decode(secret["data"]["authtok.conf"]).decode()
     assert snippet == f"[domain/default]\nldap_default_authtok = {password}\n"
     # sssd reads it at start: a new login Pod, which mounts the new Secret, not the old one.
+    old_uid = (kube.get("v1", "Pod", "slurm-login-0", "slurm") or {})["metadata"]["uid"]
     kube.delete("v1", "Pod", "slurm-login-0", "slurm")
     kube.delete("v1", "Secret", SECRET_NAME, "slurm")
-    time.sleep(2)
-    _pods_with_sssd_ready(kube, ["slurm-login-0"])
+    _pods_with_sssd_ready(kube, ["slurm-login-0"], replaced=old_uid)
     done = env.ssh("alice", "id -un")
     assert done.returncode == 0 and done.stdout.strip() == "alice", done.stderr
     again = env.stack.plan_json()
