@@ -38,7 +38,8 @@ from reconciler.compile.secrets import GeneratedSecret, generated_secrets
 from reconciler.compile.slurm_conf import (
     Partition,
     check_partition_nodes,
-    gres_autodetect,
+    gpu_node_specs,
+    gres_config,
     parse_partitions,
     render_gres_conf,
     render_slurm_conf,
@@ -119,7 +120,10 @@ def compile_desired_state(
     slurm_conf = render_slurm_conf(
         release, values, specs, partitions, profile, (d for _, d in empty)
     )
-    gres_conf = render_gres_conf(specs, profile, gres_autodetect(values))
+    gres_conf = render_gres_conf(specs, profile, values)
+    if gres_config(values) and not gpu_node_specs(specs):
+        warnings.append(Warning_("values", "slurmConfig.gresConfig is not used: no enabled node "
+                                 "definition has GPUs (gresGpu), so gres.conf lists none"))
     check_min_replicas(values, specs)
     conf_files = {"slurm.conf": slurm_conf, "gres.conf": gres_conf, **topo.files}
     if plugins := cgroup_plugins(slurm_conf):

@@ -292,23 +292,38 @@ def gres_autodetect(values: Mapping[str, Any]) -> str:
     return str(chosen)
 
 
-def render_gres_conf(specs: list[SlurmNodeSpec], profile: Profile, autodetect: str) -> str:
-    """Real clusters autodetect GPUs (`autodetect`: gres_autodetect); the local profile points
-    at fake devices."""
-    gpu_specs = [s for s in specs if s.gres and s.max_replicas]
+def gpu_node_specs(specs: list[SlurmNodeSpec]) -> list[SlurmNodeSpec]:
+    """The node definitions that declare Slurm nodes with GPUs."""
+    return [s for s in specs if s.gres and s.max_replicas]
+
+
+def gres_config(values: Mapping[str, Any]) -> str:
+    """`slurmConfig.gresConfig` (ours): gres.conf text for what autodetection cannot find."""
+    return str((values.get("slurmConfig") or {}).get("gresConfig") or "")
+
+
+def render_gres_conf(
+    specs: list[SlurmNodeSpec], profile: Profile, values: Mapping[str, Any]
+) -> str:
+    """Real clusters autodetect GPUs (`gres_autodetect`); the local profile points at fake
+    devices. `gresConfig` lines follow ours: `AutoDetect=...` replaces ours in place, device
+    lines are added (as `extraConfig` does for slurm.conf)."""
+    gpu_specs = gpu_node_specs(specs)
+    autodetect = gres_autodetect(values)  # checked with or without GPU definitions
     lines = ["# Rendered by reconciler from the config repo; edit the repo, not this file."]
-    if not profile.is_local:
-        lines.append(f"AutoDetect={autodetect}" if gpu_specs else "# no GPU node definitions")
-        return write_lines("gres.conf", lines)
-    lines.append("AutoDetect=off")
-    for spec in gpu_specs:
+    if not gpu_specs and not profile.is_local:
+        return write_lines("gres.conf", [*lines, "# no GPU node definitions"])
+    settings = {"AutoDetect": "off" if profile.is_local else autodetect}
+    extra = apply_setting_lines(settings, gres_config(values))
+    lines += [f"{k}={v}" for k, v in settings.items()]
+    for spec in gpu_specs if profile.is_local else []:
         assert spec.gres is not None
         devices = f"{profile.gres_device_dir}/gpu[0-{spec.gres.count - 1}]"
         if spec.gres.count == 1:
             devices = f"{profile.gres_device_dir}/gpu0"
         type_part = f" Type={spec.gres.type}" if spec.gres.type else ""
         lines.append(f"NodeName={declared_range(spec)} Name=gpu{type_part} File={devices}")
-    return write_lines("gres.conf", lines)
+    return write_lines("gres.conf", [*lines, *extra])
 
 
 def partitions_in(conf: str) -> list[Partition]:

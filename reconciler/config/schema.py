@@ -92,6 +92,7 @@ VALUES: dict[str, str] = {
     "slurmConfig.extraConfig": "string",
     "slurmConfig.cgroupConfig": "string",
     "slurmConfig.gresAutoDetect": "string",
+    "slurmConfig.gresConfig": "string",
     "slurmConfig.reservations": "mapping",
     "slurmConfig.accounting": "mapping",
     "compute": "mapping",

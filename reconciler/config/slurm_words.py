@@ -33,10 +33,10 @@ VALUE_WORDS: tuple[KeyPath, ...] = (
     ("accounting", "database", "name"),
     ("accounting", "database", "user"),
 )
-# slurm.conf text: lines of their own (extraConfig, cgroupConfig for cgroup.conf) or
-# PartitionName= lines.
-VALUE_TEXTS: tuple[KeyPath, ...] = (("slurmConfig", "extraConfig"),
-                                    ("slurmConfig", "cgroupConfig"), ("compute", "partitions"))
+# slurm.conf text: lines of their own (extraConfig; cgroupConfig and gresConfig for
+# cgroup.conf and gres.conf) or PartitionName= lines.
+VALUE_TEXTS: tuple[KeyPath, ...] = (("slurmConfig", "extraConfig"), ("slurmConfig", "cgroupConfig"),
+                                    ("slurmConfig", "gresConfig"), ("compute", "partitions"))
 _WORD_HINT = (
     "slurm.conf ends a value at a space, a line break or '#': what follows would set other "
     "keys. Set further slurm.conf keys in slurmConfig.extraConfig"

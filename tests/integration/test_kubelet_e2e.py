@@ -4,7 +4,7 @@ ghcr.io/sunk-reconciler/slurm or mariadb; Slurm runs jobs in the slurmd containe
 the login Pod; the kubelet restarts a killed slurmd. One stack for the whole module.
 
 The repo is fixtures/config-repo with one layer for this machine (KUBELET_LAYER): its Nodes
-have 2 CPUs and no GPU.
+have 2 CPUs and no GPU, so the GPU slurmd Pods list fake device files in gres.conf.
 """
 
 from __future__ import annotations
@@ -44,13 +44,18 @@ APPLY_TIMEOUT = 600
 SLURM_URL = "http://slurm-rest.slurm.svc.cluster.local:6820"
 # This machine, not the fixture's sites: Nodes of 2 CPUs without GPUs. slurmd Pods still
 # claim the fixture's 4 CPUs (config_overrides); two CPU nodes, so that `srun -N2` has two
-# nodes to run on while the GPU nodes cannot register (see test_gpu_nodes_...); a third
-# declared (State=FUTURE), for which `local up --nodes 5` makes a fifth Node, labelled as
-# the first.
+# nodes to run on; a third declared (State=FUTURE), for which `local up --nodes 5` makes a
+# fifth Node, labelled as the first. The Nodes advertise fake GPUs (nvidia.com/gpu); with no
+# driver, autodetection finds none and slurmd drops a GPU without a device file, so the GPU
+# nodes list /dev/null links as their 7 devices (slurmConfig.gresConfig), made by an init
+# container.
 KUBELET_LAYER = """\
 slurmConfig:
   extraConfig: |
     SlurmdParameters=config_overrides
+  gresAutoDetect: "off"
+  gresConfig: |
+    NodeName=slurm-gpu-small-[0-3] Name=gpu Type=quadro_rtx_4000 File=/dev/fake-gpu/nvidia[0-6]
 controller:
   resources:
     requests: {cpu: 250m, memory: 512Mi}
@@ -64,6 +69,14 @@ compute:
     cpu:
       replicas: 2
       maxReplicas: 3
+    gpu-small:
+      initContainers:
+        - name: fake-gpus
+          image: ghcr.io/sunk-reconciler/slurm:24.11.5
+          command: [sh, -c, "for i in 0 1 2 3 4 5 6; do ln -sf /dev/null /fake-gpu/nvidia$i; done"]
+          volumeMounts: [{name: fake-gpu, mountPath: /fake-gpu}]
+      volumes: [{name: fake-gpu, emptyDir: {}}]
+      volumeMounts: [{name: fake-gpu, mountPath: /dev/fake-gpu}]
 """
 DATA_CLAIM = {
     "apiVersion": "v1", "kind": "PersistentVolumeClaim",
@@ -243,14 +256,11 @@ def test_slurmd_logs_no_error_for_its_probes(cluster: Cluster) -> None:
     assert "Zero Bytes were transmitted" not in log, log
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="this machine has no GPU: gres.conf's AutoDetect=nvidia finds no device "
-    "(0 < 7), so the GPU nodes register INVAL",
-)
 def test_gpu_nodes_are_idle_with_their_gpus(cluster: Cluster) -> None:
     states = cluster.node_states()
-    assert states["slurm-gpu-small-0"] == "idle", states
+    assert states["slurm-gpu-small-0"] == states["slurm-gpu-small-1"] == "idle", states
+    node = cluster.slurm("scontrol", "show", "node", "slurm-gpu-small-0")
+    assert "Gres=gpu:quadro_rtx_4000:7" in node, node
 
 
 def test_srun_on_two_nodes_runs_in_the_slurmd_containers(cluster: Cluster) -> None:
@@ -347,26 +357,46 @@ def test_replicas_2_3_2_adds_a_node_and_drains_it_before_removing_it(cluster: Cl
     assert "slurm-cpu-2" not in states and states["slurm-cpu-0"] == "idle", states
 
 
-# Seed 002's full-node example ("A Kubernetes job", no user-id: root), for this machine: no
-# GPU, no H100 label, and half a CPU (a Node has 2, its slurmd Pod asks for 1). Its user-id
-# example (1001) needs that user in the controller's and slurmd's containers, which only a
-# directory gives them: slurmctld holds such a job ("slurm_cred_create failure").
-SEED_POD = {
-    "apiVersion": "v1", "kind": "Pod",
-    "metadata": {"name": "slurm-test", "namespace": NAMESPACE, "annotations": {
-        "sunk.coreweave.com/account": "root",
-        "sunk.coreweave.com/comment": "A Kubernetes job",
-        "sunk.coreweave.com/exclusive": "none"}},
-    "spec": {
-        "schedulerName": "slurm-slurm-slurm-scheduler", "terminationGracePeriodSeconds": 5,
-        "containers": [{"name": "main", "image": "ghcr.io/sunk-reconciler/slurm:24.11.5",
-                        "imagePullPolicy": "Never", "command": ["sleep", "infinity"],
-                        "resources": {"requests": {"cpu": "500m", "memory": "512Mi"},
-                                      "limits": {"memory": "512Mi"}}}]},
-}  # fmt: skip
+# Seed 002's two example Pods, for this machine, without `user-id: 1001`: that user must exist in
+# the controller's and slurmd's containers, which only a directory gives them (slurmctld holds
+# such a job: "slurm_cred_create failure"), so both run as root. "A Kubernetes job" asks for a
+# whole H100 node; here it takes half a CPU (a Node has 2, its slurmd Pod asks for 1) and no
+# GPU. "A single GPU Pod" keeps its one GPU and exclusive=user, on the fixture's RTX 4000 nodes.
+def _seed_pod(name: str, comment: str, exclusive: str, resources: dict[str, Any],
+              affinity: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": NAMESPACE, "annotations": {
+            "sunk.coreweave.com/account": "root",
+            "sunk.coreweave.com/comment": comment,
+            "sunk.coreweave.com/exclusive": exclusive}},
+        "spec": {
+            "schedulerName": "slurm-slurm-slurm-scheduler", "terminationGracePeriodSeconds": 5,
+            "containers": [{"name": "main", "image": "ghcr.io/sunk-reconciler/slurm:24.11.5",
+                            "imagePullPolicy": "Never", "command": ["sleep", "infinity"],
+                            "resources": resources}],
+            **({"affinity": affinity} if affinity else {})},
+    }  # fmt: skip
 
 
-def test_reconciler_run_schedules_a_seed_002_pod_onto_the_node_slurm_chose(
+SEED_PODS = [
+    _seed_pod("slurm-test", "A Kubernetes job", "none", {
+        "requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"memory": "512Mi"}}),
+    _seed_pod("slurm-test-gpu", "A single GPU Pod", "user", {
+        "requests": {"cpu": "500m", "memory": "512Mi", "nvidia.com/gpu": "1"},
+        "limits": {"memory": "512Mi", "nvidia.com/gpu": "1"}},
+        {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [{
+                "key": "gpu.nvidia.com/model", "operator": "In",
+                "values": ["Quadro_RTX_4000"]}]}]}}}),
+]  # fmt: skip
+
+
+def _running(cluster: Cluster, names: list[str]) -> bool:
+    return all(cluster.pod(name)["status"].get("phase") == "Running" for name in names)
+
+
+def test_reconciler_run_schedules_seed_002s_pods_onto_the_nodes_slurm_chose(
     cluster: Cluster,
 ) -> None:
     log = cluster.work / "run.log"
@@ -379,14 +409,21 @@ def test_reconciler_run_schedules_a_seed_002_pod_onto_the_node_slurm_chose(
              "--hooks-api-bind-address", f"{CONTROL_PLANE_ADDRESS}:0"],
             stdout=out, stderr=subprocess.STDOUT,
         )  # fmt: skip
+    names = [pod["metadata"]["name"] for pod in SEED_PODS]
     try:
-        cluster.kubectl("apply", "-f", "-", input=json.dumps(SEED_POD))
-        wait_for(lambda: cluster.pod("slurm-test")["status"].get("phase") == "Running", 120,
-                 "the seed Pod running")  # fmt: skip
-        pod = cluster.pod("slurm-test")
-        job = cluster.slurm("squeue", "-h", "-o", "%N %k").split()  # node list, comment
-        slurm_node = job[0]
-        assert job[1:] == ["A", "Kubernetes", "job"], job
-        assert pod["spec"]["nodeName"] == cluster.pod(slurm_node)["spec"]["nodeName"]
+        for pod in SEED_PODS:
+            cluster.kubectl("apply", "-f", "-", input=json.dumps(pod))
+        wait_for(lambda: _running(cluster, names), 180, "the seed Pods running")
+        # One job per Pod: its nodes, its GRES per node, its comment.
+        jobs = [line.split("|") for line in
+                cluster.slurm("squeue", "-h", "-o", "%N|%b|%k").splitlines()]  # fmt: skip
+        by_comment = {comment: (node, gres) for node, gres, comment in jobs}
+        assert len(jobs) == 2 and set(by_comment) == {"A Kubernetes job", "A single GPU Pod"}, jobs
+        gpu_node, gpu_gres = by_comment["A single GPU Pod"]
+        assert gpu_node.startswith("slurm-gpu-small-") and gpu_gres.endswith("gpu:1"), jobs
+        for pod in SEED_PODS:
+            slurm_node = by_comment[pod["metadata"]["annotations"]["sunk.coreweave.com/comment"]][0]
+            placed = cluster.pod(pod["metadata"]["name"])["spec"]["nodeName"]
+            assert placed == cluster.pod(slurm_node)["spec"]["nodeName"], (pod, slurm_node)
     finally:
         stop_cleanly(daemon, log)

@@ -212,3 +212,28 @@ def test_gres_autodetect_follows_values_and_refuses_what_slurm_has_not() -> None
     typo = gpu + "slurmConfig:\n  gresAutoDetect: nvidai\n"
     with pytest.raises(CompileError, match=r"slurmConfig\.gresAutoDetect is 'nvidai'.*nvml"):
         compile_desired_state(config_from(typo))
+
+
+def test_gres_config_lists_devices_where_autodetection_finds_none() -> None:
+    """`slurmConfig.gresConfig` (ours) is gres.conf text: `AutoDetect=off` replaces ours in
+    place, a device line is added; without it slurmd drops a file-less GPU ("Ignoring
+    file-less GPU") and the node registers INVAL."""
+    gpu = "compute:\n  nodes:\n    g: {definitions: [rtx4000], replicas: 1}\n"
+    listed = gpu + (
+        "slurmConfig:\n  gresConfig: |\n    AutoDetect=off\n"
+        "    NodeName=slurm-g-0 Name=gpu Type=quadro_rtx_4000 File=/dev/nvidia[0-6]\n"
+    )
+    state = compile_desired_state(config_from(listed))
+    assert state.gres_conf.splitlines()[1:] == [
+        "AutoDetect=off",
+        "NodeName=slurm-g-0 Name=gpu Type=quadro_rtx_4000 File=/dev/nvidia[0-6]",
+    ]
+    assert not [w for w in state.warnings if "gresConfig" in w.message]
+
+
+def test_gres_config_without_gpu_definitions_is_reported() -> None:
+    cpu = "compute:\n  nodes:\n    c: {definitions: [cpu-epyc], replicas: 1}\n"
+    values = cpu + "slurmConfig:\n  gresConfig: 'AutoDetect=off'\n"
+    state = compile_desired_state(config_from(values))
+    assert any("slurmConfig.gresConfig" in w.message and "has GPUs (gresGpu)" in w.message
+               for w in state.warnings), state.warnings  # fmt: skip
