@@ -20,10 +20,13 @@ from reconciler.scheduler.admission import fingerprint
 
 # Job states in which the job holds, or waits for, resources. COMPLETING is not among them:
 # Slurm is already ending the job (its script is still running, holding the resources).
+# EXPEDITING (REST v0.0.44+) is a requeued job whose requeue Slurm expedites.
 ACTIVE_STATES = frozenset(
     {"PENDING", "RUNNING", "CONFIGURING", "SUSPENDED", "REQUEUED", "REQUEUE_HOLD", "RESIZING",
-     "SIGNALING", "STAGE_OUT"}
+     "SIGNALING", "STAGE_OUT", "EXPEDITING"}
 )  # fmt: skip
+# Active states of a job without nodes: pending, or back in the queue.
+QUEUED_STATES = frozenset({"PENDING", "REQUEUED", "REQUEUE_HOLD", "EXPEDITING"})
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 # A Pod bound within this long of its job's submit learns its job id from its Binding: two
 # writes on the happy path (binding, Event). One that waits longer is told (annotation, Event).
@@ -167,7 +170,7 @@ def _unbound(pod: Obj, job: SlurmJob, now: float) -> list[Step]:
 
 
 def _bound(job: SlurmJob) -> list[Step]:
-    if job.state in ACTIVE_STATES - {"PENDING", "REQUEUED", "REQUEUE_HOLD"}:
+    if job.state in ACTIVE_STATES - QUEUED_STATES:
         return []
     if job.state in ACTIVE_STATES:  # requeued (e.g. preempted with PreemptMode=REQUEUE)
         message = f"Slurm requeued placeholder job {job.job_id}; a bound Pod cannot move"

@@ -22,6 +22,7 @@ from reconciler.adapters.slurm.model import SlurmJob
 from reconciler.scheduler.admission import NODE_LIST_ANNOTATIONS, PodRequest, Problem
 from reconciler.scheduler.decide import (
     ACTIVE_STATES,
+    QUEUED_STATES,
     TERMINAL_PHASES,
     ended_message,
     is_refused,
@@ -33,7 +34,7 @@ Obj = Mapping[str, Any]
 FailurePolicy = Literal["restart", "keep-going"]
 FAILURE_POLICIES: tuple[FailurePolicy, ...] = wk.GANG_FAILURE_POLICIES
 # A job back in the queue no longer holds the nodes its bound members run on.
-REQUEUE_STATES = frozenset({"PENDING", "REQUEUED", "REQUEUE_HOLD"})
+REQUEUE_STATES = QUEUED_STATES
 # A PodGroup's name rules (DNS-1123 subdomain): it ends up in job names and hook paths.
 _GROUP_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 # What every member must ask for alike: one job has one partition, account, QOS, user...

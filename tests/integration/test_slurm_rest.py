@@ -1,5 +1,6 @@
 """The slurmrestd adapter against the real slurmrestd of the local stack (JWT): every OpenAPI
-version it serves (24.11: v0.0.42, v0.0.41, v0.0.40; 22.05: v0.0.38) runs every test here."""
+version both it serves and the client speaks (versions.SUPPORTED_VERSIONS; 24.11: v0.0.42,
+v0.0.41, v0.0.40; 22.05: v0.0.38; a 26.05 install: v0.0.45 to v0.0.42) runs every test here."""
 
 from __future__ import annotations
 

@@ -92,7 +92,7 @@ def kinds(result: list[Any]) -> list[type]:
 # ---- the Pod is gone, or finished -----------------------------------------------------------
 
 
-@pytest.mark.parametrize("state", ["PENDING", "RUNNING", "SUSPENDED", "REQUEUED"])
+@pytest.mark.parametrize("state", ["PENDING", "RUNNING", "SUSPENDED", "REQUEUED", "EXPEDITING"])
 def test_deleted_pod_cancels_its_active_job(state: str) -> None:
     assert steps(None, slurm_job(state=state)) == [CancelJob(12, "its Pod was deleted")]
 
@@ -292,7 +292,7 @@ def test_bound_pod_with_running_job_needs_nothing(state: str) -> None:
     assert steps(a_pod(node="gpu-1", phase="Running"), slurm_job(state=state, nodes="gpu-1")) == []
 
 
-@pytest.mark.parametrize("state", ["PENDING", "REQUEUED", "REQUEUE_HOLD"])
+@pytest.mark.parametrize("state", ["PENDING", "REQUEUED", "REQUEUE_HOLD", "EXPEDITING"])
 def test_bound_pod_whose_job_was_requeued_is_deleted_and_the_job_cancelled(state: str) -> None:
     result = steps(a_pod(node="gpu-1", phase="Running"), slurm_job(state=state))
     assert kinds(result) == [DeletePod, CancelJob]

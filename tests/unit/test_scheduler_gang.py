@@ -620,7 +620,7 @@ def test_finished_or_terminating_bound_members_of_an_ended_job_are_left_alone() 
     assert not any(isinstance(s, DeleteMembers) for s in result)
 
 
-@pytest.mark.parametrize("state", ["REQUEUED", "PENDING", "REQUEUE_HOLD"])
+@pytest.mark.parametrize("state", ["REQUEUED", "PENDING", "REQUEUE_HOLD", "EXPEDITING"])
 def test_bound_members_whose_job_was_requeued_are_deleted_and_the_job_cancelled(
     state: str,
 ) -> None:

@@ -20,15 +20,21 @@ from reconciler.adapters.slurm.v0040 import JOB_FLAG_STATES
 from reconciler.adapters.slurm.versions import CODECS, SUPPORTED_VERSIONS, codec_for
 from reconciler.errors import SlurmApiError
 from reconciler.slurm_metrics.figures import job_families
+from tests.unit import slurm_specs
 from tests.unit.slurm_answers import CannedSlurm, StaticToken, canned_slurm
 from tests.unit.test_slurm_wire import RUNNING_JOB
 
 BODIES = Path(__file__).parent / "slurm_bodies"
-# Jobs as each version answered them: slurmrestd 24.11.5's captures, 22.05.8's (test_slurm_wire).
-CAPTURED = {
-    version: json.loads((BODIES / f"{version}.json").read_text())["job_running"]
-    for version in ("v0.0.40", "v0.0.41", "v0.0.42")
-} | {"v0.0.38": RUNNING_JOB}
+# Jobs as each version answered them: slurmrestd 24.11.5's captures, 22.05.8's (test_slurm_wire);
+# for v0.0.43+, which no slurmrestd here serves, a job built to 26.05.3's documented schema.
+CAPTURED = (
+    {
+        version: json.loads((BODIES / f"{version}.json").read_text())["job_running"]
+        for version in ("v0.0.40", "v0.0.41", "v0.0.42")
+    }
+    | {"v0.0.38": RUNNING_JOB}
+    | {version: slurm_specs.job(version) for version in ("v0.0.43", "v0.0.44", "v0.0.45")}
+)
 BASE_STATES = ("PENDING", "RUNNING", "COMPLETED", "CANCELLED", "FAILED", "TIMEOUT")
 # (job_state, state_reason, partition) as slurmrestd says them, and some it never says.
 V0038_STATES = [
@@ -38,7 +44,7 @@ V0040_STATES = [
     (["PENDING"], "Priority", "gpu"), (["PENDING"], "Resources", "gpu,cpu"),
     (["PENDING", "REQUEUED"], "BeginTime", "gpu"), (["RUNNING"], "None", "cpu"),
     (["RUNNING", "COMPLETING"], "None", "cpu"), (["COMPLETED"], "None", "gpu"),
-    ([], "None", "gpu"), ("RUNNING", "None", "gpu"),
+    ([], "None", "gpu"), ("RUNNING", "None", "gpu"), (["PENDING", "EXPEDITING"], "None", "gpu"),
 ]  # fmt: skip
 ODD = [(None, None, None), (7, 8, 9), ({"a": 1}, ["x"], True)]
 

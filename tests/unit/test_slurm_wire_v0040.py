@@ -163,10 +163,13 @@ def test_discovery_takes_the_newest_version_both_sides_know() -> None:
     assert served_versions(spec) == ["v0.0.42", "v0.0.41", "v0.0.40"]
     assert choose_codec(served_versions(spec)).version == "v0.0.42"
     assert choose_codec(["v0.0.39", "v0.0.38"]).version == "v0.0.38"
-    assert choose_codec(["v0.0.43", "v0.0.41"]).version == "v0.0.41"
+    assert choose_codec(["v0.0.46", "v0.0.41"]).version == "v0.0.41"
+    assert choose_codec(["v0.0.42", "v0.0.43", "v0.0.44", "v0.0.45"]).version == "v0.0.45"
     with pytest.raises(SlurmUnsupportedError, match=r"v0\.0\.37"):
         choose_codec(["v0.0.37"])
-    assert SUPPORTED_VERSIONS == ("v0.0.42", "v0.0.41", "v0.0.40", "v0.0.38")
+    assert SUPPORTED_VERSIONS == (
+        "v0.0.45", "v0.0.44", "v0.0.43", "v0.0.42", "v0.0.41", "v0.0.40", "v0.0.38",
+    )  # fmt: skip
 
 
 def test_the_slurm_release_is_read_from_either_meta_spelling() -> None:

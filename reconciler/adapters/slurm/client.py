@@ -2,7 +2,7 @@
 
 `connect()` asks the server which versions it serves (`GET /openapi/v3`, the spec slurmrestd
 generates from its loaded plugins) and speaks the newest one a codec exists for (versions.py):
-v0.0.42, v0.0.41, v0.0.40 (Slurm 23.11-24.11) or v0.0.38 (Slurm 22.05). Everything
+v0.0.45 to v0.0.40 (Slurm 23.11-26.05) or v0.0.38 (Slurm 22.05). Everything
 version-specific is in the codec; this module only sends, times and checks requests.
 """
 

@@ -1,8 +1,9 @@
 """Slurm's objects as the reconciler sees them, whatever the REST version: plain dataclasses
 and the `SlurmRestApi` protocol. Each OpenAPI version is one codec module that maps its wire
 format onto them (`v0038.py` for Slurm 22.05's `openapi/v0.0.38`, `v0040.py` for the data
-parsers v0.0.40-v0.0.42 of Slurm 23.11+); one client (`client.py`) speaks through whichever
-codec the server's `/openapi/v3` offers, over `transport.py`.
+parsers v0.0.40-v0.0.42 of Slurm 23.11+, `v0043.py` and `v0045.py` for v0.0.43-v0.0.45 of
+25.05+); one client (`client.py`) speaks through whichever codec the server's `/openapi/v3`
+offers, over `transport.py`.
 
 `update_time` honestly: slurmrestd answers `?update_time=T` with 304 when nothing changed since
 T and with *everything* otherwise, never a per-object delta. So `jobs(since=T)` returns None

@@ -7,12 +7,12 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from reconciler.adapters.slurm import v0038, v0040
+from reconciler.adapters.slurm import v0038, v0040, v0043, v0045
 from reconciler.adapters.slurm.codec import Codec
 from reconciler.errors import SlurmArgumentError, SlurmUnsupportedError
 
 # Newest first: discovery takes the first the server serves.
-CODECS: tuple[Codec, ...] = (*v0040.CODECS, v0038.CODEC)
+CODECS: tuple[Codec, ...] = (v0045.CODEC, *v0043.CODECS, *v0040.CODECS, v0038.CODEC)
 SUPPORTED_VERSIONS = tuple(codec.version for codec in CODECS)
 _VERSION_PATH = re.compile(r"^/slurm/(v\d+\.\d+\.\d+)/")
 
