@@ -29,7 +29,8 @@ class SlurmRelease:
     patch: int = 0
 
     def __str__(self) -> str:
-        return f"{self.major}.{self.minor:02d}.{self.patch}"
+        """ "25.11.7"; "25.11" where no patch was given (or it is 0)."""
+        return self.series + (f".{self.patch}" if self.patch else "")
 
     @property
     def series(self) -> str:

@@ -37,7 +37,7 @@ class TargetRelease:
 
 
 _SOURCES = {
-    "slurmctld": "the running slurmctld",
+    "slurmctld": "the release slurmctld runs",
     RELEASE_KEY: RELEASE_KEY,
     "image tag": "the Slurm image's tag",
     "default": f"our image's release; set {RELEASE_KEY} for another",

@@ -37,7 +37,7 @@ def test_parse_release_refuses_what_names_no_release(text: str) -> None:
 
 def test_releases_order_and_print_as_slurm_does() -> None:
     assert SlurmRelease(24, 11, 5) < SlurmRelease(25, 5) < SlurmRelease(25, 11, 7)
-    assert str(SlurmRelease(26, 5, 3)) == "26.05.3"
+    assert str(SlurmRelease(26, 5, 3)) == "26.05.3" and str(SlurmRelease(25, 11)) == "25.11"
     assert SlurmRelease(26, 5, 3).series == "26.05"
     assert SlurmRelease(25, 11).at_least(25, 5) and not SlurmRelease(24, 11).at_least(25, 5)
 
@@ -48,7 +48,7 @@ def test_the_live_release_wins_and_the_plan_says_when_the_values_disagree() -> N
     target = target_release(values, live)
     assert (target.release, target.source) == (live, "slurmctld")
     assert target.notes == (
-        "slurmConfig.release is 25.11.0, but slurmctld runs Slurm 26.05.3: rendering for 26.05; "
+        "slurmConfig.release is 25.11, but slurmctld runs Slurm 26.05.3: rendering for 26.05; "
         'set slurmConfig.release: "26.05.3" (or remove it) to match',
     )
     assert target_release(values, SlurmRelease(25, 11, 7)).notes == ()  # a series agrees
