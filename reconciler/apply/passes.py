@@ -13,7 +13,7 @@ from reconciler.adapters.topology_facts import live_release, read_topology_input
 from reconciler.apply.connect import resolve_target
 from reconciler.apply.live_reader import read_live, server_views
 from reconciler.apply.target import Target
-from reconciler.compile.desired import DesiredState, compile_desired_state
+from reconciler.compile.desired import DesiredState, compile_desired_state, compile_shape
 from reconciler.compile.topology_places import TopologyInputs
 from reconciler.compile.topology_spec import topology_set
 from reconciler.config.layering import plain
@@ -49,7 +49,7 @@ def plan_config(
 ) -> tuple[Plan, Target, DesiredState]:
     """The plan for a loaded config against the target the args name (CLI and daemon);
     `policies` already compiled for this revision, else compiled here."""
-    shape = compile_desired_state(config)  # the declared nodes do not depend on the profile
+    shape = compile_shape(config)  # the declared nodes depend on neither profile nor release
     declared = [n.name for n in (*shape.slurm_nodes, *shape.spare_nodes)]
     target, profile = resolve_target(
         args, config.settings.namespace, declared, config.settings.release

@@ -47,7 +47,12 @@ from reconciler.compile.slurm_conf import (
 from reconciler.compile.slurm_keys import release_warnings
 from reconciler.compile.slurm_nodes import SlurmNodeSpec, slurm_node_specs
 from reconciler.compile.slurmdbd import accounting_plan, render_slurmdbd_conf
-from reconciler.compile.target_release import DEFAULT_RELEASE, TargetRelease, target_release
+from reconciler.compile.target_release import (
+    DEFAULT_RELEASE,
+    NEWEST_KNOWN,
+    TargetRelease,
+    target_release,
+)
 from reconciler.compile.topology import TopologyInputs, compiled_topology
 from reconciler.compile.value_secrets import ValueSecret
 from reconciler.config.layering import plain
@@ -187,6 +192,13 @@ def compile_desired_state(
         topology_files=topo.files,
         slurm_release=target,
     )
+
+
+def compile_shape(config: Config, profile: Profile | None = None) -> DesiredState:
+    """The declared nodes, their shapes and the value Secrets, before the Slurm release of the
+    target is known (it is asked of the target these name): rendered for the newest release we
+    know, so nothing a release decides (topology.yaml, say) is refused yet. Not for applying."""
+    return compile_desired_state(config, profile, live_release=NEWEST_KNOWN)
 
 
 def _kube_objects(

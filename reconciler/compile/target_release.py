@@ -21,6 +21,9 @@ RELEASE_KEY = "slurmConfig.release"
 # An image tag names a release only when it is one, as our image's tags are ("24.11.5").
 _TAG = re.compile(r"\d{2}\.\d{2}(\.\d+)?")
 DEFAULT_RELEASE = parse_release(SLURM_TAG)
+# The newest release whose changes this code knows (compile/slurm_keys.py): it refuses nothing
+# an older one needs, so a compile for node names and shapes alone targets it.
+NEWEST_KNOWN = parse_release("26.05.3")
 
 
 @dataclass(frozen=True)

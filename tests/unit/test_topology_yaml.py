@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from reconciler.compile.desired import DesiredState, compile_desired_state
+from reconciler.compile.desired import DesiredState, compile_desired_state, compile_shape
 from reconciler.compile.topology_places import UNPLACED, TopologyInputs
 from reconciler.errors import CompileError, ConfigTypeError
 from reconciler.plan.diff import desired_objects, plan_changes
@@ -219,3 +219,10 @@ def test_merge_only_errors_name_the_entry() -> None:
     two = NAMED.replace("exclusivePartitions: [train]", "default: true")
     with pytest.raises(CompileError, match=r"'fabric' and 'nvlink' are both default: true"):
         _state(two)
+
+
+def test_the_shape_compile_before_the_release_is_known_refuses_nothing_a_release_decides() -> None:
+    """plan compiles once for the declared nodes before it asks the target which Slurm runs:
+    a repo with topologies and no slurmConfig.release must get that far."""
+    shape = compile_shape(config_from(NAMED))
+    assert [n.name for n in shape.slurm_nodes] == [f"slurm-cpu-{i}" for i in range(4)]
