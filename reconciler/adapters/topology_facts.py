@@ -1,20 +1,18 @@
-"""What compute.topology needs from the live cluster, read into the compiler's plain shape: the
-labels it names on each Kubernetes Node, the Node each slurmd Pod of a release is bound to,
-and the Slurm release slurmctld runs."""
+"""What the compiler needs from the live cluster, read into its plain shape: the labels
+compute.topology names on each Kubernetes Node, the Node each slurmd Pod of a release is bound
+to, and the Slurm release slurmctld runs (which every render targets)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
 from reconciler.adapters.slurm.model import SlurmRestApi
-from reconciler.compile.topology import TopologyInputs
+from reconciler.compile.topology_places import TopologyInputs
 from reconciler.errors import ReconcilerError
-
-_RELEASE = re.compile(r"(\d+)\.(\d+)")
+from reconciler.slurm_release import SlurmRelease, maybe_release
 
 
 def slurmd_selector(release: str) -> str:
@@ -30,20 +28,15 @@ def read_topology_inputs(
     namespace: str,
     release: str,
     labels: Sequence[str],
-    slurm: SlurmRestApi | None = None,
-    *,
-    known_release: str = "",
 ) -> TopologyInputs:
-    """Only the `labels` of each Node are kept. The Slurm release is slurmctld's when it answers,
-    else `known_release` (a new cluster's, before slurmctld runs), else not known."""
+    """Only the `labels` of each Node are kept."""
     pods = kube.list("v1", "Pod", namespace, label_selector=slurmd_selector(release)).items
     hosts = dict(place for pod in pods if (place := _place(pod)) is not None)
     node_labels = {}
     for node in kube.list("v1", "Node").items:
         have = (node.get("metadata") or {}).get("labels") or {}
         node_labels[str(node["metadata"]["name"])] = {k: str(have[k]) for k in labels if k in have}
-    running = _running_release(slurm) if slurm is not None else None
-    return TopologyInputs(node_labels, hosts, running or _parsed(known_release))
+    return TopologyInputs(node_labels, hosts)
 
 
 def _place(pod: dict[str, Any]) -> tuple[str, str] | None:
@@ -57,14 +50,11 @@ def _place(pod: dict[str, Any]) -> tuple[str, str] | None:
     return (str(meta["name"]), str(node)) if node else None
 
 
-def _running_release(slurm: SlurmRestApi) -> tuple[int, int] | None:
-    """(major, minor) of the Slurm slurmctld runs; None when it does not answer."""
+def live_release(slurm: SlurmRestApi, known: str = "") -> SlurmRelease | None:
+    """The release slurmctld runs, as slurmrestd's answers say (its /ping's `meta`, asked once
+    per client); else `known` (the local stack's install, before slurmctld runs); else None."""
     try:
-        return _parsed(slurm.slurm_version)
+        running = maybe_release(slurm.slurm_version)
     except ReconcilerError:
-        return None
-
-
-def _parsed(text: str) -> tuple[int, int] | None:
-    match = _RELEASE.match(text)
-    return (int(match.group(1)), int(match.group(2))) if match else None
+        running = None
+    return running or maybe_release(known)

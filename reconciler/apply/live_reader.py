@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import hostlist
@@ -14,12 +14,12 @@ from reconciler.adapters.sacctmgr import Sacctmgr, SacctmgrError
 from reconciler.adapters.slurm.model import SlurmNode, SlurmReservation, SlurmRestApi
 from reconciler.compile.desired import DesiredState
 from reconciler.compile.manifests import slurm_conf_map_name
+from reconciler.compile.topology import TOPOLOGY_FILES
 from reconciler.compile.value_secrets import live_digest
 from reconciler.errors import SlurmUnavailableError
 from reconciler.plan.diff import kube_ref, needs_dry_run
 from reconciler.plan.live import LiveAccounting, LiveNode, LiveReservation, LiveState
 from reconciler.plan.model import ObjectRef
-from reconciler.plan.topology import TOPOLOGY_CONF
 
 # The kinds we render (compile/manifests.py); only these are listed and pruned.
 OWNED_KINDS = (
@@ -71,7 +71,7 @@ def read_live(
         return LiveState(objects, {}, data.get("slurm.conf"), data.get("gres.conf"), {}, now,
                          secrets=secrets, secret_digests=digests,
                          slurm_error=error.message,
-                         topology_conf=data.get(TOPOLOGY_CONF))  # fmt: skip
+                         topology_files=_topology_files(data))  # fmt: skip
     nodes = {n.name: live_node(n) for n in (snapshot.items if snapshot else ())}
     return LiveState(
         objects,
@@ -83,8 +83,12 @@ def read_live(
         read_accounting(sacctmgr) if sacctmgr is not None else None,
         secrets=secrets,
         secret_digests=digests,
-        topology_conf=data.get(TOPOLOGY_CONF),
+        topology_files=_topology_files(data),
     )
+
+
+def _topology_files(data: Mapping[str, str]) -> dict[str, str]:
+    return {name: data[name] for name in TOPOLOGY_FILES if name in data}
 
 
 def existing_secrets(kube: Kube, names: Iterable[str], namespace: str) -> frozenset[str]:

@@ -4,7 +4,7 @@ slurmctld reads its config (the files the node agent writes for the controller P
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from reconciler.adapters.kube import Kube
@@ -18,7 +18,6 @@ from reconciler.compile.profile import Profile
 from reconciler.local.slurm import SlurmSite, current_user
 from reconciler.local.slurm_site import local_dbd_site
 from reconciler.local.stack import LocalStack
-from reconciler.plan.topology import TOPOLOGY_CONF
 
 
 def open_stack(runtime_dir: Path) -> LocalStack:
@@ -81,9 +80,7 @@ def local_target(
         slurm=rest,
         scontrol=Scontrol(tokens, env=slurm.env()),
         namespace=namespace,
-        sink=FileSink(
-            slurm.paths.slurm_conf, slurm.paths.gres_conf, slurm.paths.etc / TOPOLOGY_CONF
-        ),
+        sink=FileSink(slurm.paths.slurm_conf, slurm.paths.gres_conf, slurm.paths.etc),
         restarter=DeploymentRestarter.if_ours(kube, namespace, release, slurm.controller_up)
         if release
         else None,
@@ -95,17 +92,21 @@ def local_target(
 class FileSink:
     """slurmctld reads the files the node agent writes from the ConfigMap."""
 
-    def __init__(self, slurm_conf: Path, gres_conf: Path, topology_conf: Path) -> None:
+    def __init__(self, slurm_conf: Path, gres_conf: Path, etc: Path) -> None:
         self._files = (slurm_conf, gres_conf)
-        self._topology = topology_conf
+        self._etc = etc  # where the topology files are, beside slurm.conf
 
     def wait_for(
-        self, slurm_conf: str, gres_conf: str, timeout: float, *, topology_conf: str | None = None
+        self,
+        slurm_conf: str,
+        gres_conf: str,
+        timeout: float,
+        *,
+        topology_files: Mapping[str, str] | None = None,
     ) -> None:
-        """`topology_conf`: its text too, when apply writes one."""
+        """`topology_files`: their texts too, by file name, when apply writes them."""
         wanted = [*zip(self._files, (slurm_conf, gres_conf), strict=True)]
-        if topology_conf is not None:
-            wanted.append((self._topology, topology_conf))
+        wanted += [(self._etc / name, text) for name, text in (topology_files or {}).items()]
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if all(_read(p) == t for p, t in wanted):

@@ -9,12 +9,13 @@ import logging
 from collections.abc import Iterator
 from dataclasses import replace
 
-from reconciler.adapters.topology_facts import read_topology_inputs
+from reconciler.adapters.topology_facts import live_release, read_topology_inputs
 from reconciler.apply.connect import resolve_target
 from reconciler.apply.live_reader import read_live, server_views
 from reconciler.apply.target import Target
-from reconciler.compile.desired import DesiredState, compile_desired_state
-from reconciler.compile.topology import TopologyInputs, topology_spec
+from reconciler.compile.desired import DesiredState, compile_desired_state, compile_shape
+from reconciler.compile.topology_places import TopologyInputs
+from reconciler.compile.topology_spec import topology_set
 from reconciler.config.layering import plain
 from reconciler.config.repo import Config
 from reconciler.logs import print_warnings
@@ -48,12 +49,13 @@ def plan_config(
 ) -> tuple[Plan, Target, DesiredState]:
     """The plan for a loaded config against the target the args name (CLI and daemon);
     `policies` already compiled for this revision, else compiled here."""
-    shape = compile_desired_state(config)  # the declared nodes do not depend on the profile
+    shape = compile_shape(config)  # the declared nodes depend on neither profile nor release
     declared = [n.name for n in (*shape.slurm_nodes, *shape.spare_nodes)]
     target, profile = resolve_target(
         args, config.settings.namespace, declared, config.settings.release
     )
-    state = compile_desired_state(config, profile, _topology_inputs(config, target))
+    running = live_release(target.slurm, target.slurm_release)
+    state = compile_desired_state(config, profile, _topology_inputs(config, target), running)
     print_warnings(state.warnings)
     live = read_live(target.kube, target.slurm, state.release, state.namespace, target.sacctmgr,
                      secret_names=[s.name for s in state.secrets],
@@ -64,12 +66,12 @@ def plan_config(
 
 def _topology_inputs(config: Config, target: Target) -> TopologyInputs | None:
     """What compute.topology reads from the cluster; without it nothing is read."""
-    spec = topology_spec(plain(config.values), config.topology_where)
-    if spec is None:
+    topologies = topology_set(plain(config.values), config.topology_where)
+    if topologies is None:
         return None
     settings = config.settings
-    return read_topology_inputs(target.kube, settings.namespace, settings.release, spec.labels,
-                                target.slurm, known_release=target.slurm_release)  # fmt: skip
+    return read_topology_inputs(target.kube, settings.namespace, settings.release,
+                                topologies.labels)  # fmt: skip
 
 
 def with_policies(

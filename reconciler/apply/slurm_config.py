@@ -8,8 +8,8 @@ from __future__ import annotations
 import time
 
 from reconciler.apply.target import ApplyOptions, Say, Target
+from reconciler.compile.topology import TOPOLOGY_FILES
 from reconciler.plan.model import SLURM_CONFIG, STEP_REGISTER, Change, Plan
-from reconciler.plan.topology import TOPOLOGY_CONF
 
 
 def update_slurm_config(plan: Plan, target: Target, options: ApplyOptions, say: Say) -> None:
@@ -18,10 +18,10 @@ def update_slurm_config(plan: Plan, target: Target, options: ApplyOptions, say: 
         return
     slurm_conf, gres_conf = _texts(plan, configs)
     if target.sink is not None:
-        # topology.conf is waited for only when it is written (a key gone stays on disk there).
-        topology = configs.get(TOPOLOGY_CONF)
+        # A topology file is waited for only when it is written (a key gone stays on disk there).
+        topology = {n: c.after for n in TOPOLOGY_FILES if (c := configs.get(n)) and c.after}
         target.sink.wait_for(slurm_conf, gres_conf, options.config_timeout,
-                             topology_conf=topology.after if topology else None)  # fmt: skip
+                             topology_files=topology)  # fmt: skip
     elif target.restarter is not None and not plan.controller_restart:
         # Our controller Pod rereads its mounted config itself once kubelet has updated the
         # files (its reconfigure sidecar): a reconfigure now could read the old ones.

@@ -3,7 +3,7 @@ raises for a stop it chose (what was done before is in its progress output)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -25,7 +25,12 @@ class ConfigSink(Protocol):
     """Where slurmctld reads its config: apply waits until it holds the new text."""
 
     def wait_for(
-        self, slurm_conf: str, gres_conf: str, timeout: float, *, topology_conf: str | None = None
+        self,
+        slurm_conf: str,
+        gres_conf: str,
+        timeout: float,
+        *,
+        topology_files: Mapping[str, str] | None = None,
     ) -> None: ...
 
 

@@ -15,7 +15,7 @@ from reconciler.apply.live_reader import read_live
 from reconciler.apply.passes import passes, plan_config, with_policies
 from reconciler.apply.target import ApplyError, ApplyOptions, Target
 from reconciler.cli.compile import load, repo_args
-from reconciler.compile.desired import DesiredState, compile_desired_state
+from reconciler.compile.desired import DesiredState, compile_desired_state, compile_shape
 from reconciler.logs import print_warnings
 from reconciler.plan.diff import plan_changes
 from reconciler.plan.jsonout import plan_from_dict, plan_to_dict, render_json
@@ -120,7 +120,7 @@ def run_apply(args: argparse.Namespace) -> int:
     if args.plan_file:
         plan = plan_from_dict(json.loads(args.plan_file.read_text()))
         config = load(args)
-        plan = with_value_secret_data(plan, compile_desired_state(config))
+        plan = with_value_secret_data(plan, compile_shape(config))
         target, _ = resolve_target(args, config.settings.namespace, release=config.settings.release)
         _apply_one(plan, target, options, args)
         return 0

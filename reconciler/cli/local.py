@@ -23,7 +23,7 @@ from reconciler.apply.executor import apply_plan
 from reconciler.apply.local_target import site_profile
 from reconciler.apply.passes import passes
 from reconciler.apply.target import ApplyOptions
-from reconciler.compile.desired import DesiredState, compile_desired_state
+from reconciler.compile.desired import DesiredState, compile_shape
 from reconciler.config.files import read_library, read_repo
 from reconciler.config.repo import Config, load_config
 from reconciler.errors import LocalStackError
@@ -116,7 +116,7 @@ def run_up(args: argparse.Namespace) -> int:
         raise LocalStackError("--image-archive is for --kubelet (the node agent runs no images)")
     repo = args.repo or DEFAULT_REPO
     config = load_config(read_repo(repo), read_library())
-    probe = compile_desired_state(config)  # node names and shapes do not depend on the profile
+    probe = compile_shape(config)  # node names and shapes do not depend on profile or release
     stack = LocalStack(runtime_dir(args), cluster_name=config.settings.release)
     started = time.monotonic()
     _progress(f"local stack in {stack.runtime_dir}")
@@ -135,7 +135,7 @@ def run_up(args: argparse.Namespace) -> int:
             _start_directory(stack, kube, config.settings.namespace)
         agent = start_node_agent(stack, kube, _templates(probe, args.nodes))
         apply_repo(config, stack)
-        state = compile_desired_state(config, site_profile(site))
+        state = compile_shape(config, site_profile(site))
         wait_ready(stack, kube, state, timeout=READY_TIMEOUT_SECONDS)
         ready = True
         _progress(f"ready in {time.monotonic() - started:.1f} s")
@@ -163,7 +163,7 @@ def run_up_kubelet(args: argparse.Namespace) -> int:
     if args.repo is not None:
         # The repo shapes the Nodes (labels its node definitions' affinity asks for, GPUs);
         # applying it is `reconciler apply`'s job on this cluster (issue 32, item 3).
-        probe = compile_desired_state(load_config(read_repo(args.repo), read_library()))
+        probe = compile_shape(load_config(read_repo(args.repo), read_library()))
         shapes = _templates(probe, args.nodes)
     stack = LocalStack(runtime_dir(args))
     shaped = f"; Nodes shaped for {args.repo}, which is not applied" if shapes else ""

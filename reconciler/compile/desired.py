@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,13 +45,21 @@ from reconciler.compile.slurm_conf import (
     render_gres_conf,
     render_slurm_conf,
 )
+from reconciler.compile.slurm_keys import release_warnings
 from reconciler.compile.slurm_nodes import SlurmNodeSpec, slurm_node_specs
 from reconciler.compile.slurmdbd import accounting_plan, render_slurmdbd_conf
+from reconciler.compile.target_release import (
+    DEFAULT_RELEASE,
+    NEWEST_KNOWN,
+    TargetRelease,
+    target_release,
+)
 from reconciler.compile.topology import TopologyInputs, compiled_topology
 from reconciler.compile.value_secrets import ValueSecret
 from reconciler.config.layering import plain
 from reconciler.config.repo import Config
 from reconciler.config.schema import Warning_
+from reconciler.slurm_release import SlurmRelease
 
 # Apply order: what a workload mounts or claims must exist before it.
 KIND_ORDER = {"ConfigMap": 0, "PersistentVolumeClaim": 1, "Service": 1, "Deployment": 2,
@@ -86,18 +95,28 @@ class DesiredState:
     secrets: tuple[GeneratedSecret, ...] = field(default=())
     # Secrets whose data values give (shown without it; apply keeps them equal to values).
     value_secrets: tuple[ValueSecret, ...] = field(default=())
-    # compute.topology's topology.conf (None: not set), from the Nodes' labels when read.
-    topology_conf: str | None = None
+    # compute.topology's topology.conf or topology.yaml by file name (none: not set), from
+    # the Nodes' labels when read.
+    topology_files: Mapping[str, str] = field(default_factory=dict)
+    # The Slurm release the files are rendered for, and where that came from.
+    slurm_release: TargetRelease = field(
+        default_factory=lambda: TargetRelease(DEFAULT_RELEASE, "default")
+    )
 
 
 def compile_desired_state(
-    config: Config, profile: Profile | None = None, topology: TopologyInputs | None = None
+    config: Config,
+    profile: Profile | None = None,
+    topology: TopologyInputs | None = None,
+    live_release: SlurmRelease | None = None,
 ) -> DesiredState:
     """`topology`: what the cluster says of where Slurm nodes run (compute.topology reads it;
-    without it every node is unplaced)."""
+    without it every node is unplaced). `live_release`: the Slurm release slurmctld runs, when
+    it answered (the files are rendered for it; else for slurmConfig.release or our image's)."""
     profile = profile or Profile()
     release, namespace = config.settings.release, config.settings.namespace
     values = plain(config.values)
+    target = target_release(values, live_release)
     nodesets = compose_all(config)
     enabled = [(n, plain(n.definition)) for n in nodesets if n.enabled]
     specs = slurm_node_specs(release, enabled)
@@ -106,7 +125,7 @@ def compile_desired_state(
     disabled = (n.name for n in nodesets if not n.enabled)
     empty = check_partition_nodes(partitions, specs, disabled, where)
     declared = [n for s in specs for n in (*s.node_names(), *s.spare_names())]
-    topo = compiled_topology(config, values, partitions, declared, topology)
+    topo = compiled_topology(config, values, partitions, declared, topology, target)
     partitions = topo.partitions
     warnings = [
         Warning_(
@@ -117,8 +136,10 @@ def compile_desired_state(
         for p, d in empty
     ]
     warnings += [Warning_(str(config.topology_where), note) for note in topo.notes]
+    warnings += [Warning_("slurmConfig.release", note) for note in target.notes]
+    warnings += release_warnings(values, target.release, str(where))
     slurm_conf = render_slurm_conf(
-        release, values, specs, partitions, profile, (d for _, d in empty)
+        release, values, specs, partitions, profile, (d for _, d in empty), target.release
     )
     gres_conf = render_gres_conf(specs, profile, values)
     if gres_config(values) and not gpu_node_specs(specs):
@@ -172,8 +193,16 @@ def compile_desired_state(
         accounting=compile_accounting(release, values, config.accounting_locations),
         secrets=generated_secrets(release, namespace, mysql=dbd.render_mysql),
         value_secrets=tuple(directory.value_secrets(release, namespace, values)),
-        topology_conf=topo.files.get("topology.conf"),
+        topology_files=topo.files,
+        slurm_release=target,
     )
+
+
+def compile_shape(config: Config, profile: Profile | None = None) -> DesiredState:
+    """The declared nodes, their shapes and the value Secrets, before the Slurm release of the
+    target is known (it is asked of the target these name): rendered for the newest release we
+    know, so nothing a release decides (topology.yaml, say) is refused yet. Not for applying."""
+    return compile_desired_state(config, profile, live_release=NEWEST_KNOWN)
 
 
 def _kube_objects(

@@ -13,10 +13,12 @@ from reconciler.compile.power import power_conf
 from reconciler.compile.profile import Profile
 from reconciler.compile.slurm_nodes import SlurmNodeSpec
 from reconciler.compile.slurmdbd import accounting_plan
+from reconciler.compile.target_release import DEFAULT_RELEASE
 from reconciler.config.control_chars import control_character
 from reconciler.config.defaults import DEFAULT_KILL_WAIT_SECONDS
 from reconciler.config.topology import topology_settings
 from reconciler.errors import CompileError, Location
+from reconciler.slurm_release import SlurmRelease
 
 HEADER = "# Rendered by reconciler from the config repo; edit the repo, not this file."
 DEFAULT_PARTITIONS = "PartitionName=all Nodes=ALL Default=YES MaxTime=INFINITE State=UP"
@@ -135,8 +137,10 @@ def render_slurm_conf(
     partitions: list[Partition],
     profile: Profile,
     empty_nodesets: Iterable[str] = (),
+    target: SlurmRelease = DEFAULT_RELEASE,
 ) -> str:
-    settings = _settings(release, values, profile, has_gpus=any(s.gres for s in specs))
+    """`target`: the Slurm release the file is for (compile/target_release.py)."""
+    settings = _settings(release, values, profile, target, has_gpus=any(s.gres for s in specs))
     settings.update(power_conf(values, specs, profile.conf_dir))
     # extraConfig wins: its KEY=VALUE lines replace ours in place; object lines (NodeName=,
     # PartitionName=...) and anything else are kept as written.
@@ -156,7 +160,7 @@ def render_slurm_conf(
 
 
 def _settings(
-    release: str, values: dict[str, Any], profile: Profile, *, has_gpus: bool
+    release: str, values: dict[str, Any], profile: Profile, target: SlurmRelease, *, has_gpus: bool
 ) -> dict[str, str]:
     slurm = values.get("slurmConfig") or {}
     ctld = slurm.get("slurmCtld") or {}
@@ -200,7 +204,7 @@ def _settings(
         settings["Epilog"] = f"{profile.conf_dir}/epilog.d/*"
     if profile.is_local:
         settings["SlurmdParameters"] = "config_overrides"  # nodes claim more CPUs than the host has
-    settings.update(topology_settings(values))  # compute.topology (compile/topology.py)
+    settings.update(topology_settings(values, target))  # compute.topology (compile/topology.py)
     settings.update(profile.site)
     return settings
 

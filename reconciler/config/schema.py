@@ -26,6 +26,7 @@ from reconciler.config.directory import (
 )
 from reconciler.config.limits import MAX_NODES
 from reconciler.config.pods import POD_VALUES, check_pod_values
+from reconciler.config.release_key import RELEASE_VALUES, check_release_key
 from reconciler.config.topology import TOPOLOGY_VALUES, check_topology
 from reconciler.config.value_types import check_table, wrong
 from reconciler.config.yamlfile import KeyPath, YamlFile, lookup
@@ -127,6 +128,7 @@ VALUES: dict[str, str] = {
 
 ALL_VALUES: dict[str, str] = {**VALUES, **CONTROL_PLANE_VALUES, **DIRECTORY_VALUES}
 ALL_VALUES.update(TOPOLOGY_VALUES)  # compute.topology (config/topology.py)
+ALL_VALUES.update(RELEASE_VALUES)  # slurmConfig.release (config/release_key.py)
 ALL_VALUES.update(POD_VALUES)  # image, sidecars, clusterDomain (config/pods.py)
 MOUNT: dict[str, str] = {"name": "string", "pvc": "string"}
 S6_SCRIPT: dict[str, str] = {"type": "string", "script": "string"}
@@ -164,6 +166,7 @@ def check_values_file(doc: YamlFile, warnings: list[Warning_]) -> None:
     _check_pod_policy(doc)
     check_directory_service(doc)
     check_topology(doc)
+    check_release_key(doc)
     check_pod_values(doc)
     for name, definition in (compute.get("nodes") or {}).items():
         _check_name(doc, ("compute", "nodes", name), name)

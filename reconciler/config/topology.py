@@ -1,6 +1,8 @@
 """The keys of `compute.topology` (ours), checked in the file that writes them: a wrong value
-names its file, line and key. What only the merged values show (block without blockLabel) is
-checked when compiling (compile/topology.py).
+names its file, line and key. Either one topology (`plugin` and its keys) or, for Slurm 25.05's
+topology.yaml, several named ones (`topologies`, a list of the same keys with `name` and
+`default`). What only the merged values show (block without blockLabel) is checked when
+compiling (compile/topology_spec.py).
 """
 
 from __future__ import annotations
@@ -9,8 +11,10 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from reconciler.config.value_types import check_table
 from reconciler.config.yamlfile import KeyPath, YamlFile, lookup
 from reconciler.errors import ConfigTypeError
+from reconciler.slurm_release import SlurmRelease
 
 TOPOLOGY_VALUES: dict[str, str] = {
     "compute.topology": "mapping",
@@ -19,8 +23,19 @@ TOPOLOGY_VALUES: dict[str, str] = {
     "compute.topology.blockSizes": "list",
     "compute.topology.switchLabels": "list of strings",
     "compute.topology.exclusivePartitions": "list of strings",
+    "compute.topology.topologies": "list of mappings",
+}
+# The single shape's keys, which `topologies` entries hold instead.
+SINGLE_KEYS = ("plugin", "blockLabel", "blockSizes", "switchLabels", "exclusivePartitions")
+ENTRY_VALUES: dict[str, str] = {
+    "name": "string",
+    "default": "boolean",
+    **{key: TOPOLOGY_VALUES[f"compute.topology.{key}"] for key in SINGLE_KEYS},
 }
 PLUGINS = ("block", "tree")
+ENTRY_PLUGINS = (*PLUGINS, "flat")  # flat: no topology, for partitions that want none
+# A topology name: a word of topology.yaml and of a partition's Topology= option.
+_TOPOLOGY_NAME = re.compile(r"[A-Za-z0-9][-A-Za-z0-9_.]{0,62}")
 # Slurm (block_record.c) accepts BlockSizes whose sizes are the first times a power of two,
 # up to 2^15, and stops at start on anything else.
 MAX_LEVEL = 15
@@ -31,68 +46,125 @@ _PREFIX = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
 _LABEL_KEY = re.compile(rf"({_PREFIX}/)?{_NAME}")
 
 
-def topology_settings(values: Mapping[str, Any]) -> dict[str, str]:
-    """The slurm.conf line compute.topology adds."""
+def topology_settings(values: Mapping[str, Any], slurm: SlurmRelease) -> dict[str, str]:
+    """The slurm.conf line compute.topology adds: TopologyPlugin before Slurm 25.05. From
+    25.05 on, topology.yaml names each topology's plugin and Slurm, finding it, does not read
+    TopologyPlugin (src/interfaces/topology.c), so none is written."""
     plugin = ((values.get("compute") or {}).get("topology") or {}).get("plugin")
-    return {"TopologyPlugin": f"topology/{plugin}"} if plugin in PLUGINS else {}
+    if plugin not in PLUGINS or slurm.at_least(25, 5):
+        return {}
+    return {"TopologyPlugin": f"topology/{plugin}"}
 
 
 def check_topology(doc: YamlFile) -> None:
     """Values beyond their types (checked from TOPOLOGY_VALUES before this runs)."""
-    plugin, found = lookup(doc.data, [*_ROOT, "plugin"])
-    if found and plugin not in PLUGINS:
+    topology, found = lookup(doc.data, list(_ROOT))
+    if not found or not isinstance(topology, dict):
+        return
+    entries = topology.get("topologies")
+    if entries is None:
+        _check_keys(doc, _ROOT, topology, PLUGINS)
+        return
+    mixed = [key for key in SINGLE_KEYS if key in topology]
+    if mixed:
         raise ConfigTypeError(
-            f"compute.topology.plugin must be one of {', '.join(PLUGINS)}, got {plugin!r}",
-            where=doc.location((*_ROOT, "plugin")),
-            hint="block (Slurm 23.11+): one block per value of blockLabel; tree: switches "
-            "from switchLabels",
+            f"compute.topology.{mixed[0]} is set beside compute.topology.topologies",
+            where=doc.location((*_ROOT, mixed[0])),
+            hint=f"move {mixed[0]} into one of compute.topology.topologies (each holds "
+            "name, plugin and that plugin's keys), or drop topologies for one topology",
         )
-    label, found = lookup(doc.data, [*_ROOT, "blockLabel"])
-    if found and label is not None:
-        _check_label_key(doc, (*_ROOT, "blockLabel"), label)
-    labels, found = lookup(doc.data, [*_ROOT, "switchLabels"])
-    if found and labels is not None:
-        if not labels:
-            raise ConfigTypeError(
-                "compute.topology.switchLabels is empty",
-                where=doc.location((*_ROOT, "switchLabels")),
-                hint="the leaf switch's label first, then the ones above",
-            )
-        for index, key in enumerate(labels):
-            _check_label_key(doc, (*_ROOT, "switchLabels", index), key)
-        if len(set(labels)) != len(labels):
-            raise ConfigTypeError(
-                "compute.topology.switchLabels names a label twice",
-                where=doc.location((*_ROOT, "switchLabels")),
-            )
-    sizes, found = lookup(doc.data, [*_ROOT, "blockSizes"])
-    if found and sizes is not None:
-        _check_block_sizes(doc, sizes)
+    names: list[str] = []
+    for index, entry in enumerate(entries):
+        path = (*_ROOT, "topologies", index)
+        _check_entry(doc, path, entry)
+        names.append(entry["name"])
+    twice = next((n for n in names if names.count(n) > 1), None)
+    if twice is not None:
+        raise ConfigTypeError(
+            f"compute.topology.topologies names {twice!r} twice",
+            where=doc.location((*_ROOT, "topologies")),
+        )
+
+
+def _check_entry(doc: YamlFile, path: KeyPath, entry: dict[str, Any]) -> None:
+    unknown = [key for key in entry if key not in ENTRY_VALUES]
+    if unknown:
+        raise ConfigTypeError(
+            f"{_dotted(path)}.{unknown[0]} is not a key of a topology",
+            where=doc.location((*path, unknown[0])),
+            hint="a topology holds " + ", ".join(ENTRY_VALUES),
+        )
+    check_table(doc, path, entry, ENTRY_VALUES)
+    name = entry.get("name")
+    if not isinstance(name, str) or not _TOPOLOGY_NAME.fullmatch(name):
+        raise ConfigTypeError(
+            f"{_dotted(path)}.name must name the topology, got {name!r}",
+            where=doc.location(path if name is None else (*path, "name")),
+            hint="letters, digits, '-', '_', '.' (at most 63), e.g. name: nvlink; "
+            "partitions choose it with Topology=<name>",
+        )
+    _check_keys(doc, path, entry, ENTRY_PLUGINS)
+
+
+def _check_keys(doc: YamlFile, root: KeyPath, data: dict[str, Any], plugins: tuple[str, ...]
+                ) -> None:  # fmt: skip
+    plugin = data.get("plugin")
+    if "plugin" in data and plugin not in plugins:
+        raise ConfigTypeError(
+            f"{_dotted(root)}.plugin must be one of {', '.join(plugins)}, got {plugin!r}",
+            where=doc.location((*root, "plugin")),
+            hint="block (Slurm 23.11+): one block per value of blockLabel; tree: switches "
+            "from switchLabels" + ("; flat: no topology" if "flat" in plugins else ""),
+        )
+    label = data.get("blockLabel")
+    if label is not None:
+        _check_label_key(doc, (*root, "blockLabel"), label)
+    labels = data.get("switchLabels")
+    if labels is not None:
+        _check_switch_labels(doc, (*root, "switchLabels"), labels)
+    sizes = data.get("blockSizes")
+    if sizes is not None:
+        _check_block_sizes(doc, (*root, "blockSizes"), sizes)
+
+
+def _check_switch_labels(doc: YamlFile, path: KeyPath, labels: list[Any]) -> None:
+    if not labels:
+        raise ConfigTypeError(
+            f"{_dotted(path)} is empty",
+            where=doc.location(path),
+            hint="the leaf switch's label first, then the ones above",
+        )
+    for index, key in enumerate(labels):
+        _check_label_key(doc, (*path, index), key)
+    if len(set(labels)) != len(labels):
+        raise ConfigTypeError(f"{_dotted(path)} names a label twice", where=doc.location(path))
+
+
+def _dotted(path: KeyPath) -> str:
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".")
 
 
 def _check_label_key(doc: YamlFile, path: KeyPath, key: Any) -> None:
     prefix, _, name = str(key).rpartition("/")
     if not _LABEL_KEY.fullmatch(str(key)) or len(prefix) > 253 or len(name) > 63:
         raise ConfigTypeError(
-            f"{'.'.join(str(p) for p in path)}: {key!r} is not a Kubernetes label key",
+            f"{_dotted(path)}: {key!r} is not a Kubernetes label key",
             where=doc.location(path),
             hint="an optional DNS prefix and '/', then letters, digits, '-', '_', '.' "
             "(at most 63), e.g. example.com/nvlink-domain",
         )
 
 
-def _check_block_sizes(doc: YamlFile, sizes: list[Any]) -> None:
-    path = (*_ROOT, "blockSizes")
+def _check_block_sizes(doc: YamlFile, path: KeyPath, sizes: list[Any]) -> None:
     for index, size in enumerate(sizes):
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise ConfigTypeError(
-                f"compute.topology.blockSizes[{index}] must be an integer of 1 or more, "
-                f"got {size!r}",
+                f"{_dotted(path)}[{index}] must be an integer of 1 or more, got {size!r}",
                 where=doc.location((*path, index)),
             )
     if not sizes:
         raise ConfigTypeError(
-            "compute.topology.blockSizes is empty",
+            f"{_dotted(path)} is empty",
             where=doc.location(path),
             hint="leave it out for Slurm's default, or give the base block size first",
         )
@@ -101,7 +173,7 @@ def _check_block_sizes(doc: YamlFile, sizes: list[Any]) -> None:
     for index, size in enumerate(sizes[1:], start=1):
         if size not in allowed or size <= sizes[index - 1]:
             raise ConfigTypeError(
-                f"compute.topology.blockSizes[{index}] = {size}: each size must be larger than "
+                f"{_dotted(path)}[{index}] = {size}: each size must be larger than "
                 f"the one before and the first ({base}) times a power of two",
                 where=doc.location((*path, index)),
                 hint=f"e.g. [{base}, {base * 2}, {base * 4}]; Slurm refuses to start otherwise",

@@ -21,7 +21,7 @@ from reconciler.apply.executor import apply_plan
 from reconciler.apply.passes import passes
 from reconciler.apply.target import ApplyOptions
 from reconciler.compile.power import power_saving
-from reconciler.compile.topology import topology_spec
+from reconciler.compile.topology_spec import topology_set
 from reconciler.config.files import read_library, read_repo
 from reconciler.config.layering import plain
 from reconciler.config.repo import Config, load_config
@@ -99,7 +99,7 @@ class Converger:
             )
             values = plain(config.values)
             self.power_saving = power_saving(values) is not None
-            self.topology.follow(topology_spec(values, config.topology_where), namespace, release)
+            self.topology.follow(topology_set(values, config.topology_where), namespace, release)
         return self._record(revision, outcome, started, release=release, namespace=namespace)
 
     def _compiled(self, revision: Revision, config: Config) -> tuple[CompiledPolicy, ...]:

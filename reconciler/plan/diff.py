@@ -9,6 +9,7 @@ from typing import Any
 
 from reconciler.compile.desired import KIND_ORDER, DesiredState, SlurmNode
 from reconciler.compile.slurm_conf import Partition, partitions_in
+from reconciler.compile.topology import TOPOLOGY_FILES
 from reconciler.errors import ReconcilerError
 from reconciler.plan.accounting import accounting_changes
 from reconciler.plan.bootstrap import bootstrap_plan, control_plane_down
@@ -35,7 +36,7 @@ from reconciler.plan.model import (
     Plan,
 )
 from reconciler.plan.reservations import reservation_changes
-from reconciler.plan.topology import TOPOLOGY_CONF, topology_changes
+from reconciler.plan.topology import topology_changes
 from reconciler.wellknown import DRAIN_REASON_PREFIX
 
 
@@ -62,8 +63,8 @@ def desired_objects(state: DesiredState) -> dict[ObjectRef, Any]:
         objects[kube_ref(secret.manifest())] = secret.manifest()
     objects[ObjectRef(SLURM, SLURM_CONFIG, "", "slurm.conf")] = state.slurm_conf
     objects[ObjectRef(SLURM, SLURM_CONFIG, "", "gres.conf")] = state.gres_conf
-    if state.topology_conf is not None:
-        objects[ObjectRef(SLURM, SLURM_CONFIG, "", TOPOLOGY_CONF)] = state.topology_conf
+    for name, text in state.topology_files.items():
+        objects[ObjectRef(SLURM, SLURM_CONFIG, "", name)] = text
     for node in state.slurm_nodes:
         objects[ObjectRef(SLURM, SLURM_NODE, "", node.name)] = node_shape(node)
     for partition in state.partitions:
@@ -175,10 +176,14 @@ def _live_from_objects(objects: Mapping[ObjectRef, Any]) -> LiveState:
     }
     conf = objects.get(ObjectRef(SLURM, SLURM_CONFIG, "", "slurm.conf"))
     gres = objects.get(ObjectRef(SLURM, SLURM_CONFIG, "", "gres.conf"))
-    topology = objects.get(ObjectRef(SLURM, SLURM_CONFIG, "", TOPOLOGY_CONF))
+    topology = {
+        name: objects[ref]
+        for name in TOPOLOGY_FILES
+        if (ref := ObjectRef(SLURM, SLURM_CONFIG, "", name)) in objects
+    }
     secrets = frozenset(r.name for r in kube if r.kind == "Secret")
     kube = {r: o for r, o in kube.items() if r.kind != "Secret"}
-    return LiveState(kube, nodes, conf, gres, secrets=secrets, topology_conf=topology)
+    return LiveState(kube, nodes, conf, gres, secrets=secrets, topology_files=topology)
 
 
 def _kube_changes(
@@ -256,7 +261,7 @@ def _slurm_changes(state: DesiredState, live: LiveState) -> tuple[list[Change], 
             unchanged += 1
         else:
             changes.append(change)
-    changes += topology_changes(state.topology_conf, live.topology_conf)
+    changes += topology_changes(state.topology_files, live.topology_files)
     node_changes, node_unchanged, warnings = _node_changes(state, live)
     part_changes, part_unchanged = _partition_changes(state, live)
     resv_changes, resv_unchanged, resv_warnings = reservation_changes(state, live)

@@ -105,8 +105,8 @@ class LiveState:
     # Why Slurm's state could not be read (slurmrestd does not answer); None when it was.
     # Its nodes and reservations are then unknown, not absent.
     slurm_error: str | None = None
-    # topology.conf as the slurm.conf ConfigMap holds it (None: none there).
-    topology_conf: str | None = None
+    # topology.conf / topology.yaml as the slurm.conf ConfigMap holds them (by file name).
+    topology_files: Mapping[str, str] = field(default_factory=dict)
 
     def fingerprint(self) -> str:
         """Changes whenever something a plan depends on changes, and only then: a Pod becoming

@@ -190,5 +190,6 @@ def test_block_on_slurm_22_05_is_refused_before_slurmctld_starts(tmp_path: Path)
     assert done.returncode == 1, done.stdout + done.stderr
     assert (
         "error: values.d/50-topology.yaml:2 (compute.topology): compute.topology.plugin block "
-        "needs Slurm 23.11 or later (topology/block); this cluster runs Slurm 22.05"
+        "needs Slurm 23.11 or later (topology/block); this render targets Slurm 22.05 (the "
+        "release slurmctld runs)"
     ) in done.stderr

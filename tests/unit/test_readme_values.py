@@ -11,7 +11,7 @@ import pytest
 
 from reconciler.config.directory import DIRECTORY_ENTRY, DIRECTORY_VALUES
 from reconciler.config.pods import POD_VALUES
-from reconciler.config.topology import TOPOLOGY_VALUES
+from reconciler.config.topology import ENTRY_VALUES, TOPOLOGY_VALUES
 
 ROOT = Path(__file__).resolve().parents[2]
 SEEDS = ROOT.parent / "shared" / "seeds"
@@ -42,8 +42,10 @@ def test_every_seed_pyxis_key_is_in_the_readme() -> None:
 
 def test_every_topology_key_we_read_is_in_the_topology_doc() -> None:
     keys = [k for k in TOPOLOGY_VALUES if k != "compute.topology"]
-    assert len(keys) == 5
+    assert len(keys) == 6
     assert [k for k in keys if f"| `{k}` |" not in TOPOLOGY_DOC] == []
+    several = TOPOLOGY_DOC.split("## Several topologies")[1].split("\n## ")[0]
+    assert [k for k in ENTRY_VALUES if f"`{k}`" not in several] == []
 
 
 def test_every_directory_key_we_read_is_in_the_directory_doc() -> None:

@@ -13,13 +13,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reconciler.compile.desired import compile_desired_state
-from reconciler.compile.topology import (
-    UNPLACED,
-    TopologyInputs,
-    TopologySpec,
-    check_release,
-    render_topology,
-)
+from reconciler.compile.topology import render_topology
+from reconciler.compile.topology_places import UNPLACED, TopologyInputs
+from reconciler.compile.topology_spec import TopologySpec, check_release
 from reconciler.errors import CompileError, ConfigTypeError
 from tests.unit.conftest import config_from
 
@@ -133,7 +129,8 @@ def test_a_leaf_value_repeated_under_two_spines_names_two_switches() -> None:
 
 def test_block_needs_slurm_23_11_and_exclusive_topo_24_05() -> None:
     with pytest.raises(CompileError, match=r"compute.topology.plugin block needs Slurm 23.11 "
-                       r"or later \(topology/block\); this cluster runs Slurm 22.05"):  # fmt: skip
+                       r"or later \(topology/block\); this render targets "
+                       r"Slurm 22.05"):  # fmt: skip
         check_release(BLOCK, (22, 5), None)
     check_release(BLOCK, (23, 11), None)
     exclusive = TopologySpec(plugin="block", block_label=RACK, exclusive_partitions=("all",))

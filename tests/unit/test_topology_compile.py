@@ -9,10 +9,11 @@ from typing import Any
 import pytest
 
 from reconciler.compile.desired import DesiredState, compile_desired_state
-from reconciler.compile.topology import UNPLACED, TopologyInputs
+from reconciler.compile.topology_places import UNPLACED, TopologyInputs
 from reconciler.errors import CompileError
 from reconciler.plan.diff import desired_objects, plan_changes
 from reconciler.plan.model import SLURM_CONFIG, Action
+from reconciler.slurm_release import SlurmRelease
 from tests.unit.conftest import config_from
 
 RACK = "example.com/nvlink-domain"
@@ -31,14 +32,16 @@ compute:
 """
 
 
-def _state(values: str = VALUES, inputs: TopologyInputs | None = None) -> DesiredState:
-    return compile_desired_state(config_from(values), topology=inputs)
+def _state(
+    values: str = VALUES, inputs: TopologyInputs | None = None, live: SlurmRelease | None = None
+) -> DesiredState:
+    return compile_desired_state(config_from(values), topology=inputs, live_release=live)
 
 
 def _racks(*racks: str) -> TopologyInputs:
     """slurm-cpu-<i> on Node n<i>, labelled racks[i]."""
     labels = {f"n{i}": {RACK: rack} for i, rack in enumerate(racks)}
-    return TopologyInputs(labels, {f"slurm-cpu-{i}": f"n{i}" for i in range(len(racks))}, (24, 11))
+    return TopologyInputs(labels, {f"slurm-cpu-{i}": f"n{i}" for i in range(len(racks))})
 
 
 def _conf_map(state: DesiredState) -> dict[str, Any]:
@@ -48,9 +51,9 @@ def _conf_map(state: DesiredState) -> dict[str, Any]:
 def test_topology_conf_sits_beside_slurm_conf_which_names_the_plugin() -> None:
     state = _state(inputs=_racks("a", "b", "a", "b"))
     data = _conf_map(state)["data"]
-    assert data["topology.conf"] == state.topology_conf
+    assert data["topology.conf"] == state.topology_files["topology.conf"]
     assert "BlockName=a Nodes=slurm-cpu-[0,2]\nBlockName=b Nodes=slurm-cpu-[1,3]\n" in (
-        state.topology_conf or ""
+        state.topology_files["topology.conf"]
     )
     assert "\nTopologyPlugin=topology/block\n" in state.slurm_conf
     lines = [x for x in state.slurm_conf.splitlines() if x.startswith("PartitionName=")]
@@ -62,15 +65,14 @@ def test_topology_conf_sits_beside_slurm_conf_which_names_the_plugin() -> None:
 
 def test_without_topology_nothing_changes() -> None:
     state = _state(VALUES.split("  topology:")[0] + "  nodes:\n    cpu: {definitions: [cpu-epyc]}")
-    assert state.topology_conf is None
+    assert not state.topology_files
     assert "topology.conf" not in _conf_map(state)["data"]
     assert "Topology" not in state.slurm_conf
 
 
 def test_block_on_slurm_22_05_is_refused_naming_the_key_and_file() -> None:
-    inputs = TopologyInputs({}, {}, (22, 5))
     with pytest.raises(CompileError, match=r"plugin block needs Slurm 23\.11") as err:
-        _state(inputs=inputs)
+        _state(inputs=TopologyInputs({}, {}), live=SlurmRelease(22, 5, 8))
     assert str(err.value.where) == "values.yaml:6 (compute.topology)"
 
 
@@ -91,7 +93,7 @@ def test_a_label_change_is_a_topology_conf_update_in_the_plan() -> None:
 
 def test_dropping_topology_deletes_topology_conf_and_unplaced_nodes_are_warned() -> None:
     state = _state(inputs=_racks("a", "a"))  # slurm-cpu-2 and -3: no Pod bound yet
-    assert f"BlockName={UNPLACED} Nodes=slurm-cpu-[2-3]" in (state.topology_conf or "")
+    assert f"BlockName={UNPLACED} Nodes=slurm-cpu-[2-3]" in state.topology_files["topology.conf"]
     plain = _state(VALUES.split("  topology:")[0] + "  nodes:\n    cpu: {definitions: [cpu-epyc], "
                    "replicas: 4}")  # fmt: skip
     plan = plan_changes(plain, desired_objects(state))

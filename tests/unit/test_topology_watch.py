@@ -9,7 +9,9 @@ from typing import Any, cast
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
 from reconciler.adapters.kube_wire import ObjectList
-from reconciler.compile.topology import TopologyInputs, TopologySpec, render_topology
+from reconciler.compile.topology import render_topology
+from reconciler.compile.topology_places import TopologyInputs
+from reconciler.compile.topology_spec import TopologySet, TopologySpec
 from reconciler.daemon.topology_watch import TopologyWatch
 
 RACK = "example.com/nvlink-domain"
@@ -50,7 +52,7 @@ def test_a_label_change_asks_for_one_convergence_per_text() -> None:
     cluster = Cluster()
     watch = TopologyWatch(cast(Kube, cluster))
     assert not watch.stale()  # no compute.topology followed yet
-    watch.follow(SPEC, "slurm", "slurm")
+    watch.follow(TopologySet((SPEC,)), "slurm", "slurm")
     assert not watch.stale()  # no ConfigMap yet: the convergence under way writes it
     cluster.topology_conf = cluster.rendered()
     assert not watch.stale()
