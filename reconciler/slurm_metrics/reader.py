@@ -127,7 +127,8 @@ class SlurmMetricsReader:
             families = openmetrics_families(self._openmetrics.read(ENDPOINTS))
         except (ReconcilerError, ExpositionError) as error:
             self._ask_openmetrics_at = now + OPENMETRICS_RETRY_SECONDS
-            self._switch(SOURCE_REST, f"slurmctld's OpenMetrics at {where}: {error}; asked "
+            said = error.message if isinstance(error, ReconcilerError) else str(error)
+            self._switch(SOURCE_REST, f"slurmctld's OpenMetrics at {where}: {said}; asked "
                          f"again every {OPENMETRICS_RETRY_SECONDS:g} s")  # fmt: skip
             return None
         self._switch(SOURCE_OPENMETRICS, f"slurmctld's OpenMetrics at {where}")
