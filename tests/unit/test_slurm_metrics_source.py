@@ -15,9 +15,11 @@ from reconciler.adapters.slurm.transport import Transport
 from reconciler.adapters.slurm.versions import codec_for
 from reconciler.adapters.slurmctld_metrics import SlurmctldMetrics
 from reconciler.cli.run import slurmctld_metrics_url
+from reconciler.compile.desired import compile_desired_state
 from reconciler.compile.profile import Profile
 from reconciler.slurm_metrics.openmetrics import ENDPOINTS
 from reconciler.slurm_metrics.reader import OPENMETRICS_RETRY_SECONDS, SlurmMetricsReader
+from tests.unit.conftest import config_from
 from tests.unit.slurm_answers import CannedSlurm, StaticToken
 from tests.unit.test_slurm_metrics_reader import BASE, Clock, served, slurm  # noqa: F401
 from tests.unit.test_slurm_openmetrics import captured
@@ -97,3 +99,31 @@ def test_the_url_given_else_slurmctld_s_port_where_the_config_puts_it() -> None:
     )
     assert slurmctld_metrics_url(args("off"), "s", "s", cluster) == ""
     assert SlurmctldMetrics("http://ctl:6817/metrics").url == "http://ctl:6817"
+
+
+def test_until_the_render_sets_it_extra_config_turns_openmetrics_on() -> None:
+    """slurmConfig.extraConfig: MetricsType=metrics/openmetrics reaches slurm.conf, and the
+    URL the daemon derives is the rendered controller Service on the rendered SlurmctldPort."""
+    state = compile_desired_state(
+        config_from(
+            """
+            slurmConfig:
+              extraConfig: |
+                MetricsType=metrics/openmetrics
+            """
+        )
+    )
+    conf = state.slurm_conf.splitlines()
+    assert "MetricsType=metrics/openmetrics" in conf
+    service = next(
+        o
+        for o in state.kube_objects
+        if o["kind"] == "Service" and o["metadata"]["name"].endswith("-controller")
+    )
+    port = service["spec"]["ports"][0]["port"]
+    assert f"SlurmctldPort={port}" in conf
+    args = argparse.Namespace(slurmctld_metrics_url=None, local=False, runtime_dir=None)
+    url = slurmctld_metrics_url(args, state.namespace, state.release, Profile())
+    assert (
+        url == f"http://{service['metadata']['name']}.{service['metadata']['namespace']}.svc:{port}"
+    )
