@@ -133,6 +133,11 @@ class SlurmUnsupportedError(SlurmApiError):
     offers no OpenAPI version this reconciler speaks."""
 
 
+class SlurmctldMetricsError(ReconcilerError):
+    """slurmctld's OpenMetrics endpoint did not answer, or answered with something else than
+    its exposition (no MetricsType=metrics/openmetrics, a Slurm before 25.11, PrivateData)."""
+
+
 class SlurmArgumentError(ReconcilerError):
     """A value the adapters refuse to send to Slurm: malformed, or able to inject options."""
 

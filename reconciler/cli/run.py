@@ -14,10 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.adapters.kube import Kube
+from reconciler.adapters.slurmctld_metrics import SlurmctldMetrics
 from reconciler.apply.connect import kubeconfig_of, resolve_target
 from reconciler.apply.target import Target
 from reconciler.cli.apply import target_args
 from reconciler.cli.schedule import connect_scheduler
+from reconciler.compile.control_plane import controller_name
+from reconciler.compile.profile import Profile
 from reconciler.daemon.converge import Converger
 from reconciler.daemon.lease import LeaderElector, LeaseTimings
 from reconciler.daemon.run import Daemon, RunSettings
@@ -127,6 +130,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="read Slurm's nodes, jobs and scheduler statistics for /metrics every N s (30; "
         "0 turns the slurm_* series off); a scrape serves the last read",
     )  # fmt: skip
+    run.add_argument(
+        "--slurmctld-metrics-url", metavar="URL",
+        help="slurmctld's OpenMetrics (Slurm 25.11+, MetricsType=metrics/openmetrics), read "
+        "for the slurm_* series instead of slurmrestd while it answers (default: the "
+        "controller Service's SlurmctldPort, or the local stack's; 'off': slurmrestd only)",
+    )  # fmt: skip
     run.add_argument("--config", type=Path, help="a YAML file of settings (see below)")
     log_format_arg(run)
     target_args(run)
@@ -158,7 +167,7 @@ def run_daemon(args: argparse.Namespace) -> int:
     scheduler = _scheduler(args, start.prepared)
     node_sync = _node_sync(args, namespace, release)
     daemon.attach(scheduler=scheduler, node_sync=node_sync,
-                  slurm_metrics=_slurm_metrics(args, namespace),
+                  slurm_metrics=_slurm_metrics(args, namespace, release),
                   initial=start.revision if start.fallback else None)  # fmt: skip
     if scheduler is not None:  # bind latency and Slurm requests on /metrics
         scheduler.observe(bind=daemon.metrics.observe_bind, slurm=daemon.metrics.observe_slurm)
@@ -225,12 +234,13 @@ def _elect(args: argparse.Namespace, namespace: str, release: str, daemon: Daemo
 
 
 def _node_sync(args: argparse.Namespace, namespace: str, release: str) -> NodeSync | None:
-    target = _slurm_target(
+    found = _slurm_target(
         args, namespace, "--node-sync-interval", args.node_sync_interval,
         "the node health sync", "the sync",
     )  # fmt: skip
-    if target is None:
+    if found is None:
         return None
+    target, _ = found
     settings = NodeSyncSettings(
         drain_on_conditions=frozenset(_words(args.drain_on_condition, "--drain-on-condition")),
         drain_on_taints=frozenset(_words(args.drain_on_taint, "--drain-on-taint")),
@@ -242,19 +252,39 @@ def _node_sync(args: argparse.Namespace, namespace: str, release: str) -> NodeSy
     )  # fmt: skip
 
 
-def _slurm_metrics(args: argparse.Namespace, namespace: str) -> SlurmMetricsReader | None:
+def _slurm_metrics(
+    args: argparse.Namespace, namespace: str, release: str
+) -> SlurmMetricsReader | None:
     """A reader of Slurm for /metrics, on a client of its own: a read of every job never
     queues behind the node sync's or the scheduler's requests."""
-    target = _slurm_target(
+    found = _slurm_target(
         args, namespace, "--slurm-metrics-interval", args.slurm_metrics_interval,
         "the Slurm metrics reader", "it",
     )  # fmt: skip
-    return SlurmMetricsReader(target.slurm) if target is not None else None
+    if found is None:
+        return None
+    target, profile = found
+    url = slurmctld_metrics_url(args, namespace, release, profile)
+    openmetrics = SlurmctldMetrics(url) if url else None
+    return SlurmMetricsReader(target.slurm, openmetrics=openmetrics)
+
+
+def slurmctld_metrics_url(
+    args: argparse.Namespace, namespace: str, release: str, profile: Profile
+) -> str:
+    """--slurmctld-metrics-url, else slurmctld's port where the rendered config puts it: the
+    local stack's on loopback, or the controller Service's in the cluster ("" for 'off')."""
+    given = (getattr(args, "slurmctld_metrics_url", None) or "").strip()
+    if given:
+        return "" if given == "off" else given
+    if args.local or args.runtime_dir:
+        return f"http://127.0.0.1:{profile.slurmctld_port}"
+    return f"http://{controller_name(release)}.{namespace}.svc:{profile.slurmctld_port}"
 
 
 def _slurm_target(
     args: argparse.Namespace, namespace: str, option: str, seconds: float, what: str, it: str
-) -> Target | None:
+) -> tuple[Target, Profile] | None:
     """Where WHAT, run every SECONDS (OPTION), reads Slurm; None when OPTION is 0."""
     if seconds < 0:
         raise ReconcilerError(
@@ -263,13 +293,12 @@ def _slurm_target(
     if seconds == 0:
         return None
     try:
-        target, _ = resolve_target(args, namespace)
+        return resolve_target(args, namespace)
     except ReconcilerError as error:
         raise ReconcilerError(
             f"{what} needs Slurm: {error.message}",
             hint=f"--local, or --slurm-url with Slurm credentials; {option} 0 turns {it} off",
         ) from None
-    return target
 
 
 def _words(values: list[str], option: str) -> list[str]:

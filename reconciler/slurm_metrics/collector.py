@@ -10,7 +10,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from reconciler.slurm_metrics.figures import Family
-from reconciler.slurm_metrics.reader import SlurmView
+from reconciler.slurm_metrics.reader import SOURCES, SlurmView
 
 
 class SlurmCollector(Collector):
@@ -26,9 +26,19 @@ class SlurmCollector(Collector):
             return
         yield GaugeMetricFamily(
             "slurm_controller_up",
-            "1 when slurmctld answered the last ping through slurmrestd, else 0",
+            "1 when slurmctld answered the last read (its OpenMetrics, or a ping through "
+            "slurmrestd), else 0",
             value=1.0 if view.controller_up else 0.0,
         )
+        source = GaugeMetricFamily(
+            "reconciler_slurm_metrics_source",
+            "Where the last read of Slurm went (value 1): openmetrics (slurmctld's own "
+            "endpoints) or rest (slurmrestd)",
+            labels=["source"],
+        )
+        for name in SOURCES:
+            source.add_metric([name], 1.0 if name == view.source else 0.0)
+        yield source
         yield GaugeMetricFamily(
             "reconciler_slurm_snapshot_age_seconds",
             "Seconds since the Slurm series were last read completely (since the first try "

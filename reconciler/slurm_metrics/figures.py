@@ -39,6 +39,51 @@ class Family:
     labels: Labels = ()
     samples: tuple[tuple[Labels, float], ...] = ()
 
+    def with_samples(self, samples: tuple[tuple[Labels, float], ...]) -> Family:
+        return Family(self.name, self.kind, self.help, self.labels, samples)
+
+
+# The families both sources serve (the REST read and slurmctld's OpenMetrics): one home for
+# their name, labels and help, filled by `node_families`/`job_families` and by `openmetrics`.
+NODE_BASE_STATES = Family(
+    "slurm_node_base_states",
+    "gauge",
+    "Slurm nodes by base state (idle, mixed, allocated, down, unknown), whatever their flags; "
+    "FUTURE nodes are not counted",
+    ("state",),
+)
+NODE_FLAGS = Family(
+    "slurm_node_flags",
+    "gauge",
+    "Slurm nodes carrying each state flag (drain, not_responding, powered_down, ...)",
+    ("flag",),
+)
+PARTITION_GPUS = Family(
+    "slurm_partition_gpus",
+    "gauge",
+    "GPUs configured on the partition's nodes (a node in two partitions counts in both)",
+    ("partition",),
+)
+PARTITION_GPUS_ALLOCATED = Family(
+    "slurm_partition_gpus_allocated",
+    "gauge",
+    "GPUs allocated to jobs on the partition's nodes",
+    ("partition",),
+)
+JOBS = Family(
+    "slurm_jobs",
+    "gauge",
+    "Jobs slurmctld holds, by state (squeue's, lower case) and partition",
+    ("state", "partition"),
+)
+JOBS_HELD = Family(
+    "slurm_jobs_held",
+    "gauge",
+    "Pending jobs held (JobHeldUser, JobHeldAdmin), for every partition with pending jobs",
+    ("partition",),
+)
+HELD_REASONS = frozenset(["JobHeldUser", "JobHeldAdmin"])
+
 
 class JobFields(Protocol):
     """What the job families read of a job: a JobSummary (what the daemon's read decodes,
@@ -105,12 +150,14 @@ def slurm_families(reading: SlurmReading) -> tuple[Family, ...]:
 
 def node_families(nodes: Iterable[SlurmNode]) -> tuple[Family, ...]:
     by_state: Counter[tuple[str, str]] = Counter()
-    flags: Counter[str] = Counter()
+    base: Counter[tuple[str, ...]] = Counter()
+    flags: Counter[tuple[str, ...]] = Counter()
     gpus: Counter[str] = Counter()
     gpus_allocated: Counter[str] = Counter()
     for node in nodes:
         by_state[node_state(node), reason_prefix(node)] += 1
-        flags.update(flag.lower() for flag in node.flags)
+        base[(node.state.lower() or "unknown",)] += 1
+        flags.update((flag.lower(),) for flag in node.flags)
         total, used = gres_gpus(node.gres), gres_gpus(node.gres_used)
         if total or used:
             for partition in node.partitions:
@@ -125,46 +172,25 @@ def node_families(nodes: Iterable[SlurmNode]) -> tuple[Family, ...]:
             ("state", "reason"),
             _samples(_fold_reasons(by_state)),
         ),
-        Family(
-            "slurm_node_flags",
-            "gauge",
-            "Slurm nodes carrying each state flag (drain, not_responding, powered_down, ...)",
-            ("flag",),
-            _samples({(flag,): count for flag, count in flags.items()}),
-        ),
-        Family(
-            "slurm_partition_gpus",
-            "gauge",
-            "GPUs configured on the partition's nodes (a node in two partitions counts in both)",
-            ("partition",),
-            _samples({(p,): n for p, n in gpus.items()}),
-        ),
-        Family(
-            "slurm_partition_gpus_allocated",
-            "gauge",
-            "GPUs allocated to jobs on the partition's nodes",
-            ("partition",),
-            _samples({(p,): gpus_allocated[p] for p in gpus}),
-        ),
+        NODE_BASE_STATES.with_samples(_samples(base)),
+        NODE_FLAGS.with_samples(_samples(flags)),
+        PARTITION_GPUS.with_samples(_samples({(p,): n for p, n in gpus.items()})),
+        PARTITION_GPUS_ALLOCATED.with_samples(_samples({(p,): gpus_allocated[p] for p in gpus})),
     )
 
 
 def job_families(jobs: Iterable[JobFields]) -> tuple[Family, ...]:
     by_state: Counter[tuple[str, str]] = Counter()
     pending: Counter[tuple[str, str]] = Counter()
+    held: Counter[tuple[str, ...]] = Counter()
     for job in jobs:
         state = job.state.lower()
         by_state[state, job.partition] += 1
         if state == "pending":
             pending[job.state_reason, job.partition] += 1
+            held[(job.partition,)] += int(job.state_reason in HELD_REASONS)
     return (
-        Family(
-            "slurm_jobs",
-            "gauge",
-            "Jobs slurmctld holds, by state (squeue's, lower case) and partition",
-            ("state", "partition"),
-            _samples(by_state),
-        ),
+        JOBS.with_samples(_samples(by_state)),
         Family(
             "slurm_jobs_pending",
             "gauge",
@@ -172,6 +198,7 @@ def job_families(jobs: Iterable[JobFields]) -> tuple[Family, ...]:
             ("reason", "partition"),
             _samples(pending),
         ),
+        JOBS_HELD.with_samples(_samples(held)),
     )
 
 
@@ -273,10 +300,13 @@ _DIAG: dict[str, tuple[str, Kind, str]] = {
 
 
 def diag_families(diag: SlurmDiag) -> tuple[Family, ...]:
-    return tuple(
-        Family(name, kind, text, (), (((), float(getattr(diag, field)) / _scale(name)),))
-        for field, (name, kind, text) in _DIAG.items()
-    )
+    return tuple(diag_family(field, float(getattr(diag, field))) for field in _DIAG)
+
+
+def diag_family(field: str, value: float) -> Family:
+    """The family of SlurmDiag's FIELD, from its VALUE as Slurm says it (microseconds)."""
+    name, kind, text = _DIAG[field]
+    return Family(name, kind, text, (), (((), value / _scale(name)),))
 
 
 def _scale(name: str) -> float:

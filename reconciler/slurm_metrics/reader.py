@@ -1,19 +1,23 @@
 """Reads Slurm for /metrics on the daemon's interval and keeps what the last read gave, so a
 scrape only serves what is kept and never waits for slurmctld.
 
-One read: a ping (is slurmctld there), then every node, every job and the scheduler
-statistics, through the REST adapter; `figures` turns them into families at once, and only
-the families are kept (a 50,000-job answer is not held between reads). A failed read keeps
-the last families: the snapshot's age, served beside them, says how old they are, and
-`slurm_controller_up` says whether slurmctld answered the last ping.
+Two sources. Where slurmctld serves its own OpenMetrics (Slurm 25.11+ with
+`MetricsType=metrics/openmetrics`) at the URL the reader is given, one read is three GETs of
+its totals (`openmetrics`), and no job list is read at all. Otherwise, or while those do not
+answer (asked again every OPENMETRICS_RETRY_SECONDS), one read goes through slurmrestd: a
+ping (is slurmctld there), then every node, every job and the scheduler statistics;
+`figures` turns them into families at once, and only the families are kept (a 50,000-job
+answer is not held between reads). Which source gave the families is served beside them and
+logged when it changes. A failed read keeps the last families: the snapshot's age, served
+beside them, says how old they are, and `slurm_controller_up` says whether slurmctld answered.
 
-Reading every job is what costs (slurmrestd writes about 5 KB of JSON per job, which is
-decoded here: bench/README.md has the figures). Jobs are read as summaries (`job_summaries()`:
-each job's object is reduced to its state, partition and reason as soon as it is decoded), so
-the read's memory is that of one job's JSON at a time, not of the whole list. A read that took
-S seconds is not started again before PAUSE_FACTOR x S seconds have passed: on a cluster whose
-read outgrows the interval, the daemon and slurmrestd spend at most a quarter of their time on
-it, and the snapshot's age grows instead.
+Reading every job is what costs on REST (slurmrestd writes about 5 KB of JSON per job, which
+is decoded here: bench/README.md has the figures). Jobs are read as summaries
+(`job_summaries()`: each job's object is reduced to its state, partition and reason as soon
+as it is decoded), so the read's memory is that of one job's JSON at a time, not of the whole
+list. A read that took S seconds is not started again before PAUSE_FACTOR x S seconds have
+passed: on a cluster whose read outgrows the interval, the daemon and slurmrestd spend at most
+a quarter of their time on it, and the snapshot's age grows instead.
 """
 
 from __future__ import annotations
@@ -25,12 +29,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from reconciler.adapters.slurm.model import SlurmRestApi
+from reconciler.adapters.slurmctld_metrics import SlurmctldMetrics
 from reconciler.errors import ReconcilerError
 from reconciler.slurm_metrics.figures import Family, SlurmReading, slurm_families
+from reconciler.slurm_metrics.openmetrics import ENDPOINTS, ExpositionError, openmetrics_families
 
 log = logging.getLogger(__name__)
 
 PAUSE_FACTOR = 3.0  # after a read of S seconds, the next starts S x this later at the soonest
+# After slurmctld's OpenMetrics did not answer, reads go through slurmrestd for this long: a
+# slurmctld without them (before 25.11, or no MetricsType) is not asked every interval.
+OPENMETRICS_RETRY_SECONDS = 300.0
+SOURCE_OPENMETRICS, SOURCE_REST = "openmetrics", "rest"
+SOURCES = (SOURCE_OPENMETRICS, SOURCE_REST)
 
 
 @dataclass(frozen=True)
@@ -43,17 +54,28 @@ class SlurmView:
     controller_up: bool  # slurmctld answered the last ping
     failures: int  # reads that failed since the daemon started
     began_at: float  # the first read's start: the snapshot's age before any read completed
+    source: str = SOURCE_REST  # SOURCES: where the last read (complete or not) went
 
     def age(self, now: float) -> float:
         return max(now - (self.read_at if self.read_at is not None else self.began_at), 0.0)
 
 
 class SlurmMetricsReader:
-    def __init__(self, api: SlurmRestApi, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        api: SlurmRestApi,
+        *,
+        openmetrics: SlurmctldMetrics | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        """OPENMETRICS: slurmctld's endpoints, read instead of API while they answer."""
         self._api = api
+        self._openmetrics = openmetrics
         self._clock = clock
         self._view: SlurmView | None = None  # replaced whole: a scrape reads one or the other
         self._said = ""  # the failure last logged: a failing Slurm is logged once, not per read
+        self._source = ""  # the source last logged
+        self._ask_openmetrics_at = 0.0  # epoch seconds; after a failure, OPENMETRICS_RETRY later
         self._lock = threading.Lock()  # one read at a time (the interval job, a test)
 
     def view(self) -> SlurmView | None:
@@ -69,29 +91,64 @@ class SlurmMetricsReader:
             if last.read_at is not None and began < last.read_at + PAUSE_FACTOR * last.read_seconds:
                 return last
             started = time.perf_counter()
-            try:
-                self._api.ping()
-            except ReconcilerError as error:
-                return self._failed(last, "ping", error, controller_up=False)
-            try:
-                reading = SlurmReading(
-                    self._api.nodes().items, self._api.job_summaries(), self._api.diag()
-                )
-                families = slurm_families(reading)
-            except ReconcilerError as error:
-                return self._failed(last, "read", error, controller_up=True)
-            del reading  # the answers go now; only the families stay
+            families, source = self._from_openmetrics(began), SOURCE_OPENMETRICS
+            if families is None:
+                source = SOURCE_REST
+                if self._openmetrics is None:
+                    self._switch(SOURCE_REST, "no slurmctld OpenMetrics URL given")
+                try:
+                    self._api.ping()
+                except ReconcilerError as error:
+                    return self._failed(last, "ping", error, controller_up=False, source=source)
+                try:
+                    families = self._from_rest()
+                except ReconcilerError as error:
+                    return self._failed(last, "read", error, controller_up=True, source=source)
             seconds = time.perf_counter() - started
             self._view = SlurmView(
-                families, self._clock(), seconds, True, last.failures, last.began_at
+                families, self._clock(), seconds, True, last.failures, last.began_at, source
             )
             if self._said:
                 log.info("slurm metrics: Slurm answers again (read in %.2f s)", seconds)
                 self._said = ""
             return self._view
 
+    def _from_rest(self) -> tuple[Family, ...]:
+        reading = SlurmReading(self._api.nodes().items, self._api.job_summaries(), self._api.diag())
+        return slurm_families(reading)  # the answers go now; only the families stay
+
+    def _from_openmetrics(self, now: float) -> tuple[Family, ...] | None:
+        """The families from slurmctld's OpenMetrics; None where they are not asked or did
+        not answer (then REST reads, and they are asked again OPENMETRICS_RETRY_SECONDS on)."""
+        if self._openmetrics is None or now < self._ask_openmetrics_at:
+            return None
+        where = self._openmetrics.url
+        try:
+            families = openmetrics_families(self._openmetrics.read(ENDPOINTS))
+        except (ReconcilerError, ExpositionError) as error:
+            self._ask_openmetrics_at = now + OPENMETRICS_RETRY_SECONDS
+            said = error.message if isinstance(error, ReconcilerError) else str(error)
+            self._switch(SOURCE_REST, f"slurmctld's OpenMetrics at {where}: {said}; asked "
+                         f"again every {OPENMETRICS_RETRY_SECONDS:g} s")  # fmt: skip
+            return None
+        self._switch(SOURCE_OPENMETRICS, f"slurmctld's OpenMetrics at {where}")
+        return families
+
+    def _switch(self, source: str, why: str) -> None:
+        """Logs the source once, when it changes."""
+        if source != self._source:
+            how = "from" if source == SOURCE_OPENMETRICS else "through slurmrestd:"
+            log.info("slurm metrics: reading Slurm %s %s", how, why)
+            self._source = source
+
     def _failed(
-        self, last: SlurmView, step: str, error: ReconcilerError, *, controller_up: bool
+        self,
+        last: SlurmView,
+        step: str,
+        error: ReconcilerError,
+        *,
+        controller_up: bool,
+        source: str,
     ) -> SlurmView:
         said = f"{step}: {error}"
         if said != self._said:
@@ -99,9 +156,11 @@ class SlurmMetricsReader:
             self._said = said
         self._view = SlurmView(
             last.families, last.read_at, last.read_seconds, controller_up, last.failures + 1,
-            last.began_at,
+            last.began_at, source,
         )  # fmt: skip
         return self._view
 
     def close(self) -> None:
         self._api.close()
+        if self._openmetrics is not None:
+            self._openmetrics.close()
