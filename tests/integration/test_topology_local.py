@@ -22,7 +22,7 @@ import hostlist
 import pytest
 
 from reconciler.adapters.kube import Kube
-from reconciler.compile.topology import UNPLACED
+from reconciler.compile.topology_places import UNPLACED
 from reconciler.local.ports import free_port
 from reconciler.local.slurm import SlurmCluster
 from reconciler.local.stack_record import new_temp_runtime_dir
