@@ -37,6 +37,7 @@ from reconciler.compile.reservations import Reservation, compile_reservations
 from reconciler.compile.s6_services import s6_config_map_data, s6_map_name, s6_services
 from reconciler.compile.secrets import GeneratedSecret, generated_secrets
 from reconciler.compile.slurm_conf import (
+    OPENMETRICS_PLUGIN,
     Partition,
     check_partition_nodes,
     gpu_node_specs,
@@ -59,11 +60,14 @@ from reconciler.compile.value_secrets import ValueSecret
 from reconciler.config.layering import plain
 from reconciler.config.repo import Config
 from reconciler.config.schema import Warning_
-from reconciler.slurm_release import SlurmRelease
+from reconciler.slurm_release import OPENMETRICS_SINCE, SlurmRelease
 
 # Apply order: what a workload mounts or claims must exist before it.
 KIND_ORDER = {"ConfigMap": 0, "PersistentVolumeClaim": 1, "Service": 1, "Deployment": 2,
               "StatefulSet": 2}  # fmt: skip
+
+
+OPENMETRICS_LINE = f"MetricsType={OPENMETRICS_PLUGIN}"
 
 
 @dataclass(frozen=True)
@@ -141,6 +145,11 @@ def compile_desired_state(
     slurm_conf = render_slurm_conf(
         release, values, specs, partitions, profile, (d for _, d in empty), target.release
     )
+    if target.release >= OPENMETRICS_SINCE and OPENMETRICS_LINE not in slurm_conf.splitlines():
+        warnings.append(Warning_("slurmConfig.extraConfig", f"slurm.conf does not keep "
+            f"{OPENMETRICS_LINE} (PrivateData or another MetricsType is set): slurmctld serves "
+            "no OpenMetrics, so the daemon reads its Slurm figures through slurmrestd, every "
+            "job on each read (docs/metrics.md)"))  # fmt: skip
     gres_conf = render_gres_conf(specs, profile, values)
     if gres_config(values) and not gpu_node_specs(specs):
         warnings.append(Warning_("values", "slurmConfig.gresConfig is not used: no enabled node "

@@ -18,7 +18,7 @@ from reconciler.config.control_chars import control_character
 from reconciler.config.defaults import DEFAULT_KILL_WAIT_SECONDS
 from reconciler.config.topology import topology_settings
 from reconciler.errors import CompileError, Location
-from reconciler.slurm_release import SlurmRelease
+from reconciler.slurm_release import OPENMETRICS_SINCE, SlurmRelease
 
 HEADER = "# Rendered by reconciler from the config repo; edit the repo, not this file."
 DEFAULT_PARTITIONS = "PartitionName=all Nodes=ALL Default=YES MaxTime=INFINITE State=UP"
@@ -142,11 +142,15 @@ def render_slurm_conf(
     """`target`: the Slurm release the file is for (compile/target_release.py)."""
     settings = _settings(release, values, profile, target, has_gpus=any(s.gres for s in specs))
     settings.update(power_conf(values, specs, profile.conf_dir))
+    if target >= OPENMETRICS_SINCE:
+        settings["MetricsType"] = OPENMETRICS_PLUGIN  # the daemon reads its figures there
     # extraConfig wins: its KEY=VALUE lines replace ours in place; object lines (NodeName=,
     # PartitionName=...) and anything else are kept as written.
     extra_objects = apply_setting_lines(
         settings, values.get("slurmConfig", {}).get("extraConfig"), _OBJECT_KEYS
     )
+    if private_data(settings) and settings.get("MetricsType") == OPENMETRICS_PLUGIN:
+        del settings["MetricsType"]  # Slurm serves none with PrivateData (plan warns)
     _refuse_line_breaks(settings, extra_objects)
     lines = [HEADER, *(f"{k}={v}" for k, v in settings.items())]
     if extra_objects:
@@ -157,6 +161,14 @@ def render_slurm_conf(
     lines += [f"NodeSet={name} Feature={name}" for name in nodesets]
     lines += ["", "# Partitions (compute.partitions)", *(p.line() for p in partitions)]
     return write_lines("slurm.conf", lines)
+
+
+OPENMETRICS_PLUGIN = "metrics/openmetrics"
+
+
+def private_data(settings: dict[str, str]) -> bool:
+    """slurm.conf sets PrivateData (any case, as Slurm reads keys)."""
+    return any(key.lower() == "privatedata" for key in settings)
 
 
 def _settings(

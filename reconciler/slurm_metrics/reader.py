@@ -4,7 +4,9 @@ scrape only serves what is kept and never waits for slurmctld.
 Two sources. Where slurmctld serves its own OpenMetrics (Slurm 25.11+ with
 `MetricsType=metrics/openmetrics`) at the URL the reader is given, one read is three GETs of
 its totals (`openmetrics`), and no job list is read at all. Otherwise, or while those do not
-answer (asked again every OPENMETRICS_RETRY_SECONDS), one read goes through slurmrestd: a
+answer (asked again every OPENMETRICS_RETRY_SECONDS), or where slurmrestd names a release
+before 25.11 (whose slurmctld logs an error for each HTTP request), one read goes through
+slurmrestd: a
 ping (is slurmctld there), then every node, every job and the scheduler statistics;
 `figures` turns them into families at once, and only the families are kept (a 50,000-job
 answer is not held between reads). Which source gave the families is served beside them and
@@ -33,6 +35,7 @@ from reconciler.adapters.slurmctld_metrics import SlurmctldMetrics
 from reconciler.errors import ReconcilerError
 from reconciler.slurm_metrics.figures import Family, SlurmReading, slurm_families
 from reconciler.slurm_metrics.openmetrics import ENDPOINTS, ExpositionError, openmetrics_families
+from reconciler.slurm_release import OPENMETRICS_SINCE, SlurmRelease, maybe_release
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +126,11 @@ class SlurmMetricsReader:
         if self._openmetrics is None or now < self._ask_openmetrics_at:
             return None
         where = self._openmetrics.url
+        release = self._known_release()
+        if release is not None and release < OPENMETRICS_SINCE:
+            self._switch(SOURCE_REST, f"Slurm {release} serves no OpenMetrics (Slurm "
+                         f"{OPENMETRICS_SINCE.series} does): {where} is not asked")  # fmt: skip
+            return None
         try:
             families = openmetrics_families(self._openmetrics.read(ENDPOINTS))
         except (ReconcilerError, ExpositionError) as error:
@@ -133,6 +141,14 @@ class SlurmMetricsReader:
             return None
         self._switch(SOURCE_OPENMETRICS, f"slurmctld's OpenMetrics at {where}")
         return families
+
+    def _known_release(self) -> SlurmRelease | None:
+        """The release slurmrestd's answers named (one ping the first time; REST reads keep
+        it current); None when unknown, and OpenMetrics are asked."""
+        try:
+            return maybe_release(self._api.slurm_version)
+        except ReconcilerError:
+            return None
 
     def _switch(self, source: str, why: str) -> None:
         """Logs the source once, when it changes."""

@@ -15,13 +15,13 @@ from reconciler.adapters.slurm.transport import Transport
 from reconciler.adapters.slurm.versions import codec_for
 from reconciler.adapters.slurmctld_metrics import SlurmctldMetrics
 from reconciler.cli.run import slurmctld_metrics_url
-from reconciler.compile.desired import compile_desired_state
+from reconciler.compile.desired import DesiredState, compile_desired_state
 from reconciler.compile.profile import Profile
 from reconciler.slurm_metrics.openmetrics import ENDPOINTS
 from reconciler.slurm_metrics.reader import OPENMETRICS_RETRY_SECONDS, SlurmMetricsReader
 from tests.unit.conftest import config_from
 from tests.unit.slurm_answers import CannedSlurm, StaticToken
-from tests.unit.test_slurm_metrics_reader import BASE, Clock, served, slurm  # noqa: F401
+from tests.unit.test_slurm_metrics_reader import BASE, UP, Clock, served, slurm  # noqa: F401
 from tests.unit.test_slurm_openmetrics import captured
 
 SOURCE = "reconciler_slurm_metrics_source"
@@ -41,10 +41,14 @@ def test_openmetrics_where_slurmctld_serves_them_and_no_job_list(
     slurm: CannedSlurm,  # noqa: F811
 ) -> None:
     serve_openmetrics(slurm)
+    slurm.answers[f"{BASE}/ping"] = (200, {**UP, "meta": {"slurm": {"release": "26.05.3"}}})
     clock = Clock()
     reader = reader_with_openmetrics(slurm, clock)
     reader.refresh()
-    assert [path for _, path in slurm.requests] == [f"/metrics/{e}" for e in ENDPOINTS]
+    clock.now += 30
+    reader.refresh()  # the release is asked once (a ping), then only slurmctld is
+    metrics = [f"/metrics/{e}" for e in ENDPOINTS]
+    assert [path for _, path in slurm.requests] == [f"{BASE}/ping", *metrics, *metrics]
     found = served(reader, clock)
     assert found[(SOURCE, (("source", "openmetrics"),))] == 1
     assert found[(SOURCE, (("source", "rest"),))] == 0
@@ -101,20 +105,25 @@ def test_the_url_given_else_slurmctld_s_port_where_the_config_puts_it() -> None:
     assert SlurmctldMetrics("http://ctl:6817/metrics").url == "http://ctl:6817"
 
 
-def test_until_the_render_sets_it_extra_config_turns_openmetrics_on() -> None:
-    """slurmConfig.extraConfig: MetricsType=metrics/openmetrics reaches slurm.conf, and the
-    URL the daemon derives is the rendered controller Service on the rendered SlurmctldPort."""
-    state = compile_desired_state(
-        config_from(
-            """
-            slurmConfig:
-              extraConfig: |
-                MetricsType=metrics/openmetrics
-            """
+def test_the_render_turns_openmetrics_on_from_25_11_and_the_daemon_finds_them() -> None:
+    """slurm.conf has MetricsType=metrics/openmetrics for Slurm 25.11+ (not before, not with
+    PrivateData, which Slurm refuses them with: a plan warning says so), and the URL the
+    daemon derives is the rendered controller Service on the rendered SlurmctldPort."""
+
+    def compiled(release: str, extra: str = "") -> DesiredState:
+        extra_config = f"  extraConfig: |\n    {extra}\n" if extra else ""
+        return compile_desired_state(
+            config_from(f"slurmConfig:\n  release: '{release}'\n{extra_config}")
         )
-    )
+
+    line = "MetricsType=metrics/openmetrics"
+    assert line not in compiled("24.11.5").slurm_conf.splitlines()
+    state = compiled("25.11.7")
     conf = state.slurm_conf.splitlines()
-    assert "MetricsType=metrics/openmetrics" in conf
+    assert line in conf and not [w for w in state.warnings if "OpenMetrics" in w.message]
+    private = compiled("26.05.3", "PrivateData=jobs")
+    assert line not in private.slurm_conf.splitlines()
+    assert any("serves no OpenMetrics" in w.message for w in private.warnings), private.warnings
     service = next(
         o
         for o in state.kube_objects
@@ -127,3 +136,25 @@ def test_until_the_render_sets_it_extra_config_turns_openmetrics_on() -> None:
     assert (
         url == f"http://{service['metadata']['name']}.{service['metadata']['namespace']}.svc:{port}"
     )
+
+
+def test_a_slurm_before_25_11_is_never_sent_http_on_its_port(
+    slurm: CannedSlurm,  # noqa: F811
+) -> None:
+    """24.11's slurmctld logs "Insane message length" for each HTTP request on its port: where
+    slurmrestd names such a release, OpenMetrics are not asked at all."""
+    serve_openmetrics(slurm)
+    ping = {**UP, "meta": {"slurm": {"release": "24.11.5"}}}
+    slurm.answers[f"{BASE}/ping"] = (200, ping)
+    clock = Clock()
+    reader = reader_with_openmetrics(slurm, clock)
+    for _ in range(2):
+        reader.refresh()
+        clock.now += OPENMETRICS_RETRY_SECONDS
+    assert not [path for _, path in slurm.requests if path.startswith("/metrics")]
+    assert served(reader, clock)[(SOURCE, (("source", "rest"),))] == 1
+    slurm.answers[f"{BASE}/ping"] = (200, {**UP, "meta": {"slurm": {"release": "25.11.7"}}})
+    reader.refresh()  # the REST read learnt the upgrade; the next read asks
+    clock.now += OPENMETRICS_RETRY_SECONDS
+    reader.refresh()
+    assert served(reader, clock)[(SOURCE, (("source", "openmetrics"),))] == 1
