@@ -8,17 +8,23 @@ from typing import Any
 
 import hostlist
 
+from reconciler import hostlists
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
 from reconciler.adapters.sacctmgr import Sacctmgr, SacctmgrError
-from reconciler.adapters.slurm.model import SlurmNode, SlurmReservation, SlurmRestApi
+from reconciler.adapters.slurm.model import (
+    SlurmJob,
+    SlurmNode,
+    SlurmReservation,
+    SlurmRestApi,
+)
 from reconciler.compile.desired import DesiredState
 from reconciler.compile.manifests import slurm_conf_map_name
 from reconciler.compile.topology import TOPOLOGY_FILES
 from reconciler.compile.value_secrets import live_digest
 from reconciler.errors import SlurmUnavailableError
 from reconciler.plan.diff import kube_ref, needs_dry_run
-from reconciler.plan.live import LiveAccounting, LiveNode, LiveReservation, LiveState
+from reconciler.plan.live import LiveAccounting, LiveJob, LiveNode, LiveReservation, LiveState
 from reconciler.plan.model import ObjectRef
 
 # The kinds we render (compile/manifests.py); only these are listed and pruned.
@@ -125,6 +131,23 @@ def live_reservation(resv: SlurmReservation) -> LiveReservation:
         flags=frozenset(flags),
         users=tuple(resv.users),
         accounts=tuple(resv.accounts),
+    )
+
+
+def read_jobs(slurm: SlurmRestApi) -> tuple[LiveJob, ...]:
+    """Slurm's jobs now (running and queued): whom a plan's disruptive actions touch."""
+    snapshot = slurm.jobs()
+    return tuple(live_job(job) for job in (snapshot.items if snapshot else ()))
+
+
+def live_job(job: SlurmJob) -> LiveJob:
+    return LiveJob(
+        job_id=job.job_id,
+        user=job.user_name or (str(job.user_id) if job.user_id is not None else "?"),
+        partition=job.partition,
+        state=job.state,
+        nodes=tuple(hostlists.expand(job.nodes)) if job.nodes else (),
+        node_list=job.nodes,
     )
 
 

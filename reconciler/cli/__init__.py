@@ -54,6 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     level = logging.INFO if daemon or os.environ.get("RECONCILER_DEBUG") else logging.WARNING
     configure_logging("text", level)
     parser = build_parser()
+    args: argparse.Namespace | None = None
     try:
         if argv and argv[0] in LAYERED_COMMANDS:
             command = _subcommand(parser, argv[0])
@@ -66,6 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             logging.getLogger("reconciler").error("error: %s", exc)
         else:
             print(f"error: {exc}", file=sys.stderr)
-        return 1
+        # `plan --diff-exitcode` (argocd's convention): 1 means changes, so errors are 2.
+        return 2 if getattr(args, "diff_exitcode", False) else 1
     except KeyboardInterrupt:
         return 130

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from reconciler.apply.connect import resolve_target
@@ -15,12 +15,12 @@ from reconciler.apply.live_reader import read_live
 from reconciler.apply.passes import passes, plan_config, with_policies
 from reconciler.apply.target import ApplyError, ApplyOptions, Target
 from reconciler.cli.compile import load, repo_args
+from reconciler.cli.plan_output import exit_code, output_args, show
 from reconciler.compile.desired import DesiredState, compile_desired_state, compile_shape
 from reconciler.logs import print_warnings
 from reconciler.plan.diff import plan_changes
-from reconciler.plan.jsonout import plan_from_dict, plan_to_dict, render_json
+from reconciler.plan.jsonout import plan_from_dict, plan_to_dict
 from reconciler.plan.model import Plan
-from reconciler.plan.text import render_text
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -30,13 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--offline", action="store_true", help="compare with an empty cluster (no connections)"
     )
     target_args(plan_cmd)
-    plan_cmd.add_argument("-o", "--output", choices=("text", "json"), default="text")
-    plan_cmd.add_argument("--color", action="store_true", help="color even when not on a TTY")
-    plan_cmd.add_argument(
-        "--detailed-exitcode",
-        action="store_true",
-        help="exit 2 when there are changes, 0 when there are none (as terraform does)",
-    )
+    output_args(plan_cmd)
     plan_cmd.add_argument("--out", type=Path, metavar="FILE", help="save the plan for apply")
     plan_cmd.set_defaults(func=run_plan)
 
@@ -87,28 +81,21 @@ def live_plan(args: argparse.Namespace) -> tuple[Plan, Target, DesiredState]:
 
 
 def run_plan(args: argparse.Namespace) -> int:
+    target: Target | None = None
     if args.offline:
         config = load(args)
         state = compile_desired_state(config)
         print_warnings(state.warnings)
         plan = with_policies(plan_changes(state, None, offline=True), config, state)
     else:
-        plan, _, _ = live_plan(args)
+        plan, target, _ = live_plan(args)
+    if args.revision:
+        plan = replace(plan, revision=args.revision)
     if args.out:
         args.out.write_text(json.dumps(plan_to_dict(plan), indent=2) + "\n")
         print(f"plan saved to {args.out}", file=sys.stderr)
-    _show(plan, args)
-    if plan.denials:
-        return 1
-    return 2 if args.detailed_exitcode and plan.has_changes else 0
-
-
-def _show(plan: Plan, args: argparse.Namespace) -> None:
-    if getattr(args, "output", "text") == "json":
-        sys.stdout.write(render_json(plan))
-        return
-    color = getattr(args, "color", False) or (sys.stdout.isatty() and "NO_COLOR" not in os.environ)
-    sys.stdout.write(render_text(plan, color=color))
+    show(plan, args, target)
+    return exit_code(plan, args)
 
 
 def run_apply(args: argparse.Namespace) -> int:
@@ -125,7 +112,7 @@ def run_apply(args: argparse.Namespace) -> int:
         _apply_one(plan, target, options, args)
         return 0
     for plan, target in passes(load(args), args):
-        _show(plan, args)
+        show(plan, args)
         if not _apply_one(plan, target, options, args):
             break
     return 0

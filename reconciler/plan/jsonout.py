@@ -52,6 +52,14 @@ def render_json(plan: Plan) -> str:
     return json.dumps(plan_to_dict(plan), indent=2, sort_keys=False) + "\n"
 
 
+def render_gitlab_report(plan: Plan) -> str:
+    """The counts GitLab's merge request widget shows from an `artifacts:reports:terraform`
+    file, as `gitlab-terraform plan-json` writes them; the JSON plan stays the full record."""
+    summary = plan.summary()
+    report = {"create": summary.add, "update": summary.change, "delete": summary.destroy}
+    return json.dumps(report) + "\n"
+
+
 def plan_from_dict(data: dict[str, Any]) -> Plan:
     """A saved plan (`plan --out`), for `apply --plan-file`."""
     if data.get("formatVersion") != FORMAT_VERSION:

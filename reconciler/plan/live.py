@@ -49,6 +49,20 @@ class LiveNode:
 
 
 @dataclass(frozen=True)
+class LiveJob:
+    """A Slurm job as slurmctld reports it: whom a plan's disruptive actions touch. Read for
+    the PR comment only; not part of the fingerprint (a job starting never makes a plan
+    stale)."""
+
+    job_id: int
+    user: str
+    partition: str
+    state: str  # RUNNING, PENDING, ...
+    nodes: tuple[str, ...] = ()  # allocated, one name each; () while pending
+    node_list: str = ""  # as Slurm writes it, e.g. "slurm-cpu-[0-3]"
+
+
+@dataclass(frozen=True)
 class LiveReservation:
     """A Slurm reservation as slurmctld reports it, flags spelled as scontrol takes them."""
 

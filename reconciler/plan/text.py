@@ -44,13 +44,20 @@ def _change_lines(change: Change, paint: Any) -> list[str]:
     sign = _SIGN[change.action]
     lines = ["", paint(sign, f"  {sign} {change.ref} ({change.action.value})")]
     lines += [f"      note: {note}" for note in change.notes]
+    for line in diff_lines(change):
+        lines.append("      " + paint(line[:1] if line[:1] in "+-@" else "", line))
+    return lines
+
+
+def diff_lines(change: Change) -> list[str]:
+    """The unified diff (live -> desired) of one change: the one rendering of a change's
+    content that every output shows (text, markdown). It reads `before` and `after` only,
+    never the payload, so what must not be shown (Secret data) never is."""
     before = _text(change.before).splitlines(keepends=False)
     after = _text(change.after).splitlines(keepends=False)
     old = "/dev/null" if change.before is None else f"live {change.ref}"
     new = "/dev/null" if change.after is None else f"desired {change.ref}"
-    for line in difflib.unified_diff(before, after, old, new, n=3, lineterm=""):
-        lines.append("      " + paint(line[:1] if line[:1] in "+-@" else "", line))
-    return lines
+    return list(difflib.unified_diff(before, after, old, new, n=3, lineterm=""))
 
 
 def _text(value: Any) -> str:

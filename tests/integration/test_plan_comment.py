@@ -1,0 +1,67 @@
+"""`plan -o markdown` on the real local stack: a job runs on a node that a repo change
+removes, and the comment names it (id, user, partition) in the disruptive section, read from
+slurmrestd at plan time."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from reconciler.local.slurm import SlurmCluster
+from tests.integration.helpers import wait_for
+from tests.integration.local_up import RunningUp, local_up, reconciler_cli
+
+pytestmark = pytest.mark.integration
+
+FIXTURE_REPO = Path(__file__).resolve().parents[2] / "fixtures" / "config-repo"
+NODE = "slurm-gpu-small-1"
+
+
+@pytest.fixture(scope="module")
+def stack(stack_timings: dict[str, float]) -> Iterator[tuple[RunningUp, Path]]:
+    work = Path(tempfile.mkdtemp(prefix="sunk-reconciler-comment-"))
+    work.chmod(0o755)
+    up_repo, repo = work / "up-repo", work / "repo"
+    shutil.copytree(FIXTURE_REPO, up_repo)
+    shutil.copytree(FIXTURE_REPO, repo)
+    try:
+        with local_up(up_repo, work / "up.log", prefix="sunk-reconciler-comment-",
+                      timings=stack_timings, label="plan comment") as running:  # fmt: skip
+            yield running, repo
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def test_comment_names_the_job_on_a_node_the_change_removes(
+    stack: tuple[RunningUp, Path],
+) -> None:
+    running, repo = stack
+    slurm = running.stack.slurm
+    assert isinstance(slurm, SlurmCluster)
+    job_id = slurm.run("sbatch", "--parsable", "-p", "gpu", "-w", NODE, "-o", "/dev/null",
+                       "--wrap", "sleep 600").strip().split(";")[0]  # fmt: skip
+
+    def state() -> str:
+        return slurm.run("squeue", "-h", "-j", job_id, "-o", "%T %u", check=False)
+
+    try:
+        wait_for(lambda: state().startswith("RUNNING"), 30, f"job {job_id} RUNNING")
+        user = state().split()[1]
+        scale = repo / "values.d" / "10-gpu-scale.yaml"
+        scale.write_text(scale.read_text().replace("replicas: 2", "replicas: 1"))
+
+        done = reconciler_cli("plan", str(repo), "--runtime-dir", str(running.runtime),
+                              "-o", "markdown", "--environment", "local", timeout=120)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        comment = done.stdout
+        assert comment.startswith("<!-- reconciler-plan:local verdict=disruptive part=1/1 -->")
+        caution = comment[comment.index("> [!CAUTION]") : comment.index("<details>")]
+        assert f"drain and retire Slurm node {NODE}" in caution
+        row = f"> | {job_id} | {user} | gpu | RUNNING | {NODE} |"
+        assert row in caution, comment
+    finally:
+        slurm.run("scancel", job_id, check=False)
