@@ -73,9 +73,9 @@ from bench.harness.report import say
 from bench.harness.stack import stop_on_sigterm
 from reconciler.adapters.slurm.client import connect
 from reconciler.adapters.slurm.jwt import MintedTokens
-from reconciler.apply.local_target import scheduler_endpoints
 from reconciler.errors import ReconcilerError
 from reconciler.local.stack import LocalStack
+from reconciler.local.target_parts import scheduler_endpoints
 
 SCHEDULER_REPO = ROOT / "bench" / "fixtures" / "scheduler-repo"
 FIELD_MANAGER = "daemon-scale-bench"

@@ -3,7 +3,6 @@ collector (Loki, Elasticsearch, Cloud Logging), chosen with --log-format."""
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 from collections.abc import Iterable
@@ -34,13 +33,6 @@ def configure_logging(log_format: str, level: int) -> None:
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level)
-
-
-def log_format_arg(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--log-format", choices=LOG_FORMATS, default="text",
-        help="text for a terminal, json (one object a line) for a log collector (text)",
-    )  # fmt: skip
 
 
 def print_warnings(warnings: Iterable[object]) -> None:

@@ -26,6 +26,7 @@ from bench.harness.report import say
 from bench.harness.timing import wait_until
 from reconciler.adapters.kube import Kube
 from reconciler.apply.live_reader import owned_selector
+from reconciler.cli.where import connect
 from reconciler.daemon.converge import Converger
 from reconciler.local.stack import LocalStack
 from reconciler.sources.directory import DirectorySource
@@ -185,7 +186,7 @@ def profile_resync(runtime: Path, repo: Path, run: ResyncRun) -> None:
     kubeconfig = LocalStack.open(runtime).kube_paths.kubeconfig
     kube = Kube.from_kubeconfig(kubeconfig, field_manager="daemon-scale-bench")
     try:
-        converger = Converger(args, kube)
+        converger = Converger(lambda: connect(args), kube)
         revision = DirectorySource(repo).fetch()
         converger.converge(revision)  # the first: policies compiled, the status read
         profile = cProfile.Profile()

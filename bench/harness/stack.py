@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reconciler.apply.local_target import scheduler_endpoints
 from reconciler.local.stack import LocalStack
 from reconciler.local.stack_record import STATE_FILE, default_runtime_dir
+from reconciler.local.target_parts import scheduler_endpoints
 
 ROOT = Path(__file__).resolve().parents[2]  # the repo root: `local up` runs from there
 READY_PREFIX = "# Ctrl-C"  # the line `local up` prints on stdout once the stack is ready

@@ -10,9 +10,9 @@ import sys
 from collections.abc import Sequence
 from importlib import metadata
 
+from reconciler.cli.settings import layered_defaults
 from reconciler.errors import ReconcilerError
 from reconciler.logs import configure_logging
-from reconciler.settings import layered_defaults
 
 
 def build_parser() -> argparse.ArgumentParser:

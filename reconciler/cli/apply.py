@@ -8,17 +8,15 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from reconciler.apply.connect import resolve_target
 from reconciler.apply.executor import apply_plan
 from reconciler.apply.kube_objects import with_value_secret_data
 from reconciler.apply.live_reader import read_live
-from reconciler.apply.passes import passes, plan_config, with_policies
 from reconciler.apply.target import ApplyError, ApplyOptions, Target
 from reconciler.cli.compile import load, repo_args
 from reconciler.cli.plan_output import exit_code, output_args, show
-from reconciler.compile.desired import DesiredState, compile_desired_state, compile_shape
-from reconciler.logs import print_warnings
-from reconciler.plan.diff import plan_changes
+from reconciler.cli.where import connect, target_args
+from reconciler.compile.desired import compile_shape
+from reconciler.pipeline.plans import plan_config, plan_offline, plan_passes
 from reconciler.plan.jsonout import plan_from_dict, plan_to_dict
 from reconciler.plan.model import Plan
 
@@ -51,44 +49,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     apply_cmd.set_defaults(func=run_apply)
 
 
-def target_args(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("where (a local stack, or a cluster)")
-    group.add_argument("--local", action="store_true", help="the stack of `reconciler local up`")
-    group.add_argument("--name", default="default", help="local stack name (default: default)")
-    group.add_argument("--runtime-dir", type=Path, help="local stack runtime directory")
-    group.add_argument(
-        "--kubeconfig", type=Path,
-        help="default: $KUBECONFIG, ~/.kube/config, else the Pod's service account",
-    )  # fmt: skip
-    group.add_argument(
-        "--slurm-url",
-        help="slurmrestd base URL, e.g. http://slurm-rest:6820 (with --local: instead of the "
-        "stack's own)",
-    )
-    group.add_argument("--slurm-user", default="root", help="Slurm user of the JWT (root)")
-    group.add_argument("--slurm-jwt-key", type=Path, help="HS256 key to mint tokens with")
-    group.add_argument(
-        "--slurm-token-file", type=Path, help="a JWT to use (default: $SLURM_JWT if set)"
-    )
-    group.add_argument("--slurm-conf", type=Path, help="slurm.conf for scontrol (SLURM_CONF)")
-
-
-def live_plan(args: argparse.Namespace) -> tuple[Plan, Target, DesiredState]:
-    return plan_config(load(args), args)
-
-
 # ---- commands ---------------------------------------------------------------------------
 
 
 def run_plan(args: argparse.Namespace) -> int:
     target: Target | None = None
     if args.offline:
-        config = load(args)
-        state = compile_desired_state(config)
-        print_warnings(state.warnings)
-        plan = with_policies(plan_changes(state, None, offline=True), config, state)
+        plan = plan_offline(load(args))
     else:
-        plan, target, _ = live_plan(args)
+        config = load(args)
+        planned = plan_config(config, connect(args))
+        plan, target = planned.plan, planned.target
     if args.revision:
         plan = replace(plan, revision=args.revision)
     if args.out:
@@ -108,12 +79,13 @@ def run_apply(args: argparse.Namespace) -> int:
         plan = plan_from_dict(json.loads(args.plan_file.read_text()))
         config = load(args)
         plan = with_value_secret_data(plan, compile_shape(config))
-        target, _ = resolve_target(args, config.settings.namespace, release=config.settings.release)
+        target = connect(args).target(config.settings.namespace, config.settings.release)
         _apply_one(plan, target, options, args)
         return 0
-    for plan, target in passes(load(args), args):
-        show(plan, args)
-        if not _apply_one(plan, target, options, args):
+    config = load(args)
+    for planned in plan_passes(config, connect(args)):
+        show(planned.plan, args)
+        if not _apply_one(planned.plan, planned.target, options, args):
             break
     return 0
 

@@ -20,9 +20,8 @@ from typing import Any
 
 from reconciler.adapters.kube import Kube
 from reconciler.apply.executor import apply_plan
-from reconciler.apply.local_target import site_profile
-from reconciler.apply.passes import passes
 from reconciler.apply.target import ApplyOptions
+from reconciler.cli.where import local_clients
 from reconciler.compile.desired import DesiredState, compile_shape
 from reconciler.config.files import read_library, read_repo
 from reconciler.config.repo import Config, load_config
@@ -41,7 +40,9 @@ from reconciler.local.slurm import make_fake_gpus
 from reconciler.local.slurm_install import DEFAULT_RELEASE, RELEASE_ENV, RELEASES
 from reconciler.local.stack import LocalStack
 from reconciler.local.stack_record import default_runtime_dir
+from reconciler.local.target_parts import open_stack, site_profile
 from reconciler.local.volumes import Materializer
+from reconciler.pipeline.plans import plan_passes
 
 DEFAULT_REPO = Path("fixtures/config-repo")
 READY_TIMEOUT_SECONDS = 120.0
@@ -237,13 +238,12 @@ def _reader(kube: Kube) -> Callable[[str, str, str], dict[str, Any] | None]:
 def apply_repo(config: Config, stack: LocalStack) -> None:
     """`reconciler apply` of the repo to the new cluster, as to any: a bootstrap plan brings
     the control plane up (Slurm does not answer yet), then the rest is planned and applied."""
-    target_args = argparse.Namespace(local=False, runtime_dir=stack.runtime_dir, name=None,
-                                     kubeconfig=None)  # fmt: skip
-    for plan, target in passes(config, target_args):
+    for planned in plan_passes(config, local_clients(open_stack(stack.runtime_dir))):
+        plan = planned.plan
         if not plan.has_changes:
             break
         _progress(f"apply: {plan.summary().line()}" + (" (bootstrap)" if plan.bootstrap else ""))
-        apply_plan(plan, target, ApplyOptions(), lambda line: _progress(f"apply: {line}"))
+        apply_plan(plan, planned.target, ApplyOptions(), lambda line: _progress(f"apply: {line}"))
 
 
 def wait_ready(stack: LocalStack, kube: Kube, state: DesiredState, *, timeout: float) -> None:

@@ -14,29 +14,28 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.adapters.kube import Kube
+from reconciler.adapters.node_control import NodeControl
 from reconciler.adapters.slurmctld_metrics import SlurmctldMetrics
-from reconciler.apply.connect import kubeconfig_of, resolve_target
-from reconciler.apply.target import Target
-from reconciler.cli.apply import target_args
 from reconciler.cli.schedule import connect_scheduler
+from reconciler.cli.settings import describe_environment, log_format_arg
+from reconciler.cli.where import connect, kubeconfig_of, target_args
 from reconciler.compile.control_plane import controller_name
 from reconciler.compile.profile import Profile
 from reconciler.daemon.converge import Converger
 from reconciler.daemon.lease import LeaderElector, LeaseTimings
 from reconciler.daemon.run import Daemon, RunSettings
-from reconciler.daemon.startup import Prepared, Startup, preparer
+from reconciler.daemon.startup import HooksFlags, Prepared, Startup, preparer
 from reconciler.errors import ReconcilerError
-from reconciler.logs import log_format_arg
+from reconciler.pipeline.clients import Clients
 from reconciler.scheduler.loop import PodScheduler
 from reconciler.scheduler.settings import DEFAULT_HOOKS_PORT
-from reconciler.settings import describe_environment
 from reconciler.slurm_metrics.reader import SlurmMetricsReader
 from reconciler.sources import Source
 from reconciler.sources.directory import DirectorySource
 from reconciler.sources.flux import FluxArtifactSource
 from reconciler.sources.git import GIT_TIMEOUT_SECONDS, GitSource
 from reconciler.sync.node_health import NodeSyncSettings
-from reconciler.sync.node_sync import NodeSync
+from reconciler.sync.node_health_effects import NodeSync
 
 WEBHOOK_SECRET_ENV = "RECONCILER_WEBHOOK_SECRET"
 
@@ -146,7 +145,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run_daemon(args: argparse.Namespace) -> int:
     kube = _kube(args)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="sunk-reconciler-run-"))
-    converger = Converger(args, kube, release=args.release, namespace=args.namespace)
+    # The clients plans and applies go through: connected once, at the first convergence.
+    converger = Converger(lambda: connect(args), kube, release=args.release,
+                          namespace=args.namespace)  # fmt: skip
     # A git head must descend from what the status says was applied last.
     source = _source(args, kube, workdir, converger.applied)
     daemon = Daemon(source, converger, _run_settings(args))
@@ -156,7 +157,8 @@ def run_daemon(args: argparse.Namespace) -> int:
     if args.leader_elect:  # a replica without its elector yet is not the lone one: not leading
         daemon.lead_with(lambda: False)
     daemon.serve()  # health while the first usable revision is looked for
-    startup = Startup(source, preparer(args), converger, kube, release=args.release,
+    prepare = preparer(converger.loader.load, _hooks_flags(args))
+    startup = Startup(source, prepare, converger, kube, release=args.release,
                       namespace=args.namespace)  # fmt: skip
     start = startup.first(stop, args.interval, lambda why: setattr(daemon, "waiting", why))
     if start is None:  # stopped while waiting
@@ -202,6 +204,12 @@ def _run_settings(args: argparse.Namespace) -> RunSettings:
     )
 
 
+def _hooks_flags(args: argparse.Namespace) -> HooksFlags:
+    host, _, port = args.hooks_api_bind_address.rpartition(":")
+    return HooksFlags(host or "0.0.0.0", int(port or DEFAULT_HOOKS_PORT), args.hooks_url,
+                      scheduler=not args.no_scheduler)  # fmt: skip
+
+
 def _scheduler(args: argparse.Namespace, prepared: Prepared) -> PodScheduler | None:
     if prepared.scheduler is None:
         return None
@@ -235,20 +243,19 @@ def _elect(args: argparse.Namespace, namespace: str, release: str, daemon: Daemo
 
 def _node_sync(args: argparse.Namespace, namespace: str, release: str) -> NodeSync | None:
     found = _slurm_target(
-        args, namespace, "--node-sync-interval", args.node_sync_interval,
+        args, "--node-sync-interval", args.node_sync_interval,
         "the node health sync", "the sync",
     )  # fmt: skip
     if found is None:
         return None
-    target, _ = found
     settings = NodeSyncSettings(
         drain_on_conditions=frozenset(_words(args.drain_on_condition, "--drain-on-condition")),
         drain_on_taints=frozenset(_words(args.drain_on_taint, "--drain-on-taint")),
         cordon_when_slurm_down=args.cordon_when_slurm_down,
     )
     return NodeSync(
-        target.kube, target.slurm, target.nodes, namespace=namespace, release=release,
-        settings=settings,
+        found.kube, found.slurm, NodeControl(found.slurm, found.scontrol), namespace=namespace,
+        release=release, settings=settings,
     )  # fmt: skip
 
 
@@ -258,15 +265,14 @@ def _slurm_metrics(
     """A reader of Slurm for /metrics, on a client of its own: a read of every job never
     queues behind the node sync's or the scheduler's requests."""
     found = _slurm_target(
-        args, namespace, "--slurm-metrics-interval", args.slurm_metrics_interval,
+        args, "--slurm-metrics-interval", args.slurm_metrics_interval,
         "the Slurm metrics reader", "it",
     )  # fmt: skip
     if found is None:
         return None
-    target, profile = found
-    url = slurmctld_metrics_url(args, namespace, release, profile)
+    url = slurmctld_metrics_url(args, namespace, release, found.profile_of(lambda: ()))
     openmetrics = SlurmctldMetrics(url) if url else None
-    return SlurmMetricsReader(target.slurm, openmetrics=openmetrics)
+    return SlurmMetricsReader(found.slurm, openmetrics=openmetrics)
 
 
 def slurmctld_metrics_url(
@@ -283,9 +289,10 @@ def slurmctld_metrics_url(
 
 
 def _slurm_target(
-    args: argparse.Namespace, namespace: str, option: str, seconds: float, what: str, it: str
-) -> tuple[Target, Profile] | None:
-    """Where WHAT, run every SECONDS (OPTION), reads Slurm; None when OPTION is 0."""
+    args: argparse.Namespace, option: str, seconds: float, what: str, it: str
+) -> Clients | None:
+    """Clients of its own for WHAT, run every SECONDS (OPTION), to read Slurm through; None
+    when OPTION is 0."""
     if seconds < 0:
         raise ReconcilerError(
             f"{option} {seconds:g}: expected seconds >= 0", hint=f"0 turns {what} off"
@@ -293,7 +300,7 @@ def _slurm_target(
     if seconds == 0:
         return None
     try:
-        return resolve_target(args, namespace)
+        return connect(args)
     except ReconcilerError as error:
         raise ReconcilerError(
             f"{what} needs Slurm: {error.message}",

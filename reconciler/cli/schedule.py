@@ -13,11 +13,11 @@ from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
 from reconciler.adapters.scontrol import Scontrol
 from reconciler.adapters.slurm.jwt import MintedTokens
-from reconciler.apply.connect import kubeconfig_of, tokens_from_args
-from reconciler.cli.apply import target_args
 from reconciler.cli.compile import load
+from reconciler.cli.settings import log_format_arg
+from reconciler.cli.where import is_local, kubeconfig_of, local_stack, target_args, tokens_from_args
 from reconciler.errors import ReconcilerError
-from reconciler.logs import log_format_arg
+from reconciler.local.target_parts import scheduler_endpoints
 from reconciler.policy.loader import shipped_policies
 from reconciler.policy.subjects import default_params
 from reconciler.scheduler.clients import SlurmClients
@@ -95,11 +95,8 @@ def scheduler_settings(args: argparse.Namespace) -> SchedulerSettings:
 
 
 def connect_scheduler(args: argparse.Namespace, settings: SchedulerSettings) -> PodScheduler:
-    if args.local or args.runtime_dir:
-        from reconciler.apply.local_target import open_stack, scheduler_endpoints
-        from reconciler.local.stack_record import default_runtime_dir
-
-        stack = open_stack(args.runtime_dir or default_runtime_dir(args.name))
+    if is_local(args):
+        stack = local_stack(args)
         kubeconfig, url, key, user = scheduler_endpoints(stack, getattr(args, "slurm_url", None))
         kube = Kube.from_kubeconfig(
             args.kubeconfig or kubeconfig, field_manager=wk.SCHEDULER_FIELD_MANAGER

@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 
 from reconciler.adapters.kube import Kube
-from reconciler.apply.connect import kubeconfig_of
-from reconciler.cli.apply import target_args
+from reconciler.cli.where import kubeconfig_of, target_args
 from reconciler.daemon.status import read_status, status_name
 from reconciler.errors import ReconcilerError
 

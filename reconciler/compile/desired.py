@@ -21,7 +21,6 @@ from reconciler.compile.control_plane import control_plane_objects
 from reconciler.compile.nodesets import NodeSet, compose_all
 from reconciler.compile.power import (
     check_min_replicas,
-    power_saving,
     program_files,
     programs_map_name,
 )
@@ -154,7 +153,7 @@ def compile_desired_state(
     if gres_config(values) and not gpu_node_specs(specs):
         warnings.append(Warning_("values", "slurmConfig.gresConfig is not used: no enabled node "
                                  "definition has GPUs (gresGpu), so gres.conf lists none"))
-    check_min_replicas(values, specs)
+    check_min_replicas(config.view.power, specs)
     conf_files = {"slurm.conf": slurm_conf, "gres.conf": gres_conf, **topo.files}
     if plugins := cgroup_plugins(slurm_conf):
         conf_files[CGROUP_CONF] = render_cgroup_conf(plugins, values)
@@ -163,9 +162,9 @@ def compile_desired_state(
         warnings.append(Warning_("values", "slurmConfig.cgroupConfig is not used: slurm.conf "
                                  "loads no cgroup plugin (proctrack/cgroup, task/cgroup)"))
     objects = _kube_objects(release, namespace, values, enabled, specs, conf_files)
-    if power_saving(values) is not None:
+    if config.view.power is not None:
         objects.append(manifests.config_map(programs_map_name(release), namespace, release,
-                                            program_files(values, profile)))  # fmt: skip
+                                            program_files(config.view.power, profile)))  # fmt: skip
     dbd = accounting_plan(release, values, profile)
     slurmdbd_conf = render_slurmdbd_conf(release, dbd, dict(profile.dbd_site))
     objects = sorted(
@@ -205,6 +204,16 @@ def compile_desired_state(
         topology_files=topo.files,
         slurm_release=target,
     )
+
+
+def declared_nodes(config: Config) -> list[str]:
+    """The Slurm nodes a config declares, the running ones then the spares, as a compiled
+    state lists them: no profile or Slurm release decides them, so they are known before the
+    target is asked for either."""
+    enabled = [(n, plain(n.definition)) for n in compose_all(config) if n.enabled]
+    specs = slurm_node_specs(config.settings.release, enabled)
+    running = [name for spec in specs for name in spec.node_names()]
+    return [*running, *(name for spec in specs for name in spec.spare_names())]
 
 
 def compile_shape(config: Config, profile: Profile | None = None) -> DesiredState:

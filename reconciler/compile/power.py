@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import hostlist
@@ -20,56 +19,18 @@ import hostlist
 from reconciler import wellknown as wk
 from reconciler.compile.profile import Profile
 from reconciler.compile.slurm_nodes import SlurmNodeSpec
+from reconciler.config.power_saving import PowerSaving, power_saving
 from reconciler.errors import CompileError
 
-# Slurm's words for "never": SuspendTime=INFINITE (or -1; NONE before 21.08).
-_NEVER = {"INFINITE", "-1", "NONE"}
-DEFAULT_SUSPEND_TIMEOUT = 30  # Slurm's defaults
-DEFAULT_RESUME_TIMEOUT = 60
 PROGRAMS_DIR = "power"  # below the Slurm config directory, in the controller Pod
 AUTH_DIR = "power-auth"
 VERBS = ("suspend", "resume")
 WAIT_PROLOG = "wait-for-resume"
 
 
-@dataclass(frozen=True)
-class PowerSaving:
-    suspend_time: int
-    suspend_timeout: int
-    resume_timeout: int
-
-
-def power_saving(values: dict[str, Any]) -> PowerSaving | None:
-    """None when nodes never power down (suspendTime unset or INFINITE)."""
-    slurmd = (values.get("slurmConfig") or {}).get("slurmd") or {}
-    raw = slurmd.get("suspendTime")
-    if raw is None or str(raw).strip().upper() in _NEVER:
-        return None
-    seconds = _seconds(raw, "slurmConfig.slurmd.suspendTime")
-    return PowerSaving(
-        suspend_time=seconds,
-        suspend_timeout=_seconds(slurmd.get("suspendTimeout", DEFAULT_SUSPEND_TIMEOUT),
-                                 "slurmConfig.slurmd.suspendTimeout"),
-        resume_timeout=_seconds(slurmd.get("resumeTimeout", DEFAULT_RESUME_TIMEOUT),
-                                "slurmConfig.slurmd.resumeTimeout"),
-    )  # fmt: skip
-
-
-def _seconds(raw: Any, key: str) -> int:
-    text = str(raw).strip()
-    if isinstance(raw, bool) or not text.isascii() or not text.isdigit() or int(text) < 1:
-        raise CompileError(
-            f"{key}: {raw!r} is not a number of seconds",
-            hint="write a whole number of seconds (e.g. 600), or INFINITE to never power down"
-            if key.endswith("suspendTime")
-            else "write a whole number of seconds of at least 1",
-        )
-    return int(text)
-
-
-def check_min_replicas(values: dict[str, Any], specs: list[SlurmNodeSpec]) -> None:
+def check_min_replicas(power: PowerSaving | None, specs: list[SlurmNodeSpec]) -> None:
     """minReplicas means something only with power saving on: never accepted and ignored."""
-    if power_saving(values) is not None:
+    if power is not None:
         return
     for spec in specs:
         if spec.min_replicas is not None:
@@ -159,8 +120,7 @@ def wait_prolog(resume_timeout: int, conf_dir: str, client_env: Mapping[str, str
     ])  # fmt: skip
 
 
-def program_files(values: dict[str, Any], profile: Profile) -> dict[str, str]:
-    power = power_saving(values)
+def program_files(power: PowerSaving | None, profile: Profile) -> dict[str, str]:
     files = {verb: program_script(verb, profile.conf_dir) for verb in VERBS}
     if power is not None:
         files[WAIT_PROLOG] = wait_prolog(power.resume_timeout, profile.conf_dir, profile.client_env)

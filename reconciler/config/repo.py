@@ -12,6 +12,7 @@ from disk. Layout (documented in the README, "The config repo"):
 from __future__ import annotations
 
 import datetime
+import functools
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from reconciler.config.rendered_values import check_rendered_values
 from reconciler.config.reservations import check_reservations
 from reconciler.config.schema import Warning_, check_layer_file, check_values_file
 from reconciler.config.slurm_words import check_layer_words, check_slurm_values
+from reconciler.config.values_view import ValuesView
 from reconciler.config.yamlfile import KeyPath, YamlFile, check_yaml_limits, parse_yaml
 from reconciler.errors import ConfigTypeError, Location, ReconcilerError
 
@@ -66,6 +68,12 @@ class Config:
     accounting_locations: dict[str, Location] = field(default_factory=dict)
     # compute.topology: where it was last set (errors only the merge shows point there).
     topology_where: Location | None = None
+
+    @functools.cached_property
+    def view(self) -> ValuesView:
+        """The values' settings, parsed at the first look and kept (a CompileError, such as
+        a suspendTime that is no number of seconds, is raised there, as the compiler did)."""
+        return ValuesView.of(self.values)
 
     def layer(self, name: str) -> Layer | None:
         """compute.nodes entries win over files of the same name, as in SUNK's chart."""

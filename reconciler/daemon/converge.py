@@ -9,7 +9,6 @@ and applying reverts them.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import time
 from collections.abc import Callable
@@ -18,16 +17,15 @@ from datetime import UTC, datetime
 
 from reconciler.adapters.kube import Kube
 from reconciler.apply.executor import apply_plan
-from reconciler.apply.passes import passes
 from reconciler.apply.target import ApplyOptions
-from reconciler.compile.power import power_saving
 from reconciler.compile.topology_spec import topology_set
-from reconciler.config.files import read_library, read_repo
-from reconciler.config.layering import plain
-from reconciler.config.repo import Config, load_config
+from reconciler.config.repo import Config
 from reconciler.daemon.status import Status, read_status, write_status
 from reconciler.daemon.topology_watch import TopologyWatch
 from reconciler.errors import ReconcilerError
+from reconciler.pipeline.clients import Clients
+from reconciler.pipeline.load import RevisionLoader
+from reconciler.pipeline.plans import plan_passes
 from reconciler.policy.engine import CompiledPolicy
 from reconciler.policy.loader import revision_policies
 from reconciler.policy.subjects import params_of
@@ -51,11 +49,12 @@ class Outcome:
 
 class Converger:
     """Holds what the cluster was last brought to; `converge` is called by one thread at a
-    time (the daemon's loop)."""
+    time (the daemon's loop). `connect` makes the clients plans and applies go through: asked
+    once, at the first convergence that needs them, then reused (again only if it failed)."""
 
     def __init__(
         self,
-        target_args: argparse.Namespace,
+        connect: Callable[[], Clients],
         kube: Kube,
         *,
         release: str | None = None,
@@ -63,7 +62,9 @@ class Converger:
         options: ApplyOptions | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self._args = target_args
+        self._connect = connect
+        self._clients: Clients | None = None
+        self.loader = RevisionLoader(release, namespace)  # the daemon's start shares it
         self._kube = kube  # for the status ConfigMap
         self._release = release
         self._namespace = namespace
@@ -79,10 +80,7 @@ class Converger:
     def converge(self, revision: Revision, *, resync: bool = False) -> Outcome:
         started = self._clock()
         try:
-            config = load_config(
-                read_repo(revision.path), read_library(),
-                release=self._release, namespace=self._namespace,
-            )  # fmt: skip
+            config = self.loader.load(revision.id, revision.path)
             policies = self._compiled(revision, config)
         except ReconcilerError as error:
             failed = Outcome(revision, "failed", error=str(error))
@@ -97,9 +95,10 @@ class Converger:
             self.pod_policies = PodPolicies(
                 tuple(p for p in policies if p.policy.target == "pod"), params_of(config)
             )
-            values = plain(config.values)
-            self.power_saving = power_saving(values) is not None
-            self.topology.follow(topology_set(values, config.topology_where), namespace, release)
+            view = config.view
+            self.power_saving = view.power is not None
+            topologies = topology_set(view.values, config.topology_where)
+            self.topology.follow(topologies, namespace, release)
         return self._record(revision, outcome, started, release=release, namespace=namespace)
 
     def _compiled(self, revision: Revision, config: Config) -> tuple[CompiledPolicy, ...]:
@@ -107,6 +106,11 @@ class Converger:
         if self._policies[0] != revision.id:
             self._policies = (revision.id, revision_policies(config))
         return self._policies[1]
+
+    def clients(self) -> Clients:
+        if self._clients is None:
+            self._clients = self._connect()
+        return self._clients
 
     def applied(self) -> tuple[str, str]:
         """The revision the cluster holds, and the origin it was fetched from ("" when none)."""
@@ -156,7 +160,8 @@ class Converger:
         """One plan and apply; after a bootstrap plan (the control plane was down), a second
         one for what needed Slurm, now that it answers."""
         texts: list[str] = []
-        for plan, target in passes(config, self._args, policies):
+        for planned in plan_passes(config, self.clients(), policies):
+            plan, target = planned.plan, planned.target
             if plan.denials:  # the same next time: no retry
                 denied = "policies deny this revision:\n  " + "\n  ".join(plan.denials)
                 return Outcome(revision, "failed", error=denied)

@@ -13,7 +13,7 @@ from reconciler.scheduler.loop import Counters
 from reconciler.scheduler.packing import Fragmentation
 from reconciler.slurm_metrics.collector import SlurmCollector
 from reconciler.slurm_metrics.reader import SlurmView
-from reconciler.sync.node_sync import OPERATIONS as NODE_SYNC_OPERATIONS
+from reconciler.sync.node_health_effects import OPERATIONS as NODE_SYNC_OPERATIONS
 
 # What a convergence was: a revision not converged before, or a resync of the applied one.
 CONVERGE_REVISION, CONVERGE_RESYNC = "revision", "resync"

@@ -47,7 +47,7 @@ from reconciler.scheduler.loop import PodScheduler
 from reconciler.slurm_metrics.reader import SlurmMetricsReader, SlurmView
 from reconciler.sources import Revision, Source
 from reconciler.sources.directory import DirectorySource
-from reconciler.sync.node_sync import NodeSync
+from reconciler.sync.node_health_effects import NodeSync
 
 log = logging.getLogger(__name__)
 

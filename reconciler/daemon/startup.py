@@ -11,7 +11,6 @@ ready, and it tries again every interval.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import threading
 from collections.abc import Callable
@@ -19,17 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reconciler.adapters.kube import Kube
-from reconciler.config.files import read_library, read_repo
 from reconciler.config.repo import SETTINGS_FILE, VALUES_FILE, Config, RepoSettings, load_config
 from reconciler.daemon.converge import Converger
 from reconciler.daemon.status import Status, read_status
 from reconciler.errors import ReconcilerError, SourceError
 from reconciler.scheduler.pod_policies import PodPolicies, startup_pod_policies
-from reconciler.scheduler.settings import (
-    DEFAULT_HOOKS_PORT,
-    SchedulerSettings,
-    settings_from_values,
-)
+from reconciler.scheduler.settings import SchedulerSettings, settings_from_values
 from reconciler.sources import Revision, Source
 
 log = logging.getLogger(__name__)
@@ -51,21 +45,31 @@ class Start:
     fallback: bool  # the head could not be used: this is the last revision applied
 
 
-def preparer(args: argparse.Namespace) -> Callable[[Revision], Prepared]:
-    """Load a revision as `reconciler run` needs it; a ReconcilerError when it cannot be."""
+@dataclass(frozen=True)
+class HooksFlags:
+    """Where the Pod scheduler's hooks API listens, and the URL placeholder jobs reach it by
+    (--hooks-api-bind-address, --hooks-url); `scheduler`: False with --no-scheduler."""
+
+    host: str
+    port: int
+    url: str | None = None
+    scheduler: bool = True
+
+
+def preparer(
+    load: Callable[[str, Path], Config], hooks: HooksFlags
+) -> Callable[[Revision], Prepared]:
+    """Load a revision as `reconciler run` needs it (through `load`, which the converger
+    shares: the revision started from is not loaded again); a ReconcilerError when it cannot
+    be."""
 
     def prepare(revision: Revision) -> Prepared:
-        config = load_config(
-            read_repo(revision.path), read_library(), release=args.release,
-            namespace=args.namespace,
-        )  # fmt: skip
-        if args.no_scheduler or not (config.values.get("scheduler") or {}).get("enabled", True):
+        config = load(revision.id, revision.path)
+        if not hooks.scheduler or not config.view.scheduler_enabled:
             return Prepared(config, None, PodPolicies())
-        host, _, port = args.hooks_api_bind_address.rpartition(":")
         settings = settings_from_values(
             config.values, release=config.settings.release, namespace=config.settings.namespace,
-            hooks_host=host or "0.0.0.0", hooks_port=int(port or DEFAULT_HOOKS_PORT),
-            hooks_url=args.hooks_url,
+            hooks_host=hooks.host, hooks_port=hooks.port, hooks_url=hooks.url,
         )  # fmt: skip
         return Prepared(config, settings, startup_pod_policies(config))
 

@@ -36,7 +36,7 @@ class Subject:
 
 def params_of(config: Config, slurm_node_hosts: Iterable[str] = ()) -> dict[str, Any]:
     """Cluster settings policies may read as `params`."""
-    values = plain(config.values)
+    values = config.view.values
     scheduler = values.get("scheduler") or {}
     slurm = values.get("slurmConfig") or {}
     release, namespace = config.settings.release, config.settings.namespace
@@ -89,7 +89,7 @@ def state_subjects(config: Config, state: DesiredState) -> Iterator[Subject]:
         body = {**definition, "name": nodeset.name, "layers": list(nodeset.layers),
                 "enabled": nodeset.enabled}  # fmt: skip
         yield Subject("nodeDefinition", body, f"nodeDefinition {nodeset.name}", nodeset.where)
-    slurm_config = dict(plain(config.values).get("slurmConfig") or {})
+    slurm_config = dict(config.view.values.get("slurmConfig") or {})
     slurm_config.update(slurmConf=state.slurm_conf, options=conf_options(state.slurm_conf))
     yield Subject("slurmConfig", slurm_config, "slurmConfig")
     for partition in state.partitions:

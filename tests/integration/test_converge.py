@@ -5,10 +5,14 @@ reverted by a resync, counted as drift. The status ConfigMap says each of these.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import cProfile
 import hashlib
 import hmac
+import io
 import json
 import os
+import pstats
 import shutil
 import socket
 import subprocess
@@ -27,6 +31,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
+from reconciler.cli.where import connect
 from reconciler.daemon.converge import Converger
 from reconciler.daemon.status import read_status, status_name
 from reconciler.local.ports import free_port
@@ -54,6 +59,7 @@ class Env:
     author: Path  # the clone users push from
     source: GitSource
     converger: Converger
+    runtime: Path  # the local stack's runtime directory
 
 
 @dataclass(frozen=True)
@@ -100,7 +106,7 @@ def env(stack_timings: dict[str, float]) -> Iterator[Env]:
             args = argparse.Namespace(local=True, runtime_dir=running.runtime, name="unused",
                                       kubeconfig=None)  # fmt: skip
             yield Env(kube, author, GitSource(str(bare), "main", work / "checkout"),
-                      Converger(args, kube))  # fmt: skip
+                      Converger(lambda: connect(args), kube), running.runtime)  # fmt: skip
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -179,7 +185,7 @@ def test_reconciler_run_applies_a_push_and_reverts_a_hand_edit(env: Env, tmp_pat
     is reverted at the next resync, /readyz /metrics and `reconciler status` tell the story,
     SIGTERM stops it cleanly."""
     daemon, port, log = _start_daemon(env, tmp_path, "--interval", "1", "--resync", "4")
-    runtime = env.converger._args.runtime_dir
+    runtime = env.runtime
     try:
         wait_for(lambda: _get(port, "/readyz")[0] == 200, 30, "readyz: " + log.read_text())
         before = nccl_debug(env)
@@ -225,7 +231,7 @@ def test_reconciler_run_refuses_an_unsigned_push_and_keeps_the_signed_one(
     keyring = tmp_path / "trusted.asc"
     keyring.write_text(gpg(home, "--export", "--armor", key))
     signer = Signer(home, key)
-    runtime = env.converger._args.runtime_dir
+    runtime = env.runtime
     values = env.author / "values.yaml"
     original = values.read_text()
     before = nccl_debug(env)
@@ -303,7 +309,7 @@ def test_reconciler_run_starts_from_the_applied_revision_when_the_head_is_bad(
     daemon starts. It runs from the revision the status ConfigMap says is applied, records
     why the head waits, keeps running (no crash loop), and applies a good push on top."""
     signer, keyring = _signer(tmp_path)
-    runtime = env.converger._args.runtime_dir
+    runtime = env.runtime
     values = env.author / "values.yaml"
     original = values.read_text()
     before = nccl_debug(env)
@@ -535,7 +541,7 @@ def _start_daemon(
     with log.open("wb") as out:
         daemon = subprocess.Popen(
             [sys.executable, "-m", "reconciler", "run", *chosen,
-             "--runtime-dir", str(env.converger._args.runtime_dir), "--listen",
+             "--runtime-dir", str(env.runtime), "--listen",
              f"127.0.0.1:{port}", "--hooks-api-bind-address", "127.0.0.1:0", "--workdir",
              str(tmp_path / "w"), *extra],
             stdout=out, stderr=subprocess.STDOUT,
@@ -607,7 +613,7 @@ def test_the_daemon_stays_up_and_bounded_under_hostile_input(env: Env, tmp_path:
     a CEL bomb. The probe answers, each Pod is refused with an Event naming its annotation,
     each revision is refused naming the limit while the applied one stays, a plain Pod is
     still bound, and the daemon's peak RSS stays under HOSTILE_RSS_BOUND."""
-    runtime = env.converger._args.runtime_dir
+    runtime = env.runtime
     daemon, port, log = _start_daemon(env, tmp_path, "--interval", "1")
     names = [unique("hostlist-bomb"), unique("no-val-uid"), unique("plain")]
     try:
@@ -678,3 +684,57 @@ def _refused_with(env: Env, name: str, said: str) -> bool:
 def _peak_rss(pid: int) -> int:
     lines = Path(f"/proc/{pid}/status").read_text().splitlines()
     return int(next(line.split()[1] for line in lines if line.startswith("VmHWM:"))) * 1024
+
+
+# ---- issue 35: a revision's walk compiles once and builds its clients once --------------------
+
+COUNTED = {
+    "compile_desired_state": "reconciler/compile/desired.py",
+    "load_config": "reconciler/config/repo.py",
+    "from_kubeconfig": "reconciler/adapters/kube.py",
+    "connect_lazily": "reconciler/adapters/slurm/client.py",
+}
+
+
+def calls_while(work: Callable[[], object]) -> dict[str, int]:
+    """How often `work` called each COUNTED function (cProfile counts every call, whatever
+    name the caller imported it under)."""
+    profile = cProfile.Profile()
+    profile.runcall(work)
+    stats = pstats.Stats(profile, stream=io.StringIO()).stats  # type: ignore[attr-defined]
+    counts = dict.fromkeys(COUNTED, 0)
+    for (file, _line, name), (_cc, calls, *_rest) in stats.items():
+        if name in COUNTED and file.endswith(COUNTED[name]):
+            counts[name] += calls
+    return counts
+
+
+def test_a_convergence_compiles_once_and_the_daemon_connects_once(env: Env) -> None:
+    args = argparse.Namespace(local=True, runtime_dir=env.runtime, name="unused", kubeconfig=None)
+    connected: list[object] = []
+
+    def connect_counted() -> Any:
+        connected.append(clients := connect(args))
+        return clients
+
+    converger = Converger(connect_counted, env.kube)
+    revision = env.source.fetch()
+    first = calls_while(lambda: converger.converge(revision))
+    resync = calls_while(lambda: converger.converge(revision, resync=True))
+    assert len(connected) == 1, "the daemon's clients are built once"
+    assert first == {"compile_desired_state": 1, "load_config": 1, "from_kubeconfig": 1,
+                     "connect_lazily": 1}, first  # fmt: skip
+    assert resync == {"compile_desired_state": 1, "load_config": 0, "from_kubeconfig": 0,
+                      "connect_lazily": 0}, resync  # fmt: skip
+
+
+def test_a_cli_plan_compiles_once_and_connects_once(env: Env) -> None:
+    from reconciler.cli import main
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        counts = calls_while(
+            lambda: main(["plan", "--local", "--runtime-dir", str(env.runtime), str(env.author)])
+        )
+    assert counts == {"compile_desired_state": 1, "load_config": 1, "from_kubeconfig": 1,
+                      "connect_lazily": 1}, counts  # fmt: skip
+

@@ -5,7 +5,6 @@ webhooks counted in /metrics instead of logged."""
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import hashlib
 import hmac
@@ -25,6 +24,7 @@ from reconciler.adapters.kube import Kube
 from reconciler.daemon.converge import Converger
 from reconciler.daemon.run import Daemon, RunSettings
 from reconciler.sources.directory import DirectorySource
+from tests.unit.no_cluster import unconnected
 
 SECRET = b"s3cret"
 LIMITS = Limits(max_connections=4, idle_seconds=1.0, request_seconds=2.0, max_body_bytes=1024)
@@ -34,7 +34,7 @@ LIMITS = Limits(max_connections=4, idle_seconds=1.0, request_seconds=2.0, max_bo
 def daemon(tmp_path: Path) -> Iterator[Daemon]:
     (tmp_path / "values.yaml").write_text("compute: {nodes: {}}\n")
     kube = Kube(ApiClient())  # never called: these tests stop at HTTP
-    converger = Converger(argparse.Namespace(), kube)
+    converger = Converger(unconnected, kube)
     settings = RunSettings(listen_port=0, webhook_secret=SECRET, http=LIMITS)
     served = Daemon(DirectorySource(tmp_path), converger, settings)
     served.serve()

@@ -3,7 +3,6 @@ what DaemonMetrics makes of them. Fakes stand in for HTTP and Kubernetes."""
 
 from __future__ import annotations
 
-import argparse
 import time
 from collections import Counter
 from collections.abc import Mapping
@@ -34,6 +33,7 @@ from reconciler.scheduler.packing import Fragmentation
 from reconciler.scheduler.settings import SchedulerSettings
 from reconciler.sources import Revision
 from reconciler.sources.directory import DirectorySource
+from tests.unit.no_cluster import unconnected
 
 Seen = list[tuple[str, float, bool]]
 CREATED = "2024-05-01T12:00:00Z"
@@ -297,7 +297,7 @@ class BusyConverger(Converger):
     """Converges nothing: spends `cpu` seconds of its thread's CPU and says unchanged."""
 
     def __init__(self) -> None:
-        super().__init__(argparse.Namespace(), Kube(ApiClient()))  # Kubernetes is never called
+        super().__init__(unconnected, Kube(ApiClient()))  # Kubernetes is never called
         self.cpu = 0.0
 
     def converge(self, revision: Revision, *, resync: bool = False) -> Outcome:

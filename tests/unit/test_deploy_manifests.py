@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from reconciler.cli import _subcommand, build_parser
-from reconciler.settings import layered_defaults
+from reconciler.cli.settings import layered_defaults
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -12,8 +12,8 @@ import pytest
 
 from reconciler.cli import _subcommand, build_parser
 from reconciler.cli.run import _source
+from reconciler.cli.settings import layered_defaults
 from reconciler.errors import ReconcilerError, SourceError
-from reconciler.settings import layered_defaults
 from reconciler.sources.git import GitSource
 from reconciler.sources.signatures import signature_kind, verdict_of
 from tests.unit.git_remote import git, new_remote

@@ -29,6 +29,7 @@ from reconciler.sources import Revision
 from reconciler.sources.directory import DirectorySource
 from reconciler.sources.git import GitSource
 from tests.unit.git_remote import git, new_remote
+from tests.unit.no_cluster import unconnected
 
 # ---- item 6: an empty webhook secret file -----------------------------------------------------
 
@@ -108,7 +109,7 @@ def test_a_subdir_linked_inside_the_checkout_is_followed(tmp_path: Path) -> None
 def daemon(tmp_path: Path) -> Iterator[Daemon]:
     """The daemon's HTTP server with its real limits (64 connections)."""
     (tmp_path / "values.yaml").write_text("compute: {nodes: {}}\n")
-    converger = Converger(argparse.Namespace(), Kube(ApiClient()))  # never called
+    converger = Converger(unconnected, Kube(ApiClient()))  # never called
     served = Daemon(DirectorySource(tmp_path), converger, RunSettings(listen_port=0))
     served.serve()
     yield served
@@ -297,7 +298,7 @@ def test_a_restarted_daemon_does_not_start_from_a_rolled_back_head(tmp_path: Pat
     bare, work, old, new = _rollback_remote(tmp_path)
     git(work, "push", "-q", "--force", "origin", f"{old}:refs/heads/main")
     kube = _StatusKube(applied=new, origin=str(bare))
-    converger = Converger(argparse.Namespace(), kube)  # type: ignore[arg-type]
+    converger = Converger(unconnected, kube)  # type: ignore[arg-type]
     source = _source(_run_args(bare, tmp_path), kube, tmp_path / "w", converger.applied)  # type: ignore[arg-type]
     startup = Startup(source, _prepared, converger, kube, release=None, namespace=None)  # type: ignore[arg-type]
     start = startup.once()
@@ -323,6 +324,6 @@ def test_a_revision_applied_from_another_source_is_not_compared(tmp_path: Path) 
 
 def test_a_port_in_use_is_an_os_error_not_a_crash_in_the_lane(daemon: Daemon) -> None:
     settings = RunSettings(listen_host="127.0.0.1", listen_port=daemon.port)
-    converger = Converger(argparse.Namespace(), Kube(ApiClient()))
+    converger = Converger(unconnected, Kube(ApiClient()))
     with pytest.raises(OSError, match="in use"):
         Daemon(DirectorySource(Path(".")), converger, settings)

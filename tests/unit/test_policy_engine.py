@@ -11,13 +11,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reconciler.apply.passes import with_policies
 from reconciler.cli import main
 from reconciler.compile.desired import compile_desired_state
 from reconciler.config.files import read_library, read_repo, read_shipped_policies
 from reconciler.config.policy_file import PolicyError, parse_policy_file
 from reconciler.config.repo import load_config
 from reconciler.errors import ReconcilerError
+from reconciler.pipeline.plans import with_policies
 from reconciler.plan.diff import plan_changes
 from reconciler.policy.engine import (
     PolicyCompileError,

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from reconciler.cli import _subcommand, build_parser
+from reconciler.cli.settings import layered_defaults
 from reconciler.errors import ReconcilerError
-from reconciler.settings import layered_defaults
 
 
 def parse(argv: list[str], environ: dict[str, str]) -> object:

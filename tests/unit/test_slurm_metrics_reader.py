@@ -4,7 +4,6 @@ kept across failed reads with its age, and the daemon's /metrics with and withou
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 from collections.abc import Iterator
@@ -24,6 +23,7 @@ from reconciler.daemon.run import Daemon, RunSettings
 from reconciler.slurm_metrics.collector import SlurmCollector
 from reconciler.slurm_metrics.reader import PAUSE_FACTOR, SlurmMetricsReader
 from reconciler.sources.directory import DirectorySource
+from tests.unit.no_cluster import unconnected
 from tests.unit.slurm_answers import CannedSlurm, StaticToken, canned_slurm
 
 CAPTURED = json.loads((Path(__file__).parent / "slurm_bodies" / "v0.0.42.json").read_text())
@@ -158,7 +158,7 @@ def test_the_daemon_serves_the_series_only_where_it_reads_slurm(
     slurm: CannedSlurm, tmp_path: Path
 ) -> None:
     (tmp_path / "values.yaml").write_text("compute: {nodes: {}}\n")
-    converger = Converger(argparse.Namespace(), Kube(ApiClient()))  # never called here
+    converger = Converger(unconnected, Kube(ApiClient()))  # never called here
     daemon = Daemon(DirectorySource(tmp_path), converger, RunSettings(listen_port=0))
     try:
         assert "\nslurm_" not in daemon.answer("/metrics")[1].decode()  # no reader attached

@@ -39,7 +39,7 @@ from reconciler.sync.node_health import (
     slurmd_pod_from,
     standing_reason,
 )
-from reconciler.sync.node_sync import NodeSync
+from reconciler.sync.node_health_effects import NodeSync
 
 NOW = "2024-05-01T12:00:00Z"
 EARLIER = "2020-01-01T00:00:00Z"

@@ -1,5 +1,6 @@
-"""Plan and apply against a running local stack: its adapters, its profile, and where
-slurmctld reads its config (the files the node agent writes for the controller Pod)."""
+"""What a plan and apply against a running local stack need from it: the stack opened only
+when it runs, the profile it compiles for, the files slurmctld reads its config from (the
+ones the node agent writes for the controller Pod), and its endpoints for a scheduler."""
 
 from __future__ import annotations
 
@@ -7,23 +8,16 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from reconciler.adapters.kube import Kube
-from reconciler.adapters.sacctmgr import Sacctmgr
-from reconciler.adapters.scontrol import Scontrol
-from reconciler.adapters.slurm.client import connect_lazily
-from reconciler.adapters.slurm.jwt import MintedTokens
-from reconciler.apply.controller import DeploymentRestarter
-from reconciler.apply.target import ApplyError, Target
 from reconciler.compile.profile import Profile
-from reconciler.local.slurm import SlurmSite, current_user
-from reconciler.local.slurm_site import local_dbd_site
+from reconciler.errors import LocalStackError
+from reconciler.local.slurm_site import SlurmSite, current_user, local_dbd_site
 from reconciler.local.stack import LocalStack
 
 
 def open_stack(runtime_dir: Path) -> LocalStack:
     stack = LocalStack.open(runtime_dir)
     if stack.slurm is None or stack.kube is None or stack.foreground.pid() is None:
-        raise ApplyError(
+        raise LocalStackError(
             f"the local stack in {runtime_dir} is not running",
             hint="start it with `reconciler local up` (it stays in the foreground)",
         )
@@ -57,38 +51,6 @@ def site_profile(site: SlurmSite) -> Profile:
     )
 
 
-def local_target(
-    stack: LocalStack,
-    namespace: str,
-    release: str = "",
-    *,
-    kubeconfig: Path | None = None,
-    slurm_url: str | None = None,
-) -> Target:
-    """The local stack; `kubeconfig` talks to its API server as someone other than admin,
-    `slurm_url` to its slurmrestd through something in between (a test's fault proxy).
-    slurmctld runs as the controller Pod of `release`: apply restarts it as on any cluster,
-    by rolling that Deployment."""
-    slurm = stack.slurm
-    assert slurm is not None
-    tokens = MintedTokens(slurm.paths.jwt_key, current_user())
-    kube = Kube.from_kubeconfig(kubeconfig or stack.kube_paths.kubeconfig)
-    rest = connect_lazily(slurm_url or slurm.rest_url(), tokens)
-    accounting = slurm.accounting or slurm.supervisor.running("slurmdbd") is not None
-    return Target(
-        kube=kube,
-        slurm=rest,
-        scontrol=Scontrol(tokens, env=slurm.env()),
-        namespace=namespace,
-        sink=FileSink(slurm.paths.slurm_conf, slurm.paths.gres_conf, slurm.paths.etc),
-        restarter=DeploymentRestarter.if_ours(kube, namespace, release, slurm.controller_up)
-        if release
-        else None,
-        sacctmgr=Sacctmgr(env=slurm.env(), cluster=stack.cluster_name) if accounting else None,
-        slurm_release=slurm.install.release,
-    )
-
-
 class FileSink:
     """slurmctld reads the files the node agent writes from the ConfigMap."""
 
@@ -112,7 +74,7 @@ class FileSink:
             if all(_read(p) == t for p, t in wanted):
                 return
             time.sleep(0.1)
-        raise ApplyError(
+        raise LocalStackError(
             f"{self._files[0]} does not hold the new config after {timeout:g} s",
             hint="is `reconciler local up` (its node agent) still running?",
         )
@@ -129,7 +91,7 @@ def scheduler_endpoints(
     stack: LocalStack, slurm_url: str | None = None
 ) -> tuple[Path, str, Path, str]:
     """(kubeconfig, slurmrestd URL, JWT key, operator user) for a scheduler on this stack;
-    `slurm_url` replaces the stack's slurmrestd URL (see local_target)."""
+    `slurm_url` replaces the stack's slurmrestd URL (a test's fault proxy)."""
     slurm = stack.slurm
     assert slurm is not None
     url = slurm_url or slurm.rest_url()

@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from reconciler.errors import ReconcilerError
+from reconciler.logs import LOG_FORMATS
 
 ENV_PREFIX = "RECONCILER_"
 TRUE, FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off", ""}
@@ -114,3 +115,10 @@ def _typed(action: argparse.Action, raw: Any, option: str) -> Any:
         return action.type(str(raw)) if callable(action.type) else str(raw)
     except (TypeError, ValueError):
         raise ReconcilerError(f"{option}: invalid value {raw!r}") from None
+
+
+def log_format_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--log-format", choices=LOG_FORMATS, default="text",
+        help="text for a terminal, json (one object a line) for a log collector (text)",
+    )  # fmt: skip

@@ -1,0 +1,158 @@
+"""Load, compile once, plan and judge a config against a cluster: the plans that bring it to a
+config, with the revision's policies' findings (`reconciler plan` / `apply`, the daemon's
+convergence and `reconciler local up`)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+
+from reconciler.adapters.slurm.model import SlurmRestApi
+from reconciler.adapters.topology_facts import live_release, read_topology_inputs
+from reconciler.apply.live_reader import read_live, server_views
+from reconciler.apply.target import Target
+from reconciler.compile.desired import DesiredState, compile_desired_state, declared_nodes
+from reconciler.compile.profile import Profile
+from reconciler.compile.topology_places import TopologyInputs
+from reconciler.compile.topology_spec import topology_set
+from reconciler.config.repo import Config
+from reconciler.errors import ReconcilerError
+from reconciler.logs import print_warnings
+from reconciler.pipeline.clients import Clients
+from reconciler.plan.diff import plan_changes
+from reconciler.plan.live import LiveState
+from reconciler.plan.model import Plan
+from reconciler.policy.engine import CompiledPolicy
+from reconciler.policy.loader import revision_policies
+from reconciler.policy.subjects import evaluate_state, params_of
+from reconciler.slurm_release import SlurmRelease, maybe_release
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Planned:
+    plan: Plan
+    target: Target
+    state: DesiredState
+
+
+def plan_passes(
+    config: Config, clients: Clients, policies: tuple[CompiledPolicy, ...] | None = None
+) -> Iterator[Planned]:
+    """The plans that bring the cluster to `config`, each made after the caller applied the
+    one before: one plan; or, when it was a bootstrap plan (our control plane was down, and
+    applying it brought it up), a second one for what needed Slurm. The policies are
+    compiled once, the desired state once unless what it is compiled from changed."""
+    policies = revision_policies(config) if policies is None else policies
+    compiler = Compiler(config)
+    for _ in range(2):
+        planned = plan_config(config, clients, policies, compiler)
+        yield planned
+        if not (planned.plan.bootstrap and planned.plan.has_changes):
+            return
+
+
+def plan_config(
+    config: Config,
+    clients: Clients,
+    policies: tuple[CompiledPolicy, ...] | None = None,
+    compiler: Compiler | None = None,
+) -> Planned:
+    """The plan for a loaded config against the cluster `clients` reach; `policies` already
+    compiled for this revision, else compiled here."""
+    settings = config.settings
+    target = clients.target(settings.namespace, settings.release)
+    compiler = compiler or Compiler(config)
+    profile = clients.profile_of(compiler.declared)
+    running = _running_release(target.slurm, target.slurm_release)
+    state = compiler.compiled(profile, _topology_inputs(config, target), running)
+    print_warnings(state.warnings)
+    live = read_live(target.kube, target.slurm, state.release, state.namespace, target.sacctmgr,
+                     secret_names=[s.name for s in state.secrets],
+                     value_secret_names=[s.name for s in state.value_secrets])  # fmt: skip
+    plan = with_policies(plan_against(state, live, target), config, state, policies)
+    return Planned(plan, target, state)
+
+
+class Compiler:
+    """One config compiled once for each set of inputs the cluster gives (a plan after a
+    bootstrap asks again: the Slurm release may be known by then)."""
+
+    def __init__(self, config: Config) -> None:
+        self._config = config
+        self._last: tuple[tuple[object, ...], DesiredState] | None = None
+        self.count = 0  # compilations made (for the "compiles once" test and logs)
+
+    def declared(self) -> Sequence[str]:
+        """The Slurm nodes the config declares (they depend on no profile or release)."""
+        return declared_nodes(self._config)
+
+    def compiled(
+        self,
+        profile: Profile,
+        topology: TopologyInputs | None,
+        running: SlurmRelease | None,
+    ) -> DesiredState:
+        key = (profile, topology, running)
+        if self._last is None or self._last[0] != key:
+            self.count += 1
+            state = compile_desired_state(self._config, profile, topology, running)
+            self._last = (key, state)
+        return self._last[1]
+
+
+def _running_release(slurm: SlurmRestApi, known: str) -> SlurmRelease | None:
+    """The release slurmctld runs now: the client is reused from plan to plan, so it is asked
+    again (one ping, as a new client's first question was) rather than remembered."""
+    try:
+        slurm.ping()
+    except ReconcilerError:  # not up (a bootstrap): what the target knows without it
+        return maybe_release(known)
+    return live_release(slurm, known)
+
+
+def _topology_inputs(config: Config, target: Target) -> TopologyInputs | None:
+    """What compute.topology reads from the cluster; without it nothing is read."""
+    topologies = topology_set(config.view.values, config.topology_where)
+    if topologies is None:
+        return None
+    settings = config.settings
+    return read_topology_inputs(target.kube, settings.namespace, settings.release,
+                                topologies.labels)  # fmt: skip
+
+
+def with_policies(
+    plan: Plan,
+    config: Config,
+    state: DesiredState,
+    policies: tuple[CompiledPolicy, ...] | None = None,
+) -> Plan:
+    """The plan with the findings of the revision's policies: Deny ones stop it from being
+    applied, Warn ones are shown, Audit ones are logged."""
+    if policies is None:
+        policies = revision_policies(config)
+    findings = evaluate_state(policies, config, state, params_of(config))
+    for finding in findings:
+        if "Audit" in finding.actions:
+            log.info("policy audit: %s", finding)
+    return replace(
+        plan,
+        warnings=(*plan.warnings, *(str(f) for f in findings if f.warns)),
+        denials=tuple(str(f) for f in findings if f.denies),
+    )
+
+
+def plan_against(state: DesiredState, live: LiveState, target: Target) -> Plan:
+    has_namespace = target.kube.get("v1", "Namespace", state.namespace) is not None
+    # Without the namespace a dry-run cannot run; the objects are all new then anyway.
+    views = server_views(target.kube, state, live) if has_namespace else {}
+    return plan_changes(state, live, server_view=views)
+
+
+def plan_offline(config: Config) -> Plan:
+    """Against an empty cluster: no connection at all."""
+    state = compile_desired_state(config)
+    print_warnings(state.warnings)
+    return with_policies(plan_changes(state, None, offline=True), config, state)
