@@ -50,7 +50,7 @@ class Outcome:
 class Converger:
     """Holds what the cluster was last brought to; `converge` is called by one thread at a
     time (the daemon's loop). `connect` makes the clients plans and applies go through: asked
-    once, at the first convergence that needs them, then reused (again only if it failed)."""
+    once, at the first convergence that needs them, then reused until an attempt fails."""
 
     def __init__(
         self,
@@ -147,6 +147,9 @@ class Converger:
             except ReconcilerError as failure:
                 error = str(failure)
                 log.warning("converge: %s: attempt %d failed: %s", revision, attempt, error)
+                # The next attempt connects afresh: a slurmrestd upgraded under the daemon
+                # may no longer serve the API version these clients found.
+                self._clients = None
         return Outcome(revision, "failed", error=error)
 
     def _passes(

@@ -22,7 +22,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -31,10 +31,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
+from reconciler.apply.target import Target
 from reconciler.cli.where import connect
 from reconciler.daemon.converge import Converger
 from reconciler.daemon.status import read_status, status_name
+from reconciler.errors import SlurmUnsupportedError
 from reconciler.local.ports import free_port
+from reconciler.pipeline.clients import Clients
 from reconciler.sources.git import GitSource
 from tests.integration.flux_fixture import (
     install_crd,
@@ -738,3 +741,29 @@ def test_a_cli_plan_compiles_once_and_connects_once(env: Env) -> None:
     assert counts == {"compile_desired_state": 1, "load_config": 1, "from_kubeconfig": 1,
                       "connect_lazily": 1}, counts  # fmt: skip
 
+
+
+class _UpgradedUnder(Clients):
+    """Clients connected before slurmrestd was upgraded: the API version they found is gone."""
+
+    def target(self, namespace: str, release: str = "") -> Target:
+        raise SlurmUnsupportedError("slurmrestd serves no slurm/v0.0.42 any more",
+                                    endpoint="GET /slurm/v0.0.42/ping")  # fmt: skip
+
+
+def test_a_failed_attempt_connects_afresh(env: Env) -> None:
+    """The daemon keeps its clients while convergences succeed; an attempt that failed drops
+    them, so a slurmrestd upgraded under the daemon is discovered again."""
+    args = argparse.Namespace(local=True, runtime_dir=env.runtime, name="unused", kubeconfig=None)
+    connected: list[Clients] = []
+
+    def connect_counted() -> Clients:
+        clients = connect(args)
+        if not connected:
+            clients = _UpgradedUnder(**{f.name: getattr(clients, f.name) for f in fields(clients)})
+        connected.append(clients)
+        return clients
+
+    outcome = Converger(connect_counted, env.kube).converge(env.source.fetch())
+    assert outcome.state in ("applied", "unchanged"), outcome
+    assert [type(c) for c in connected] == [_UpgradedUnder, Clients]
