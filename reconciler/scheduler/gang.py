@@ -19,11 +19,12 @@ import hostlist
 from reconciler import hostlists
 from reconciler import wellknown as wk
 from reconciler.adapters.slurm.model import SlurmJob
-from reconciler.scheduler.admission import NODE_LIST_ANNOTATIONS, PodRequest, Problem
+from reconciler.kuberules.pod_phase import TERMINAL_PHASES
+from reconciler.kuberules.problem import Problem
+from reconciler.scheduler.admission import NODE_LIST_ANNOTATIONS, PodRequest
 from reconciler.scheduler.decide import (
     ACTIVE_STATES,
     QUEUED_STATES,
-    TERMINAL_PHASES,
     ended_message,
     is_refused,
     recorded_job_id,

@@ -12,13 +12,16 @@ from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
 from reconciler.errors import ReconcilerError
 from reconciler.kuberules.node_affinity import node_matches
-from reconciler.scheduler.admission import PodRequest, Problem
+from reconciler.kuberules.pod_phase import finished
+from reconciler.kuberules.pod_rules import gang_rule_problems
+from reconciler.kuberules.problem import Problem
+from reconciler.kuberules.tolerations import tolerates_all
+from reconciler.scheduler.admission import PodRequest
 from reconciler.scheduler.clients import SlurmClients
 from reconciler.scheduler.decide import (
     ACTIVE_STATES,
     Bind,
     DeletePod,
-    finished,
     is_refused,
     recorded_job_id,
 )
@@ -46,9 +49,7 @@ from reconciler.scheduler.placeholder import (
     describe_job,
     gang_job_for,
 )
-from reconciler.scheduler.pod_rules import gang_rule_problems
 from reconciler.scheduler.settings import UNRESOLVED_NODE_RECHECK_SECONDS
-from reconciler.scheduler.tolerations import tolerates_all
 
 log = logging.getLogger(__name__)
 

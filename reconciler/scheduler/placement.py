@@ -1,6 +1,6 @@
 """Where a Pod may go, as the cache (state.py) and the API server have the cluster now: the
 Slurm nodes its job must exclude, and whether the Node Slurm chose still suits it at bind time.
-The rules themselves are pure (kuberules, tolerations.py, pod_rules.py, topology.py); this reads
+The rules themselves are pure (kuberules: node_fit, pod_rules, pod_affinity_spread); this reads
 their inputs.
 """
 
@@ -10,17 +10,17 @@ from typing import Any
 
 from reconciler.adapters.kube import Kube
 from reconciler.kuberules.node_affinity import has_node_constraints, node_matches
-from reconciler.scheduler.decide import finished
-from reconciler.scheduler.pod_rules import (
+from reconciler.kuberules.pod_affinity_spread import PlacedPod, excluded_by_placed_rules
+from reconciler.kuberules.pod_affinity_spread import excluded_nodes as topology_excluded
+from reconciler.kuberules.pod_phase import finished
+from reconciler.kuberules.pod_rules import (
     needs_placed_pods,
     selector_queries,
     topology_problems,
     unlabelled_keys,
 )
+from reconciler.kuberules.tolerations import tolerates_all
 from reconciler.scheduler.state import SchedulerState
-from reconciler.scheduler.tolerations import tolerates_all
-from reconciler.scheduler.topology import PlacedPod, excluded_by_placed_rules
-from reconciler.scheduler.topology import excluded_nodes as topology_excluded
 
 Obj = dict[str, Any]
 

@@ -11,6 +11,7 @@ from typing import Any
 from reconciler import wellknown as wk
 from reconciler.adapters.slurm.model import SlurmJob
 from reconciler.kuberules.node_affinity import node_matches
+from reconciler.kuberules.tolerations import tolerates_all
 from reconciler.scheduler.decide import (
     ANNOUNCE_AFTER_SECONDS,
     Admit,
@@ -26,7 +27,6 @@ from reconciler.scheduler.decide import (
 from reconciler.scheduler.parts import Parts
 from reconciler.scheduler.placeholder import describe_job, parse_job_name, placeholder_job_for
 from reconciler.scheduler.settings import UNRESOLVED_NODE_RECHECK_SECONDS
-from reconciler.scheduler.tolerations import tolerates_all
 
 log = logging.getLogger(__name__)
 

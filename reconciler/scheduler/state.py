@@ -13,11 +13,12 @@ import time
 from typing import Any
 
 from reconciler.adapters.slurm.model import SlurmJob
-from reconciler.scheduler.decide import finished, recorded_job_id
+from reconciler.kuberules.pod_phase import finished
+from reconciler.kuberules.pod_rules import needs_placed_pods
+from reconciler.kuberules.tolerations import Taint, blocking_taints
+from reconciler.scheduler.decide import recorded_job_id
 from reconciler.scheduler.gang import gang_key_of, is_gang_key
 from reconciler.scheduler.jobindex import Merged
-from reconciler.scheduler.pod_rules import needs_placed_pods
-from reconciler.scheduler.tolerations import Taint, blocking_taints
 
 Obj = dict[str, Any]
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from reconciler.kuberules.label_selector import selector_error, selector_matches
 from reconciler.kuberules.node_affinity import node_matches
-from reconciler.scheduler.pod_rules import (
+from reconciler.kuberules.pod_rules import (
     max_skew,
     pod_labels,
     pod_namespace,

@@ -9,7 +9,7 @@ from us as from it:
 3. NodeAffinity: nodeSelector and required node affinity (kuberules.node_affinity).
 4. NodeResourcesFit: the Pod's requests (kuberules.pod_requests) against what the Node has
    left after the Pods bound to it (kuberules.resource_fit).
-5. PodTopologySpread and 6. InterPodAffinity (scheduler.topology), whose domains are the Nodes
+5. PodTopologySpread and 6. InterPodAffinity (pod_affinity_spread.py), whose domains are the Nodes
    that pass the Pod's node affinity, tainted or full ones included, as kube-scheduler counts.
 
 Volumes, host ports and node names are not evaluated: Slurm-placed Pods use none of them.
@@ -23,11 +23,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from reconciler.kuberules.node_affinity import node_matches
+from reconciler.kuberules.pod_affinity_spread import PlacedPod, excluded_by_rule
+from reconciler.kuberules.pod_phase import finished
 from reconciler.kuberules.pod_requests import Requests, pod_requests, quantities
 from reconciler.kuberules.resource_fit import insufficient_resources, node_requested
-from reconciler.scheduler.decide import finished
-from reconciler.scheduler.tolerations import UNSCHEDULABLE_TAINT, node_taints, untolerated
-from reconciler.scheduler.topology import PlacedPod, excluded_by_rule
+from reconciler.kuberules.tolerations import UNSCHEDULABLE_TAINT, node_taints, untolerated
 
 Obj = Mapping[str, Any]
 
