@@ -45,6 +45,17 @@ class PlacedPod:
     terminating: bool = False  # deletionTimestamp set: spreading does not count it
 
 
+def placed_pod(pod: Obj) -> PlacedPod:
+    """A bound Pod (spec.nodeName set) as the rules of other Pods see it."""
+    meta = pod["metadata"]
+    return PlacedPod(
+        namespace=meta.get("namespace") or "default",
+        labels=meta.get("labels") or {},
+        node=pod["spec"]["nodeName"],
+        terminating=bool(meta.get("deletionTimestamp")),
+    )
+
+
 # ---- public API -----------------------------------------------------------------------------
 
 

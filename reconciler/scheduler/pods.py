@@ -10,8 +10,7 @@ from typing import Any
 
 from reconciler import wellknown as wk
 from reconciler.adapters.slurm.model import SlurmJob
-from reconciler.kuberules.node_affinity import node_matches
-from reconciler.kuberules.tolerations import tolerates_all
+from reconciler.kuberules.node_fit import node_fit
 from reconciler.scheduler.decide import (
     ANNOUNCE_AFTER_SECONDS,
     Admit,
@@ -124,8 +123,7 @@ class PodSteps:
         state = self._state
         with state.lock:
             node = state.kube_node_of.get(step.slurm_node)
-            labels = state.node_labels.get(node or "", {})
-            taints = state.node_taints.get(node or "", [])
+            facts = state.facts_locked(node or "")
         if node is None:
             log.warning(
                 "scheduler: job %d runs on Slurm node %s, which has no slurmd Pod on a Node yet",
@@ -133,11 +131,7 @@ class PodSteps:
             )  # fmt: skip
             self._queue.add_after(uid, UNRESOLVED_NODE_RECHECK_SECONDS)
             return None
-        if (
-            not node_matches(pod, labels, node)
-            or not tolerates_all(pod, taints)
-            or not self._placement.topology_allows(pod, node)
-        ):
+        if node_fit(pod, facts) or not self._placement.topology_allows(pod, node):
             # The Node changed after submit (a label, a taint, a cordon), or a Pod its rules
             # are about was bound there meanwhile: its job goes elsewhere.
             self._resubmit_elsewhere(pod, step, node)
