@@ -10,7 +10,7 @@ refuses it, in kube-scheduler's words:
    resources (the Pod scheduler) or nothing does (the local node agent) it is skipped.
 
 Every caller asks here: the Pod scheduler at submit (placement.excluded_nodes) and at bind
-(pods, gangs), the power binder (feasibility.filter_nodes) and the local node agent
+(pod_effects, gang_effects), the power binder (feasibility.filter_nodes) and the local node agent
 (kubelet_model.choose_node). The rules about other Pods (inter-Pod affinity, spreading) need
 every Node and the placed Pods at once: pod_affinity_spread.py.
 """

@@ -16,9 +16,9 @@ from reconciler.adapters.slurm.model import SlurmJob
 from reconciler.kuberules.node_fit import NodeFacts, node_facts
 from reconciler.kuberules.pod_phase import finished
 from reconciler.kuberules.pod_rules import needs_placed_pods
-from reconciler.scheduler.decide import recorded_job_id
-from reconciler.scheduler.gang import gang_key_of, is_gang_key
+from reconciler.scheduler.gang_decide import gang_key_of, is_gang_key
 from reconciler.scheduler.jobindex import Merged
+from reconciler.scheduler.pod_decide import recorded_job_id
 
 Obj = dict[str, Any]
 
@@ -47,7 +47,7 @@ class SchedulerState:
         self.uncertain: dict[str, float] = {}  # key -> when a submit failed without a verdict
         self.listed_at = 0.0  # when the last job list read was asked for (monotonic)
         # key -> its job as submitted, in a few words: said by the Event of its bind, or of
-        # its announce if it waits (decide.Announce); in memory only, as Events are.
+        # its announce if it waits (pod_decide.Announce); in memory only, as Events are.
         self.described: dict[str, str] = {}
 
     # ---- what the watches bring -------------------------------------------------------

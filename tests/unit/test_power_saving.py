@@ -16,9 +16,9 @@ from reconciler.compile.desired import DesiredState
 from reconciler.compile.power import wait_prolog
 from reconciler.errors import CompileError, ReconcilerError
 from reconciler.kuberules.pod_requests import pod_requests
-from reconciler.scheduler.hooks import HooksServer, parse_power_call
+from reconciler.scheduler.hook_server import HooksServer, parse_power_call
 from reconciler.scheduler.placeholder import HookCredentials
-from reconciler.scheduler.power_plan import (
+from reconciler.scheduler.power_decide import (
     PowerStep,
     is_asleep,
     power_steps,

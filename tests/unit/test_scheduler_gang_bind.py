@@ -1,8 +1,8 @@
 """A gang's bind asks node_fit of each member's Node, as a single Pod's does; unlike a single
-Pod's (pods._checked_node), it does not check the member's pod (anti-)affinity and spread rules
-again against the Pods bound since its job was submitted. That is a gap (issue 35): a Pod the
-member's required anti-affinity selects, bound on its Node meanwhile, does not stop the bind.
-The strict xfail below turns into a failure the day the gap is closed."""
+Pod's (pod_effects._checked_node), it does not check the member's pod (anti-)affinity and spread
+rules again against the Pods bound since its job was submitted. That is a gap (issue 35): a Pod
+the member's required anti-affinity selects, bound on its Node meanwhile, does not stop the
+bind. The strict xfail below turns into a failure the day the gap is closed."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import pytest
 
 from reconciler import wellknown as wk
 from reconciler.adapters.kube_wire import ObjectList
-from reconciler.scheduler.gang import BindGang, Gang
-from reconciler.scheduler.gangs import GangSteps
+from reconciler.scheduler.gang_decide import BindGang, Gang
+from reconciler.scheduler.gang_effects import GangSteps
 from reconciler.scheduler.parts import Parts
 from reconciler.scheduler.placement import Placement
 from reconciler.scheduler.settings import SchedulerSettings

@@ -1,5 +1,5 @@
-"""A single Pod's steps: what `decide.next_steps` says for the Pod and its job as they are now,
-done through Effects. Gangs (gangs.py) are this path's peer, over the same cache and effects.
+"""A single Pod's steps: what `pod_decide.next_steps` says for the Pod and its job as they are now,
+done through Effects. Gangs (gang_effects.py) are this path's peer, over the same cache and effects.
 """
 
 from __future__ import annotations
@@ -11,7 +11,9 @@ from typing import Any
 from reconciler import wellknown as wk
 from reconciler.adapters.slurm.model import SlurmJob
 from reconciler.kuberules.node_fit import node_fit
-from reconciler.scheduler.decide import (
+from reconciler.scheduler.parts import Parts
+from reconciler.scheduler.placeholder import describe_job, parse_job_name, placeholder_job_for
+from reconciler.scheduler.pod_decide import (
     ANNOUNCE_AFTER_SECONDS,
     Admit,
     Announce,
@@ -23,8 +25,6 @@ from reconciler.scheduler.decide import (
     next_steps,
     recorded_job_id,
 )
-from reconciler.scheduler.parts import Parts
-from reconciler.scheduler.placeholder import describe_job, parse_job_name, placeholder_job_for
 from reconciler.scheduler.settings import UNRESOLVED_NODE_RECHECK_SECONDS
 
 log = logging.getLogger(__name__)
@@ -89,7 +89,7 @@ class PodSteps:
         if job_id is None:
             return
         # Nothing written on the Pod yet: if Slurm starts the job soon, the Binding carries its
-        # id and the bind's Event says all this (decide.Announce, issue 19).
+        # id and the bind's Event says all this (pod_decide.Announce, issue 19).
         with self._state.lock:
             self._state.described[uid] = describe_job(spec)
         self._queue.add_after(uid, ANNOUNCE_AFTER_SECONDS)

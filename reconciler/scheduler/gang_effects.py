@@ -1,5 +1,5 @@
-"""A gang's steps: what `gang.next_gang_steps` decides, done through the same Effects as a
-single Pod's (pods.py), over the same cache. A peer of the single-Pod path, not part of it.
+"""A gang's steps: what `gang_decide.next_gang_steps` decides, done through the same Effects as a
+single Pod's (pod_effects.py), over the same cache. A peer of the single-Pod path, not part of it.
 """
 
 from __future__ import annotations
@@ -17,14 +17,7 @@ from reconciler.kuberules.pod_rules import gang_rule_problems
 from reconciler.kuberules.problem import Problem
 from reconciler.scheduler.admission import PodRequest
 from reconciler.scheduler.clients import SlurmClients
-from reconciler.scheduler.decide import (
-    ACTIVE_STATES,
-    Bind,
-    DeletePod,
-    is_refused,
-    recorded_job_id,
-)
-from reconciler.scheduler.gang import (
+from reconciler.scheduler.gang_decide import (
     AdoptMembers,
     BindGang,
     CancelGangJob,
@@ -47,6 +40,13 @@ from reconciler.scheduler.placeholder import (
     JobHolder,
     describe_job,
     gang_job_for,
+)
+from reconciler.scheduler.pod_decide import (
+    ACTIVE_STATES,
+    Bind,
+    DeletePod,
+    is_refused,
+    recorded_job_id,
 )
 from reconciler.scheduler.settings import UNRESOLVED_NODE_RECHECK_SECONDS
 
@@ -310,9 +310,9 @@ class GangSteps:
             if node is None:
                 self._queue.add_after(gang.key, UNRESOLVED_NODE_RECHECK_SECONDS)
                 return
-            # Unlike a single Pod's bind (pods._checked_node), the member's pod (anti-)affinity
-            # and spread rules are not checked again here: a gap, shown by a strict xfail in
-            # tests/unit/test_scheduler_gang_bind.py.
+            # Unlike a single Pod's bind (pod_effects._checked_node), the member's pod
+            # (anti-)affinity and spread rules are not checked again here: a gap, shown by a
+            # strict xfail in tests/unit/test_scheduler_gang_bind.py.
             fits = not node_fit(pod, facts[node])
             if not fits and not started:
                 self._resubmit_gang(gang, members, step.job_id, pod, slurm_node, node)
