@@ -41,7 +41,7 @@ AREAS = (  # (label, substrings of a profiled function's file), first match wins
             "reconciler/policy/k8s_library.py",
             "reconciler/policy/k8s_quantity.py",
             "reconciler/policy/cel_calls.py",
-            "reconciler/compile/quantity.py",
+            "reconciler/kuberules/quantity.py",
             "fractions.py",
             "decimal",
         ),

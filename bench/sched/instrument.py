@@ -16,7 +16,7 @@ from bench.sched.common import POD_NAMESPACE
 from reconciler.adapters.kube import Kube
 from reconciler.adapters.slurm.model import JobSpec
 from reconciler.scheduler.clients import SlurmClients
-from reconciler.scheduler.hooks import HookCall
+from reconciler.scheduler.hook_server import HookCall
 from reconciler.scheduler.loop import PodScheduler
 from reconciler.scheduler.placeholder import pod_uid_of
 

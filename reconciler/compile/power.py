@@ -5,7 +5,7 @@ powers one up for a job by running ResumeProgram. Ours are two short scripts, in
 controller Pod mounts: they POST the hostlist to the reconciler's hooks API with a token from a
 Secret the scheduler writes, and the scheduler deletes or brings back the node's slurmd Pod.
 A node set's `minReplicas` is the floor kept warm (SuspendExcNodes=<its nodes>:<count>), its
-`replicas` the most that run. Pure: the scheduler does the rest (scheduler/power_keeper.py).
+`replicas` the most that run. Pure: the scheduler does the rest (scheduler/power_effects.py).
 """
 
 from __future__ import annotations

@@ -9,9 +9,9 @@ from decimal import Decimal
 from typing import Any
 
 from reconciler.compile.nodesets import NodeSet
-from reconciler.compile.quantity import QuantityError, manifest_quantity
 from reconciler.config.limits import MAX_NODES
 from reconciler.errors import CompileError
+from reconciler.kuberules.quantity import QuantityError, manifest_quantity
 
 # Matched whole (fullmatch): `$` also matches before a final newline, which would end a line
 # of slurm.conf.

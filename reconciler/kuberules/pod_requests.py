@@ -56,7 +56,7 @@ from decimal import ROUND_CEILING, Context, Decimal
 from functools import reduce
 from typing import Any, NamedTuple
 
-from reconciler.compile.quantity import QuantityError, manifest_quantity
+from reconciler.kuberules.quantity import QuantityError, manifest_quantity
 
 Requests = dict[str, Decimal]
 Obj = Mapping[str, Any]

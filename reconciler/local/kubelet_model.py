@@ -14,7 +14,8 @@ from datetime import datetime
 from typing import Any
 
 from reconciler import wellknown as wk
-from reconciler.kuberules.node_affinity import node_matches, required_terms
+from reconciler.kuberules.node_affinity import required_terms
+from reconciler.kuberules.node_fit import NodeFacts, node_fit
 
 Obj = dict[str, Any]
 
@@ -115,7 +116,7 @@ def choose_node(
     pod: Mapping[str, Any], nodes: Iterable[NodeTemplate], load: Mapping[str, int]
 ) -> str | None:
     """The matching Node with the fewest Pods (ties by name), or None: the Pod stays Pending."""
-    fits = [n.name for n in nodes if node_matches(pod, n.labels, n.name)]
+    fits = [n.name for n in nodes if not node_fit(pod, NodeFacts(n.name, n.labels))]
     return min(fits, key=lambda name: (load.get(name, 0), name)) if fits else None
 
 

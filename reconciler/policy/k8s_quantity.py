@@ -1,6 +1,6 @@
 """The Kubernetes CEL quantity library for celpy (pure: no I/O): `quantity()`,
 `isQuantity()` and the methods of a Quantity, as https://kubernetes.io/docs/reference/using-api/cel/
-describes them, on the one quantity parser (compile/quantity.py). k8s_library.FUNCTIONS
+describes them, on the one quantity parser (kuberules/quantity.py). k8s_library.FUNCTIONS
 registers them.
 """
 
@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from celpy import celtypes
 
-from reconciler.compile.quantity import QuantityError, parse_quantity
+from reconciler.kuberules.quantity import QuantityError, parse_quantity
 from reconciler.policy.cel_calls import Failed, as_int, cel, plain
 
 INT64_MIN: Final = -(2**63)

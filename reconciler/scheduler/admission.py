@@ -21,9 +21,10 @@ import hostlist
 
 from reconciler import hostlists
 from reconciler import wellknown as wk
-from reconciler.compile.quantity import QuantityError, manifest_quantity
 from reconciler.config.defaults import MAX_UNIX_ID
 from reconciler.kuberules.pod_requests import pod_requests
+from reconciler.kuberules.problem import Problem
+from reconciler.kuberules.quantity import QuantityError, manifest_quantity
 
 ExclusiveMode = Literal["none", "ok", "user", "mcs", "topo"]
 EXCLUSIVE_MODES: tuple[ExclusiveMode, ...] = ("none", "ok", "user", "mcs", "topo")
@@ -40,17 +41,6 @@ STATUS_ANNOTATIONS = frozenset(
 )
 
 Obj = Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One reason a Pod cannot be scheduled: the field, and what to change."""
-
-    field: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.field}: {self.message}"
 
 
 @dataclass(frozen=True)

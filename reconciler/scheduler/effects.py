@@ -1,6 +1,6 @@
 """What the scheduler does to the world: Slurm submits and cancels, and its writes to the API
-server (bindings, deletes, refusals). The single-Pod path (pods.py) and the gang path
-(gangs.py) both act through one Effects, so a submit, cancel or bind behaves the same, and is
+server (bindings, deletes, refusals). The single-Pod path (pod_effects.py) and the gang path
+(gang_effects.py) both act through one Effects, so a submit, cancel or bind behaves the same, and is
 counted and noted in the cache the same, whichever decided it.
 """
 
@@ -21,10 +21,10 @@ from reconciler.errors import SlurmApiError, SlurmUnavailableError
 from reconciler.scheduler.admission import PodRequest, fingerprint
 from reconciler.scheduler.clients import SlurmClients
 from reconciler.scheduler.counters import Counters
-from reconciler.scheduler.decide import Bind, DeletePod
 from reconciler.scheduler.job_trust import JobTrust
 from reconciler.scheduler.jobindex import pending_job
 from reconciler.scheduler.placeholder import HookCredentials, priority_update_needed
+from reconciler.scheduler.pod_decide import Bind, DeletePod
 from reconciler.scheduler.pod_writer import PodWriter
 from reconciler.scheduler.state import SchedulerState
 from reconciler.scheduler.verdicts import is_verdict

@@ -11,7 +11,8 @@ from typing import Any
 
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
-from reconciler.scheduler.admission import PodRequest, Problem, Rejection, admit
+from reconciler.kuberules.problem import Problem
+from reconciler.scheduler.admission import PodRequest, Rejection, admit
 from reconciler.scheduler.clients import SlurmClients
 from reconciler.scheduler.effects import Effects
 from reconciler.scheduler.placement import Placement

@@ -25,9 +25,9 @@ from reconciler.errors import SlurmApiError
 from reconciler.scheduler.budget import PassBudget
 from reconciler.scheduler.clients import SlurmClients
 from reconciler.scheduler.counters import Counters
-from reconciler.scheduler.decide import ACTIVE_STATES
-from reconciler.scheduler.hooks import HookCall
+from reconciler.scheduler.hook_server import HookCall
 from reconciler.scheduler.ownership import Ownership, hook_refusal, run_as_users
+from reconciler.scheduler.pod_decide import ACTIVE_STATES
 from reconciler.scheduler.settings import SchedulerSettings
 from reconciler.scheduler.state import SchedulerState
 from reconciler.scheduler.workqueue import WorkQueue

@@ -1,7 +1,8 @@
 """The scheduler's coordinator: it wires the parts and runs the threads. Watch -> cache
-(state.py) -> work queue -> decision (decide.py, gang.py) -> effects (effects.py), with a
-single Pod's steps in pods.py and a gang's in gangs.py, the hooks API's answers in
-hook_answers.py and what is checked with Slurm before it is believed in job_trust.py.
+(state.py) -> work queue -> decision (pod_decide.py, gang_decide.py) -> effects (effects.py),
+with a single Pod's steps in pod_effects.py and a gang's in gang_effects.py, the hooks API's
+answers in hook_effects.py and what is checked with Slurm before it is believed in
+job_trust.py.
 
 Latency does not come from polling. A Pod event queues its Pod at once; while jobs we submitted
 are pending, a fast look at their states binds each Pod when Slurm allocates its node
@@ -9,8 +10,8 @@ are pending, a fast look at their states binds each Pod when Slurm allocates its
 signals it. The poll of Slurm's jobs is the safety net for a missed call: guarded by
 `update_time`, a steady state costs one 304 a cycle.
 
-Each Pod is handled by `decide.next_steps` on a work queue (one worker per Pod at a time), so
-a restart anywhere resumes from what the Pod and the job say.
+Each Pod is handled by `pod_decide.next_steps` on a work queue (one worker per Pod at a
+time), so a restart anywhere resumes from what the Pod and the job say.
 """
 
 from __future__ import annotations
@@ -30,23 +31,23 @@ from reconciler.errors import ReconcilerError
 from reconciler.scheduler.clients import SlurmClients
 from reconciler.scheduler.counters import Counters
 from reconciler.scheduler.effects import BindObserver, Effects
-from reconciler.scheduler.gang import is_gang_key
-from reconciler.scheduler.gangs import GangSteps
-from reconciler.scheduler.hook_answers import HookAnswers
-from reconciler.scheduler.hooks import HookCall, HooksServer
+from reconciler.scheduler.gang_decide import is_gang_key
+from reconciler.scheduler.gang_effects import GangSteps
+from reconciler.scheduler.hook_effects import HookAnswers
+from reconciler.scheduler.hook_server import HookCall, HooksServer
 from reconciler.scheduler.intake import Intake
 from reconciler.scheduler.job_trust import JobTrust
 from reconciler.scheduler.jobindex import merge_listing
-from reconciler.scheduler.packer import Packer
-from reconciler.scheduler.packing import Fragmentation
+from reconciler.scheduler.packing_decide import Fragmentation
+from reconciler.scheduler.packing_effects import Packer
 from reconciler.scheduler.parts import Parts
 from reconciler.scheduler.placeholder import HookCredentials
 from reconciler.scheduler.placement import Placement
+from reconciler.scheduler.pod_effects import PodSteps
 from reconciler.scheduler.pod_policies import PodPolicies
 from reconciler.scheduler.pod_writer import PodWriter, load_hooks_key
-from reconciler.scheduler.pods import PodSteps
-from reconciler.scheduler.power_keeper import PowerKeeper
-from reconciler.scheduler.power_plan import is_slurmd_pod
+from reconciler.scheduler.power_decide import is_slurmd_pod
+from reconciler.scheduler.power_effects import PowerKeeper
 from reconciler.scheduler.settings import SchedulerSettings
 from reconciler.scheduler.starts import StartWatch
 from reconciler.scheduler.state import SchedulerState

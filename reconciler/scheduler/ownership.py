@@ -25,9 +25,9 @@ import hostlist
 
 from reconciler.adapters.slurm.model import SlurmJob
 from reconciler.scheduler.admission import run_as_user
-from reconciler.scheduler.decide import ACTIVE_STATES
-from reconciler.scheduler.gang import gang_key_of
+from reconciler.scheduler.gang_decide import gang_key_of
 from reconciler.scheduler.placeholder import parse_job_name
+from reconciler.scheduler.pod_decide import ACTIVE_STATES
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
-"""The parts a Pod's steps (pods.py) and a gang's (gangs.py) act through: both paths share one
-of each, so neither has a cache, a queue or an effects object of its own."""
+"""The parts a Pod's steps (pod_effects.py) and a gang's (gang_effects.py) act through: both
+paths share one of each, so neither has a cache, a queue or an effects object of its own."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Where a Pod may go, as the cache (state.py) and the API server have the cluster now: the
 Slurm nodes its job must exclude, and whether the Node Slurm chose still suits it at bind time.
-The rules themselves are pure (kuberules, tolerations.py, pod_rules.py, topology.py); this reads
+The rules themselves are pure (kuberules: node_fit, pod_rules, pod_affinity_spread); this reads
 their inputs.
 """
 
@@ -9,18 +9,21 @@ from __future__ import annotations
 from typing import Any
 
 from reconciler.adapters.kube import Kube
-from reconciler.kuberules.node_affinity import has_node_constraints, node_matches
-from reconciler.scheduler.decide import finished
-from reconciler.scheduler.pod_rules import (
+from reconciler.kuberules.node_fit import NodeFacts, node_fit
+from reconciler.kuberules.pod_affinity_spread import (
+    PlacedPod,
+    excluded_by_placed_rules,
+    placed_pod,
+)
+from reconciler.kuberules.pod_affinity_spread import excluded_nodes as topology_excluded
+from reconciler.kuberules.pod_phase import finished
+from reconciler.kuberules.pod_rules import (
     needs_placed_pods,
     selector_queries,
     topology_problems,
     unlabelled_keys,
 )
 from reconciler.scheduler.state import SchedulerState
-from reconciler.scheduler.tolerations import tolerates_all
-from reconciler.scheduler.topology import PlacedPod, excluded_by_placed_rules
-from reconciler.scheduler.topology import excluded_nodes as topology_excluded
 
 Obj = dict[str, Any]
 
@@ -34,13 +37,11 @@ class Placement:
         """Slurm nodes on Kubernetes Nodes the Pod's node affinity/selector rules out, whose
         NoSchedule/NoExecute taints (a cordon included) it does not tolerate, or that its pod
         (anti-)affinity and spread rules rule out: exclusions, never a required pool."""
-        placed, labels, taints = self._state.nodes()
-        constrained = has_node_constraints(pod)
+        placed, labels, facts = self._state.nodes()
         ruled_out = {
             slurm
             for slurm, node in placed.items()
-            if (constrained and not node_matches(pod, labels.get(node, {}), node))
-            or not tolerates_all(pod, taints.get(node, ()))
+            if node_fit(pod, facts.get(node) or NodeFacts(node))
         }
         candidates = {node for slurm, node in placed.items() if slurm not in ruled_out}
         kube_nodes = self._pod_rules_exclude(pod, labels, candidates, set(placed.values()))
@@ -85,12 +86,7 @@ class Placement:
             for other in listing.items:
                 meta, node = other["metadata"], (other.get("spec") or {}).get("nodeName")
                 if node and meta["uid"] != own and not finished(other):
-                    found[meta["uid"]] = PlacedPod(
-                        meta["namespace"],
-                        meta.get("labels") or {},
-                        node,
-                        terminating=bool(meta.get("deletionTimestamp")),
-                    )
+                    found[meta["uid"]] = placed_pod(other)
         return list(found.values())
 
     def topology_allows(self, pod: Obj, node: str) -> bool:

@@ -10,7 +10,7 @@ from reconciler import wellknown as wk
 from reconciler.compile.power import power_saving
 from reconciler.config.defaults import DEFAULT_KILL_WAIT_SECONDS, default_scheduler_name
 from reconciler.errors import ConfigTypeError
-from reconciler.scheduler.gang import FAILURE_POLICIES, FailurePolicy
+from reconciler.scheduler.gang_decide import FAILURE_POLICIES, FailurePolicy
 
 DEFAULT_POLL_SECONDS = 5.0
 DEFAULT_WORKERS = 16  # they wait on HTTP calls: in the benchmark 8 waited 90% of the time
@@ -36,7 +36,7 @@ class SchedulerSettings:
     gang_failure_policy: FailurePolicy = "restart"
     # Partitions whose nodes get bin-packing weights (the fullest node that fits goes first).
     bin_pack_partitions: tuple[str, ...] = ()
-    # slurmConfig.slurmd.suspendTime is set: slurmd Pods name this scheduler (power_keeper.py).
+    # slurmConfig.slurmd.suspendTime is set: slurmd Pods name this scheduler (power_effects.py).
     power_saving: bool = False
     # The uid of a Pod without sunk.coreweave.com/user-id (values
     # scheduler.podPolicy.defaultUserId); None: the operator's user, root in SUNK (seed 002).

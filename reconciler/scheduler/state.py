@@ -13,11 +13,12 @@ import time
 from typing import Any
 
 from reconciler.adapters.slurm.model import SlurmJob
-from reconciler.scheduler.decide import finished, recorded_job_id
-from reconciler.scheduler.gang import gang_key_of, is_gang_key
+from reconciler.kuberules.node_fit import NodeFacts, node_facts
+from reconciler.kuberules.pod_phase import finished
+from reconciler.kuberules.pod_rules import needs_placed_pods
+from reconciler.scheduler.gang_decide import gang_key_of, is_gang_key
 from reconciler.scheduler.jobindex import Merged
-from reconciler.scheduler.pod_rules import needs_placed_pods
-from reconciler.scheduler.tolerations import Taint, blocking_taints
+from reconciler.scheduler.pod_decide import recorded_job_id
 
 Obj = dict[str, Any]
 
@@ -32,7 +33,7 @@ class SchedulerState:
         self.abandoned: set[int] = set()  # jobs we cancelled to submit again or to refuse
         self.kube_node_of: dict[str, str] = {}  # Slurm node -> Kubernetes Node (slurmd Pods)
         self.node_labels: dict[str, dict[str, str]] = {}
-        self.node_taints: dict[str, list[Taint]] = {}  # Node -> NoSchedule/NoExecute taints
+        self.node_facts: dict[str, NodeFacts] = {}  # Node -> what node_fit reads of it
         self.gang_members: dict[str, set[str]] = {}  # gang key -> Pod uids
         self.told_waiting: dict[str, str] = {}  # Pod uid -> what it was told it waits for
         self.gang_admitted: set[str] = set()  # gang members admitted for their job
@@ -46,7 +47,7 @@ class SchedulerState:
         self.uncertain: dict[str, float] = {}  # key -> when a submit failed without a verdict
         self.listed_at = 0.0  # when the last job list read was asked for (monotonic)
         # key -> its job as submitted, in a few words: said by the Event of its bind, or of
-        # its announce if it waits (decide.Announce); in memory only, as Events are.
+        # its announce if it waits (pod_decide.Announce); in memory only, as Events are.
         self.described: dict[str, str] = {}
 
     # ---- what the watches bring -------------------------------------------------------
@@ -109,10 +110,10 @@ class SchedulerState:
         with self.lock:
             if event == "DELETED":
                 self.node_labels.pop(name, None)
-                self.node_taints.pop(name, None)
+                self.node_facts.pop(name, None)
             else:
                 self.node_labels[name] = node["metadata"].get("labels") or {}
-                self.node_taints[name] = blocking_taints(node)
+                self.node_facts[name] = node_facts(node)
 
     def note_annotations(
         self, pod: Obj, annotations: dict[str, str], *, node: str | None = None
@@ -180,7 +181,11 @@ class SchedulerState:
         with self.lock:
             return dict(self.jobs)
 
-    def nodes(self) -> tuple[dict[str, str], dict[str, dict[str, str]], dict[str, list[Taint]]]:
-        """A copy of (Slurm node -> Node, Node -> labels, Node -> blocking taints)."""
+    def nodes(self) -> tuple[dict[str, str], dict[str, dict[str, str]], dict[str, NodeFacts]]:
+        """A copy of (Slurm node -> Node, Node -> labels, Node -> its facts for node_fit)."""
         with self.lock:
-            return dict(self.kube_node_of), dict(self.node_labels), dict(self.node_taints)
+            return dict(self.kube_node_of), dict(self.node_labels), dict(self.node_facts)
+
+    def facts_locked(self, node: str) -> NodeFacts:
+        """What node_fit reads of the Node; a Node not seen (yet) has no labels or taints."""
+        return self.node_facts.get(node) or NodeFacts(node)

@@ -27,13 +27,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler import wellknown as wk
+from reconciler.kuberules.tolerations import BLOCKING_EFFECTS
 
 # What `scontrol update ... Reason=` takes (reconciler/adapters/scontrol_args.py check_text): any
 # other character is replaced, so a Node name or condition type never makes a drain fail.
 MAX_REASON = 255
 _NOT_IN_REASON = re.compile(r"[^A-Za-z0-9_.,:;/@#()+\-\[\] ]")
-# Taint effects that keep Pods off a Node; PreferNoSchedule only discourages them.
-BLOCKING_TAINT_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 _BUSY_STATES = frozenset({"ALLOCATED", "MIXED"})
 _CAMEL_PARTS = re.compile(r"[^A-Za-z0-9]+")
 
@@ -231,7 +230,7 @@ def drain_causes(node: KubeNode, settings: NodeSyncSettings) -> list[str]:
     ]
     causes += sorted(
         {f"taint {key}" for key, effect in node.taints
-         if key in settings.drain_on_taints and effect in BLOCKING_TAINT_EFFECTS}
+         if key in settings.drain_on_taints and effect in BLOCKING_EFFECTS}
     )  # fmt: skip
     return causes
 

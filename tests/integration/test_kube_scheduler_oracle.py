@@ -1,4 +1,4 @@
-"""Differential test: our filters (scheduler.feasibility) against the real kube-scheduler 1.20.
+"""Differential test: our filters (kuberules.feasibility) against the real kube-scheduler 1.20.
 
 Hypothesis makes Nodes (labels, taints, cordons, capacity), Pods bound to them (labels,
 requests, required anti-affinity) and one more Pod (requests with init containers and a
@@ -29,9 +29,9 @@ from hypothesis import HealthCheck, assume, given, seed, settings
 from hypothesis import strategies as st
 
 from reconciler.adapters.kube import Kube
+from reconciler.kuberules.feasibility import filter_nodes
 from reconciler.local.stack import LocalStack
 from reconciler.local.stack_record import new_temp_runtime_dir
-from reconciler.scheduler.feasibility import filter_nodes
 from tests.integration.conftest import require_kube_binaries, unavailable
 from tests.integration.kube_oracle import (
     NODE_TOKEN,

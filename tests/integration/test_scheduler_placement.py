@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from reconciler import wellknown as wk
-from reconciler.scheduler.packing import Fragmentation, fragmentation
+from reconciler.scheduler.packing_decide import Fragmentation, fragmentation
 from tests.integration.helpers import create_pod_group, install_pod_group_crd, unique, wait_for
 from tests.integration.test_scheduler import (
     NAMESPACE,

@@ -16,7 +16,11 @@ from typing import Any
 import pytest
 import yaml
 
-from reconciler.scheduler.topology import PlacedPod, excluded_by_placed_rules, excluded_nodes
+from reconciler.kuberules.pod_affinity_spread import (
+    PlacedPod,
+    excluded_by_placed_rules,
+    excluded_nodes,
+)
 
 DATA = Path(__file__).resolve().parent / "data"
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"

@@ -21,12 +21,12 @@ from reconciler.adapters.slurm.model import SlurmJob
 from reconciler.errors import ConfigTypeError
 from reconciler.policy.subjects import default_params, params_of
 from reconciler.scheduler.admission import PodRequest, Problem, Rejection, admit
-from reconciler.scheduler.gang import capped_requests, gang_key
+from reconciler.scheduler.gang_decide import capped_requests, gang_key
 from reconciler.scheduler.ownership import Claim, Ownership, run_as_users
 from reconciler.scheduler.settings import settings_from_values
 from tests.unit.conftest import config_from
 from tests.unit.test_policy_pod_powers import USER_ID_POLICY, denials, pod
-from tests.unit.test_scheduler_decide import slurm_job
+from tests.unit.test_scheduler_pod_decide import slurm_job
 
 # 119 bytes that python-hostlist alone expands to 1,000,000 names (2.3 s, 148 MB before).
 BOMB = ",".join(f"x{digit}[0-99999]" for digit in range(10))

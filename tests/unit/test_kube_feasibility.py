@@ -1,4 +1,4 @@
-"""kube-scheduler 1.20.2's own verdicts, replayed against scheduler.feasibility without a
+"""kube-scheduler 1.20.2's own verdicts, replayed against kuberules.feasibility without a
 control plane.
 
 Each row of data/kube_scheduler_verdicts.json is an example the differential test
@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.scheduler.feasibility import filter_nodes, unavailable_message
+from reconciler.kuberules.feasibility import filter_nodes, unavailable_message
 
 ROWS: list[dict[str, Any]] = json.loads(
     (Path(__file__).parent / "data" / "kube_scheduler_verdicts.json").read_text()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.scheduler.pod_rules import topology_problems
+from reconciler.kuberules.pod_rules import topology_problems
 from tests.unit.kube_tables import cases, feasible, load, pod_object, wanted
 
 TABLES = load("kube_inter_pod_affinity.yaml")

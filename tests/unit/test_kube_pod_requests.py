@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from reconciler.compile.quantity import parse_quantity
 from reconciler.kuberules.pod_requests import is_pod_level_resource, pod_requests
+from reconciler.kuberules.quantity import parse_quantity
 
 TABLES = yaml.safe_load((Path(__file__).parent / "data" / "kube_pod_requests.yaml").read_text())
 ROWS = [

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.scheduler.pod_rules import topology_problems
-from reconciler.scheduler.topology import excluded_nodes, spread_counts
+from reconciler.kuberules.pod_affinity_spread import excluded_nodes, spread_counts
+from reconciler.kuberules.pod_rules import topology_problems
 from tests.unit.kube_tables import cases, feasible, load, placed_pods, pod_object, wanted
 
 TABLES = load("kube_pod_topology_spread.yaml")

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.scheduler.tolerations import blocking_taints, tolerates_all
+from reconciler.kuberules.tolerations import blocking_taints, tolerates_all
 from tests.unit.data import kube_taint_tables as tables
 
 Row = dict[str, Any]

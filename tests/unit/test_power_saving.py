@@ -16,9 +16,9 @@ from reconciler.compile.desired import DesiredState
 from reconciler.compile.power import wait_prolog
 from reconciler.errors import CompileError, ReconcilerError
 from reconciler.kuberules.pod_requests import pod_requests
-from reconciler.scheduler.hooks import HooksServer, parse_power_call
+from reconciler.scheduler.hook_server import HooksServer, parse_power_call
 from reconciler.scheduler.placeholder import HookCredentials
-from reconciler.scheduler.power_plan import (
+from reconciler.scheduler.power_decide import (
     PowerStep,
     is_asleep,
     power_steps,
@@ -346,7 +346,7 @@ def test_only_the_power_token_may_call_and_only_when_power_saving_is_on() -> Non
 
 
 def test_binding_honours_pod_anti_affinity_and_spreading_as_kube_scheduler_does() -> None:
-    # The binder uses the same filters as kube-scheduler (scheduler.feasibility), so a slurmd
+    # The binder uses the same filters as kube-scheduler (kuberules.feasibility), so a slurmd
     # Pod that must not share a Node with another slurmd Pod is kept apart from it.
     term = {"labelSelector": {"matchLabels": {"app.kubernetes.io/name": "slurmd"}},
             "topologyKey": "kubernetes.io/hostname"}  # fmt: skip

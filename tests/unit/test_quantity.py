@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reconciler.compile.quantity import (
+from reconciler.kuberules.quantity import (
     EXPONENT_LIMIT,
     INT64_MAX,
     QuantityError,

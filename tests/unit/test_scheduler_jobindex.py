@@ -10,7 +10,7 @@ from typing import Any
 from reconciler.adapters.slurm.model import SlurmJob
 from reconciler.scheduler.jobindex import Merged, merge_listing
 from reconciler.scheduler.ownership import Ownership
-from tests.unit.test_scheduler_decide import slurm_job
+from tests.unit.test_scheduler_pod_decide import slurm_job
 
 A, B = "uid-a", "uid-b"
 US = "sched"

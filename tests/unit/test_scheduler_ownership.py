@@ -16,7 +16,7 @@ from reconciler.scheduler.ownership import (
     hook_refusal,
     placeholders,
 )
-from tests.unit.test_scheduler_decide import slurm_job
+from tests.unit.test_scheduler_pod_decide import slurm_job
 
 US, THEM = "tenant-slurm-scheduler", "other-slurm-scheduler"
 UID = "0b6a7a53-0000-4000-8000-00000000000a"

@@ -9,18 +9,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reconciler.kuberules.label_selector import selector_string
-from reconciler.scheduler.pod_rules import (
+from reconciler.kuberules.pod_affinity_spread import (
+    PlacedPod,
+    excluded_by_placed_rules,
+    excluded_nodes,
+    spread_counts,
+)
+from reconciler.kuberules.pod_rules import (
     gang_rule_problems,
     needs_placed_pods,
     selector_queries,
     topology_problems,
     unlabelled_keys,
-)
-from reconciler.scheduler.topology import (
-    PlacedPod,
-    excluded_by_placed_rules,
-    excluded_nodes,
-    spread_counts,
 )
 
 HOST = "kubernetes.io/hostname"

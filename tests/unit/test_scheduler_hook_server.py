@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reconciler.adapters.http_server import Limits
-from reconciler.scheduler.hooks import HookCall, HooksServer, parse_call
+from reconciler.scheduler.hook_server import HookCall, HooksServer, parse_call
 from reconciler.scheduler.placeholder import HookCredentials
 
 CREDENTIALS = HookCredentials("http://127.0.0.1", b"hooks-test-key")

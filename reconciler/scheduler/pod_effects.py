@@ -1,5 +1,5 @@
-"""A single Pod's steps: what `decide.next_steps` says for the Pod and its job as they are now,
-done through Effects. Gangs (gangs.py) are this path's peer, over the same cache and effects.
+"""A single Pod's steps: what `pod_decide.next_steps` says for the Pod and its job as they are now,
+done through Effects. Gangs (gang_effects.py) are this path's peer, over the same cache and effects.
 """
 
 from __future__ import annotations
@@ -10,8 +10,10 @@ from typing import Any
 
 from reconciler import wellknown as wk
 from reconciler.adapters.slurm.model import SlurmJob
-from reconciler.kuberules.node_affinity import node_matches
-from reconciler.scheduler.decide import (
+from reconciler.kuberules.node_fit import node_fit
+from reconciler.scheduler.parts import Parts
+from reconciler.scheduler.placeholder import describe_job, parse_job_name, placeholder_job_for
+from reconciler.scheduler.pod_decide import (
     ANNOUNCE_AFTER_SECONDS,
     Admit,
     Announce,
@@ -23,10 +25,7 @@ from reconciler.scheduler.decide import (
     next_steps,
     recorded_job_id,
 )
-from reconciler.scheduler.parts import Parts
-from reconciler.scheduler.placeholder import describe_job, parse_job_name, placeholder_job_for
 from reconciler.scheduler.settings import UNRESOLVED_NODE_RECHECK_SECONDS
-from reconciler.scheduler.tolerations import tolerates_all
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +89,7 @@ class PodSteps:
         if job_id is None:
             return
         # Nothing written on the Pod yet: if Slurm starts the job soon, the Binding carries its
-        # id and the bind's Event says all this (decide.Announce, issue 19).
+        # id and the bind's Event says all this (pod_decide.Announce, issue 19).
         with self._state.lock:
             self._state.described[uid] = describe_job(spec)
         self._queue.add_after(uid, ANNOUNCE_AFTER_SECONDS)
@@ -124,8 +123,7 @@ class PodSteps:
         state = self._state
         with state.lock:
             node = state.kube_node_of.get(step.slurm_node)
-            labels = state.node_labels.get(node or "", {})
-            taints = state.node_taints.get(node or "", [])
+            facts = state.facts_locked(node or "")
         if node is None:
             log.warning(
                 "scheduler: job %d runs on Slurm node %s, which has no slurmd Pod on a Node yet",
@@ -133,11 +131,7 @@ class PodSteps:
             )  # fmt: skip
             self._queue.add_after(uid, UNRESOLVED_NODE_RECHECK_SECONDS)
             return None
-        if (
-            not node_matches(pod, labels, node)
-            or not tolerates_all(pod, taints)
-            or not self._placement.topology_allows(pod, node)
-        ):
+        if node_fit(pod, facts) or not self._placement.topology_allows(pod, node):
             # The Node changed after submit (a label, a taint, a cordon), or a Pod its rules
             # are about was bound there meanwhile: its job goes elsewhere.
             self._resubmit_elsewhere(pod, step, node)

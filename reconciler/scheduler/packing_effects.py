@@ -1,5 +1,5 @@
 """Bin-packing: Slurm's node weights for `scheduler.binPackPartitions`, the fullest nodes
-lowest (packing.py decides the weights), refreshed on a timer and after jobs start or end."""
+lowest (packing_decide.py decides the weights), refreshed on a timer and after jobs start or end."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import threading
 
 from reconciler.errors import ReconcilerError
 from reconciler.scheduler.clients import SlurmClients
-from reconciler.scheduler.packing import (
+from reconciler.scheduler.packing_decide import (
     Fragmentation,
     fragmentation,
     packing_weights,

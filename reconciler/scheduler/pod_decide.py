@@ -16,6 +16,7 @@ import hostlist
 
 from reconciler import wellknown as wk
 from reconciler.adapters.slurm.model import SlurmJob
+from reconciler.kuberules.pod_phase import TERMINAL_PHASES
 from reconciler.scheduler.admission import fingerprint
 
 # Job states in which the job holds, or waits for, resources. COMPLETING is not among them:
@@ -27,7 +28,6 @@ ACTIVE_STATES = frozenset(
 )  # fmt: skip
 # Active states of a job without nodes: pending, or back in the queue.
 QUEUED_STATES = frozenset({"PENDING", "REQUEUED", "REQUEUE_HOLD", "EXPEDITING"})
-TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 # A Pod bound within this long of its job's submit learns its job id from its Binding: two
 # writes on the happy path (binding, Event). One that waits longer is told (annotation, Event).
 # Counted from Slurm's submit time, in whole seconds: 10 to 11 s after the submit. At 3 s, a
@@ -105,11 +105,6 @@ def recorded_job_id(pod: Obj) -> int | None:
     raw = ((pod.get("metadata") or {}).get("annotations") or {}).get(wk.ANNOTATION_JOB_ID)
     text = str(raw or "")
     return int(text) if text.isascii() and text.isdigit() else None  # "²".isdigit() too
-
-
-def finished(pod: Obj) -> bool:
-    """The Pod succeeded or failed: it holds nothing any more."""
-    return (pod.get("status") or {}).get("phase") in TERMINAL_PHASES
 
 
 def is_refused(pod: Obj) -> bool:

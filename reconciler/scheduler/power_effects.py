@@ -1,6 +1,6 @@
 """Power saving, done: deletes the Pods of nodes Slurm powered down, binds those it powers up.
 
-Level-triggered (power_plan.py decides from Slurm's node states as they are now): a pass runs
+Level-triggered (power_decide.py decides from Slurm's node states as they are now): a pass runs
 every poll interval, and at once when slurmctld's SuspendProgram or ResumeProgram calls the
 hooks API, or a slurmd Pod changes. The programs' credential is published in a Secret the
 controller Pod mounts (`<release>-power-auth`: the hooks URL and an Authorization header).
@@ -22,7 +22,7 @@ from reconciler.errors import ReconcilerError
 from reconciler.scheduler.clients import SlurmClients
 from reconciler.scheduler.placeholder import HookCredentials
 from reconciler.scheduler.pod_writer import PodWriter
-from reconciler.scheduler.power_plan import (
+from reconciler.scheduler.power_decide import (
     Obj,
     PowerStep,
     is_asleep,

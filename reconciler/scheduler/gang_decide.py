@@ -19,16 +19,17 @@ import hostlist
 from reconciler import hostlists
 from reconciler import wellknown as wk
 from reconciler.adapters.slurm.model import SlurmJob
-from reconciler.scheduler.admission import NODE_LIST_ANNOTATIONS, PodRequest, Problem
-from reconciler.scheduler.decide import (
+from reconciler.kuberules.pod_phase import TERMINAL_PHASES
+from reconciler.kuberules.problem import Problem
+from reconciler.scheduler.admission import NODE_LIST_ANNOTATIONS, PodRequest
+from reconciler.scheduler.placeholder import placeholder_name
+from reconciler.scheduler.pod_decide import (
     ACTIVE_STATES,
     QUEUED_STATES,
-    TERMINAL_PHASES,
     ended_message,
     is_refused,
     recorded_job_id,
 )
-from reconciler.scheduler.placeholder import placeholder_name
 
 Obj = Mapping[str, Any]
 FailurePolicy = Literal["restart", "keep-going"]

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reconciler.scheduler.tolerations import (
+from reconciler.kuberules.tolerations import (
     blocking_taints,
     describe,
     tolerates_all,

@@ -24,7 +24,7 @@ from typing import Any
 
 from reconciler.kuberules.label_selector import selector_error, selector_matches
 from reconciler.kuberules.node_affinity import node_matches
-from reconciler.scheduler.pod_rules import (
+from reconciler.kuberules.pod_rules import (
     max_skew,
     pod_labels,
     pod_namespace,
@@ -43,6 +43,17 @@ class PlacedPod:
     labels: Mapping[str, str]
     node: str  # the Kubernetes Node it is bound to
     terminating: bool = False  # deletionTimestamp set: spreading does not count it
+
+
+def placed_pod(pod: Obj) -> PlacedPod:
+    """A bound Pod (spec.nodeName set) as the rules of other Pods see it."""
+    meta = pod["metadata"]
+    return PlacedPod(
+        namespace=meta.get("namespace") or "default",
+        labels=meta.get("labels") or {},
+        node=pod["spec"]["nodeName"],
+        terminating=bool(meta.get("deletionTimestamp")),
+    )
 
 
 # ---- public API -----------------------------------------------------------------------------

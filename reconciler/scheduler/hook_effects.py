@@ -1,7 +1,8 @@
-"""What the scheduler answers a placeholder job's hook call (hooks.py serves them): a start the
-scheduler has not seen yet is a hint for the start watch to look at Slurm now (starts.py: only
-Slurm's word binds a Pod, and a burst of scripts calling back costs no GET each); a signal is
-noted (job_trust.py) and answered `gone` only once the Pods the job holds are released."""
+"""What the scheduler answers a placeholder job's hook call (hook_server.py serves them): a
+start the scheduler has not seen yet is a hint for the start watch to look at Slurm now
+(starts.py: only Slurm's word binds a Pod, and a burst of scripts calling back costs no GET
+each); a signal is noted (job_trust.py) and answered `gone` only once the Pods the job holds are
+released."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ import time
 from collections.abc import Callable
 
 from reconciler.scheduler.counters import Counters
-from reconciler.scheduler.gang import is_gang_key
-from reconciler.scheduler.hooks import HookCall
+from reconciler.scheduler.gang_decide import is_gang_key
+from reconciler.scheduler.hook_server import HookCall
 from reconciler.scheduler.job_trust import JobTrust, hook_agrees
 from reconciler.scheduler.state import SchedulerState
 from reconciler.scheduler.workqueue import WorkQueue

@@ -15,8 +15,8 @@ from typing import Any, Literal
 
 from reconciler import wellknown as wk
 from reconciler.adapters.slurm.model import SlurmNode
-from reconciler.scheduler.decide import finished
-from reconciler.scheduler.feasibility import filter_nodes, unavailable_message
+from reconciler.kuberules.feasibility import filter_nodes, unavailable_message
+from reconciler.kuberules.pod_phase import finished
 
 Obj = dict[str, Any]
 # Slurm's power flags (REST node `state` list; sinfo shows `~` powered down, `%` powering down,

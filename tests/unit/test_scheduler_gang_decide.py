@@ -11,7 +11,7 @@ import pytest
 from reconciler import wellknown as wk
 from reconciler.adapters.slurm.model import SlurmJob
 from reconciler.scheduler.admission import PodRequest, Problem, fingerprint
-from reconciler.scheduler.gang import (
+from reconciler.scheduler.gang_decide import (
     AdoptMembers,
     BindGang,
     CancelGangJob,
@@ -30,7 +30,7 @@ from reconciler.scheduler.gang import (
     next_gang_steps,
     uses_pod_group_crd,
 )
-from tests.unit.test_scheduler_decide import slurm_job
+from tests.unit.test_scheduler_pod_decide import slurm_job
 
 NS, GROUP = "ml", "train"
 JOB = 40

@@ -3,7 +3,7 @@ checked against what we can honour (pure).
 
 What a rule says, and whether we can honour it, does not depend on where other Pods are; that
 is this module. Evaluating the rules against the Pods already placed, as kube-scheduler 1.20's
-filters do, is `topology.py`, which reads the rules through `required_terms` and
+filters do, is `pod_affinity_spread.py`, which reads the rules through `required_terms` and
 `spread_rules`. Preferred terms and ScheduleAnyway constraints are preferences, not rules, and
 are ignored (only their selectors are checked, as kube-scheduler refuses a Pod whose selector
 does not parse).
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from reconciler.kuberules.label_selector import selector_error, selector_matches, selector_string
-from reconciler.scheduler.admission import Problem
+from reconciler.kuberules.problem import Problem
 
 HOSTNAME: Final = "kubernetes.io/hostname"
 REQUIRED: Final = "requiredDuringSchedulingIgnoredDuringExecution"
@@ -72,7 +72,8 @@ def needs_placed_pods(pod: Obj) -> bool:
 def selector_queries(pod: Obj) -> list[tuple[str, str]]:
     """(namespace, labelSelector) pairs to list the placed Pods the rules can see, so the caller
     asks the API server only for those. A query may return more than the rule matches (an
-    expression it cannot render is left out); `topology.excluded_nodes` matches again, exactly."""
+    expression it cannot render is left out); `pod_affinity_spread.excluded_nodes` matches
+    again, exactly."""
     queries: dict[tuple[str, str], None] = {}
     for rule in _hard_rules(pod):
         if rule.selector is None:
@@ -195,7 +196,8 @@ def _spread_rule(pod: Obj, index: int, constraint: Obj) -> Rule:
 
 
 def spread_rules(pod: Obj) -> list[Rule]:
-    """The DoNotSchedule constraints `topology.excluded_nodes` can read (a key, a maxSkew)."""
+    """The DoNotSchedule constraints `pod_affinity_spread.excluded_nodes` can read (a key,
+    a maxSkew)."""
     rules = [r for r in _hard_rules(pod) if r.kind == "spread" and r.topology_key]
     return [r for r in rules if max_skew(r.body) is not None]
 

@@ -4,12 +4,9 @@ The filters run in kube-scheduler 1.20's order and a Node gets the reasons of th
 that refuses it, in kube-scheduler's words, so "0/3 nodes are available: ..." reads the same
 from us as from it:
 
-1. NodeUnschedulable: a cordon the Pod does not tolerate.
-2. TaintToleration: the first NoSchedule/NoExecute taint the Pod does not tolerate.
-3. NodeAffinity: nodeSelector and required node affinity (kuberules.node_affinity).
-4. NodeResourcesFit: the Pod's requests (kuberules.pod_requests) against what the Node has
-   left after the Pods bound to it (kuberules.resource_fit).
-5. PodTopologySpread and 6. InterPodAffinity (scheduler.topology), whose domains are the Nodes
+1. to 4. NodeUnschedulable, TaintToleration, NodeAffinity and NodeResourcesFit (node_fit.py),
+   each Node alone, its resources counted against the Pods bound to it.
+5. PodTopologySpread and 6. InterPodAffinity (pod_affinity_spread.py), whose domains are the Nodes
    that pass the Pod's node affinity, tainted or full ones included, as kube-scheduler counts.
 
 Volumes, host ports and node names are not evaluated: Slurm-placed Pods use none of them.
@@ -22,17 +19,14 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
-from reconciler.kuberules.node_affinity import node_matches
-from reconciler.kuberules.pod_requests import Requests, pod_requests, quantities
-from reconciler.kuberules.resource_fit import insufficient_resources, node_requested
-from reconciler.scheduler.decide import finished
-from reconciler.scheduler.tolerations import UNSCHEDULABLE_TAINT, node_taints, untolerated
-from reconciler.scheduler.topology import PlacedPod, excluded_by_rule
+from reconciler.kuberules.node_fit import node_facts, node_fit
+from reconciler.kuberules.pod_affinity_spread import excluded_by_rule, placed_pod
+from reconciler.kuberules.pod_phase import finished
+from reconciler.kuberules.pod_requests import Requests
+from reconciler.kuberules.resource_fit import node_requested
 
 Obj = Mapping[str, Any]
 
-UNSCHEDULABLE: Final = "node(s) were unschedulable"
-NODE_AFFINITY: Final = "node(s) didn't match Pod's node affinity"
 SPREAD: Final = "node(s) didn't match pod topology spread constraints"
 SPREAD_LABEL: Final = SPREAD + " (missing required label)"
 POD_AFFINITY: Final = "node(s) didn't match pod affinity/anti-affinity"
@@ -55,7 +49,7 @@ def filter_nodes(pod: Obj, nodes: Sequence[Obj], bound: Iterable[Obj]) -> dict[s
     passed = []
     for node in nodes:
         name = node["metadata"]["name"]
-        reasons[name] = _node_reasons(pod, node, used.get(name, {}), count.get(name, 0))
+        reasons[name] = node_fit(pod, node_facts(node, used.get(name, {}), count.get(name, 0)))
         if not reasons[name]:
             passed.append(name)
     by_kind = _pod_rules(pod, nodes, running, passed)
@@ -72,37 +66,12 @@ def unavailable_message(reasons: Mapping[str, list[str]]) -> str:
     return f"0/{len(reasons)} nodes are available: {', '.join(histogram)}."
 
 
-def _node_reasons(pod: Obj, node: Obj, used: Requests, pods_on_node: int) -> list[str]:
-    """Filters 1 to 4: they need nothing but the Node and what is bound to it."""
-    spec = node.get("spec") or {}
-    if spec.get("unschedulable") and untolerated(pod, [UNSCHEDULABLE_TAINT]):
-        return [UNSCHEDULABLE]
-    if refused := untolerated(pod, node_taints(node)):
-        taint = refused[0]
-        return [f"node(s) had taint {{{taint.get('key')}: {taint.get('value') or ''}}}, "
-                "that the pod didn't tolerate"]  # fmt: skip
-    if not node_matches(pod, _labels(node), node["metadata"]["name"]):
-        return [NODE_AFFINITY]
-    status = node.get("status") or {}
-    allocatable = quantities(status.get("allocatable") or status.get("capacity"))
-    short = insufficient_resources(pod_requests(pod), allocatable, used, pods_on_node=pods_on_node)
-    return [item.reason for item in short]
-
-
 def _pod_rules(
     pod: Obj, nodes: Sequence[Obj], running: list[Obj], passed: list[str]
 ) -> dict[str, set[str]]:
     """The Nodes that passed filters 1 to 4 each pod-level rule keeps the Pod off."""
     labels = {n["metadata"]["name"]: _labels(n) for n in nodes}
-    placed = [
-        PlacedPod(
-            namespace=(p["metadata"].get("namespace") or "default"),
-            labels=p["metadata"].get("labels") or {},
-            node=p["spec"]["nodeName"],
-            terminating=bool(p["metadata"].get("deletionTimestamp")),
-        )
-        for p in running
-    ]
+    placed = [placed_pod(p) for p in running]
     return excluded_by_rule(pod, placed, running, labels, passed)
 
 
