@@ -34,7 +34,7 @@ from reconciler.sources import Source
 from reconciler.sources.directory import DirectorySource
 from reconciler.sources.flux import FluxArtifactSource
 from reconciler.sources.git import GIT_TIMEOUT_SECONDS, GitSource
-from reconciler.sync.node_health import NodeSyncSettings
+from reconciler.sync.node_health_decide import NodeSyncSettings
 from reconciler.sync.node_health_effects import NodeSync
 
 WEBHOOK_SECRET_ENV = "RECONCILER_WEBHOOK_SECRET"

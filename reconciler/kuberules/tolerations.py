@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-# Taint effects that keep Pods off a Node (this filter, and the drains of sync/node_health.py);
-# PreferNoSchedule only discourages them.
+# Taint effects that keep Pods off a Node (this filter, and the drains of
+# sync/node_health_decide.py); PreferNoSchedule only discourages them.
 BLOCKING_EFFECTS: Final = frozenset({"NoSchedule", "NoExecute"})
 UNSCHEDULABLE_TAINT: Final = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from reconciler.adapters.slurm.model import SlurmDiag, SlurmNode, gres_gpus
-from reconciler.sync.node_health import standing_reason
+from reconciler.sync.node_health_decide import standing_reason
 
 Kind = Literal["gauge", "counter"]
 Labels = tuple[str, ...]

@@ -23,7 +23,7 @@ from reconciler.adapters.node_control import NodeControl
 from reconciler.adapters.node_events import tell_node
 from reconciler.adapters.slurm.model import SlurmNode, SlurmRestApi
 from reconciler.errors import KubeApiError, ReconcilerError
-from reconciler.sync.node_health import (
+from reconciler.sync.node_health_decide import (
     Action,
     Cordon,
     Drain,

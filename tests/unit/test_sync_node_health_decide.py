@@ -22,7 +22,7 @@ from reconciler.adapters.slurm.v0038 import CODEC as V0038
 from reconciler.adapters.slurm.v0038 import node_from_wire
 from reconciler.daemon.metrics import DaemonMetrics
 from reconciler.errors import ScontrolError
-from reconciler.sync.node_health import (
+from reconciler.sync.node_health_decide import (
     Cordon,
     Drain,
     KubeNode,
