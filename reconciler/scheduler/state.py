@@ -19,6 +19,7 @@ from reconciler.kuberules.pod_rules import needs_placed_pods
 from reconciler.scheduler.gang_decide import gang_key_of, is_gang_key
 from reconciler.scheduler.jobindex import Merged
 from reconciler.scheduler.pod_decide import recorded_job_id
+from reconciler.scheduler.stages import StageClock, created_at
 
 Obj = dict[str, Any]
 
@@ -49,6 +50,7 @@ class SchedulerState:
         # key -> its job as submitted, in a few words: said by the Event of its bind, or of
         # its announce if it waits (pod_decide.Announce); in memory only, as Events are.
         self.described: dict[str, str] = {}
+        self.stages = StageClock()  # where each waiting Pod's time goes; its own lock
 
     # ---- what the watches bring -------------------------------------------------------
 
@@ -64,6 +66,10 @@ class SchedulerState:
                 self.forget_key_locked(uid)
             else:
                 self.pods[uid] = pod
+            if event == "DELETED" or (pod.get("spec") or {}).get("nodeName"):
+                self.stages.drop(uid)  # gone, or bound (by us: timed already)
+            else:
+                self.stages.seen(uid, time.time(), created_at(pod))
             keys = self._index_gang_locked(uid, before, None if event == "DELETED" else pod)
             if event != "DELETED" and needs_placed_pods(pod) and not finished(pod):
                 self.rule_pods.add(uid)
@@ -133,6 +139,16 @@ class SchedulerState:
     def record_locked(self, uid: str, job: SlurmJob) -> None:
         self.jobs[uid] = job
         self.learned[uid] = time.monotonic()
+        self._allocated_locked(uid, job)
+
+    def _allocated_locked(self, key: str, job: SlurmJob) -> None:
+        """The key's Pods' stages: Slurm allocated the job (its start time), and we know."""
+        if job.state not in ("RUNNING", "CONFIGURING") or not job.nodes:
+            return
+        uids = self.gang_members.get(key, ()) if is_gang_key(key) else (key,)
+        if job.start_time > 0:
+            self.stages.mark(uids, "allocated", float(job.start_time))
+        self.stages.mark(uids, "seen allocated", time.time())
 
     def forget_locked(self, uid: str, job_id: int) -> None:
         """The Pod has no job now (we cancelled it to submit again, or to refuse the Pod):
@@ -149,6 +165,9 @@ class SchedulerState:
 
     def take_listing_locked(self, merged: Merged, sent: float) -> None:
         self.jobs, self.learned = merged.jobs, merged.learned
+        for key in merged.changed:
+            if (job := self.jobs.get(key)) is not None:
+                self._allocated_locked(key, job)
         self.vanished = dict(merged.vanished)
         self.listed_at = sent
 

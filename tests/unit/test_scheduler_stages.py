@@ -1,0 +1,91 @@
+"""Where a Pod's time goes (issue 36): the per-Pod marks are kept only while the Pod waits,
+and the table is each stage's p50/p99 over the bound Pods."""
+
+from __future__ import annotations
+
+from reconciler.scheduler.stages import (
+    STAGES,
+    PodStages,
+    StageClock,
+    StageRow,
+    created_at,
+    percentile,
+    stage_table,
+)
+
+
+def test_a_bound_pod_hands_on_its_marks_and_they_are_dropped() -> None:
+    done: list[PodStages] = []
+    clock = StageClock(done.append)
+    clock.seen("a", 10.0, created=9.0)
+    clock.mark(["a"], "admitted", 10.5)
+    clock.mark(["a"], "admitted", 11.0)  # the first time counts: a retry does not move it
+    clock.mark(["a", "not-timed"], "submitted", 12.0)
+    clock.bound("a", 13.0)
+    assert len(clock) == 0
+    assert [(d.uid, dict(d.times)) for d in done] == [
+        ("a", {"created": 9.0, "seen": 10.0, "admitted": 10.5, "submitted": 12.0, "bound": 13.0})
+    ]
+    clock.bound("a", 14.0)  # bound twice (a watch replay): told once
+    assert len(done) == 1
+
+
+def test_a_deleted_pod_leaves_nothing_and_memory_follows_the_waiting_pods() -> None:
+    done: list[PodStages] = []
+    clock = StageClock(done.append)
+    for wave in range(50):  # history: 50 waves of 100 Pods, each bound or deleted
+        for i in range(100):
+            clock.seen(f"{wave}-{i}", float(wave), created=None)
+        for i in range(100):
+            if i % 2:
+                clock.bound(f"{wave}-{i}", float(wave) + 1)
+            else:
+                clock.drop(f"{wave}-{i}")
+        assert len(clock) == 0
+    assert len(done) == 2500
+    clock.mark(["0-1"], "admitted", 99.0)  # a Pod long gone is not timed again
+    assert len(clock) == 0
+
+
+def test_past_the_limit_new_pods_are_counted_not_timed() -> None:
+    clock = StageClock(limit=2)
+    for uid in ("a", "b", "c"):
+        clock.seen(uid, 1.0, created=None)
+    clock.seen("a", 2.0, created=None)  # seen again: not a new Pod
+    assert (len(clock), clock.untracked) == (2, 1)
+
+
+def test_the_table_gives_each_stage_its_p50_and_p99() -> None:
+    records = [
+        PodStages(str(i), {"created": 0.0, "seen": 0.1 * i, "admitted": 0.1 * i + 0.01,
+                           "bound": 0.1 * i + 1.0})
+        for i in range(1, 101)
+    ]  # fmt: skip
+    rows = {row.label: row for row in stage_table(records)}
+    assert list(rows) == ["created -> seen", "seen -> admitted"]  # admitted -> bound skips stages
+    seen = rows["created -> seen"]
+    assert (seen.count, round(seen.p50, 6), round(seen.p99, 6)) == (100, 5.0, 9.9)
+    assert round(rows["seen -> admitted"].p99, 6) == 0.01
+
+
+def test_a_whole_second_mark_before_the_one_it_follows_counts_as_zero() -> None:
+    record = PodStages("a", {"created": 10.0, "seen": 9.4})  # creationTimestamp is whole seconds
+    assert stage_table([record]) == [StageRow("created -> seen", 1, 0.0, 0.0)]
+
+
+def test_stages_are_in_the_order_a_pod_goes_through_them() -> None:
+    assert STAGES == (
+        "created", "seen", "admitted", "submitted", "allocated", "seen allocated", "bound"
+    )  # fmt: skip
+
+
+def test_percentile_is_nearest_rank() -> None:
+    assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.0
+    assert percentile([1.0, 2.0, 3.0, 4.0], 99) == 4.0
+    assert percentile([7.0], 99) == 7.0
+
+
+def test_created_at_reads_the_creation_timestamp() -> None:
+    assert created_at({"metadata": {"creationTimestamp": "1970-01-01T00:01:00Z"}}) == 60.0
+    assert created_at({"metadata": {}}) is None
+    assert created_at({"metadata": {"creationTimestamp": "yesterday"}}) is None
