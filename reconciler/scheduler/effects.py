@@ -95,6 +95,7 @@ class Effects:
             with state.lock:
                 state.submitting.discard(key)
                 early = state.early.pop(key, None)
+        self.stages.mark([p["metadata"]["uid"] for p in pods], "submitted", self._clock())
         job = replace(
             pending_job(submitted.job_id, spec.name or "", self._clock()),
             node_count=int(spec.nodes or 1),
@@ -106,7 +107,6 @@ class Effects:
             if known is None or known.job_id != job.job_id:  # a hook may have told us more
                 state.record_locked(key, job)
         self.counters.submitted += 1
-        self.stages.mark([p["metadata"]["uid"] for p in pods], "submitted", self._clock())
         self.on_submitted()
         if self._slurm.submits_as_user:  # user, group and priority went with the submit
             return job.job_id

@@ -66,9 +66,9 @@ class SchedulerState:
                 self.forget_key_locked(uid)
             else:
                 self.pods[uid] = pod
-            if event == "DELETED" or (pod.get("spec") or {}).get("nodeName"):
-                self.stages.drop(uid)  # gone, or bound (by us: timed already)
-            else:
+            if event == "DELETED":
+                self.stages.drop(uid)
+            elif not (pod.get("spec") or {}).get("nodeName"):  # our bind hands its marks on
                 self.stages.seen(uid, time.time(), created_at(pod))
             keys = self._index_gang_locked(uid, before, None if event == "DELETED" else pod)
             if event != "DELETED" and needs_placed_pods(pod) and not finished(pod):
