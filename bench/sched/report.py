@@ -37,6 +37,7 @@ from bench.sched.rows import (
     latency_rows,
     per_pod_cpu,
     raw_rows,
+    scheduler_stage_rows,
     stage_rows,
     worker_rows,
 )
@@ -95,6 +96,7 @@ def report(
         own = latency_rows(out, bound)
         burst_p50, burst_p99 = percentile(own, 50), percentile(own, 99)
         stage_rows(out, bound, inst, ("create returned", lambda p: p.created))
+        scheduler_stage_rows(out, bound, inst, sched.counters_bound)
         worker_rows(out, bound, inst, sched.workers, sched.batch_seconds)
         hook_race_rows(out, bound, inst, sched.counters_bound.pods_deleted, requeued)
         first = min(p.sent for p in sched.pods)
@@ -207,6 +209,7 @@ def report(
                 f"{binds[-1]:.2f} s"
             )
             stage_rows(out, bb, binst, ("scheduler started", lambda p: t0))
+            scheduler_stage_rows(out, bb, binst, backlog.counters)
             worker_rows(out, bb, binst, args.workers, backlog.seconds)
             hook_race_rows(out, bb, binst, backlog.counters.pods_deleted, requeued)
             out()

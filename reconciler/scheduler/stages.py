@@ -92,22 +92,28 @@ class StageRow:
 
 def stage_table(records: Iterable[PodStages], stages: Sequence[str] = STAGES) -> list[StageRow]:
     """Per pair of consecutive stages, the p50 and p99 (seconds) over the Pods that have both
-    marks; a pair no Pod has is left out. A mark before the one it follows (the two marks in
-    whole seconds) counts as 0."""
-    records = list(records)
+    marks; a pair no Pod has is left out. A mark in whole seconds can read earlier than the one
+    before it (Slurm's start time truncated, before the submit returned): each mark counts as
+    at least the one before it, the earliest the stage can truly have been reached."""
+    ordered = [_monotone(r.times, stages) for r in records]
     rows: list[StageRow] = []
     for first, then in itertools.pairwise(stages):
-        spans = sorted(
-            max(0.0, r.times[then] - r.times[first])
-            for r in records
-            if first in r.times and then in r.times
-        )
+        spans = sorted(t[then] - t[first] for t in ordered if first in t and then in t)
         if spans:
             rows.append(
                 StageRow(f"{first} -> {then}", len(spans), percentile(spans, 50),
                          percentile(spans, 99))
             )  # fmt: skip
     return rows
+
+
+def _monotone(times: Mapping[str, float], stages: Sequence[str]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    floor = -math.inf
+    for stage in stages:
+        if stage in times:
+            floor = out[stage] = max(times[stage], floor)
+    return out
 
 
 def created_at(pod: Mapping[str, Any]) -> float | None:

@@ -68,9 +68,13 @@ def test_the_table_gives_each_stage_its_p50_and_p99() -> None:
     assert round(rows["seen -> admitted"].p99, 6) == 0.01
 
 
-def test_a_whole_second_mark_before_the_one_it_follows_counts_as_zero() -> None:
-    record = PodStages("a", {"created": 10.0, "seen": 9.4})  # creationTimestamp is whole seconds
-    assert stage_table([record]) == [StageRow("created -> seen", 1, 0.0, 0.0)]
+def test_a_whole_second_mark_counts_as_at_least_the_one_before_it() -> None:
+    # Slurm's start time is whole seconds: 12 is in fact 12.0 to 12.999, after the submit.
+    record = PodStages("a", {"submitted": 12.4, "allocated": 12.0, "seen allocated": 12.9})
+    assert stage_table([record]) == [
+        StageRow("submitted -> allocated", 1, 0.0, 0.0),
+        StageRow("allocated -> seen allocated", 1, 0.5, 0.5),
+    ]
 
 
 def test_stages_are_in_the_order_a_pod_goes_through_them() -> None:
