@@ -7,8 +7,9 @@ job_trust.py.
 Latency does not come from polling. A Pod event queues its Pod at once; while jobs we submitted
 are pending, a fast look at their states binds each Pod when Slurm allocates its node
 (starts.py); a placeholder job calls the hooks API when its script starts and when Slurm
-signals it. The poll of Slurm's jobs is the safety net for a missed call: guarded by
-`update_time`, a steady state costs one 304 a cycle.
+signals it. The poll of Slurm's jobs is the safety net for a missed call: on v0.0.40+ the
+state list and a GET of each job of ours that moved, the whole list only at start and after a
+gap (job_reads_effects.py).
 
 Each Pod is handled by `pod_decide.next_steps` on a work queue (one worker per Pod at a
 time), so a restart anywhere resumes from what the Pod and the job say.
