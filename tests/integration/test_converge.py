@@ -393,7 +393,8 @@ def test_reconciler_run_metrics_time_binds_and_slurm_requests(env: Env, tmp_path
             for (metric, labels) in samples
             if metric == "reconciler_slurm_request_seconds_count"
         }
-        assert {"submit", "jobs"} <= operations, operations
+        # The scheduler's start reads the list of our jobs (jobs_where), on every server.
+        assert {"submit", "jobs_where"} <= operations, operations
         assert ("reconciler_slurm_request_errors_total", (("operation", "submit"),)) not in samples
         # The scheduler ends the Pod's placeholder job before the daemon stops.
         env.kube.delete("v1", "Pod", name, NAMESPACE, grace_period_seconds=0)
