@@ -156,7 +156,7 @@ class PodScheduler:
         self._mirror("Node", None, self._on_node)
         self._reads.pods_known()  # the same list again, with the Pods' records: whose job is it
         self.hooks.start()
-        self._spawn("poll", self._reads.poll_forever, self._stopping)
+        self._spawn("poll", self._reads.poll_forever, self._stopping, lambda: self._poll_jobs())
         self._spawn("power", self.power.run_forever, self._stopping)
         self._spawn("starts", self._starts.run_forever, self.settings.poll_seconds)
         for index in range(self.settings.workers):
