@@ -3,6 +3,10 @@ and the table is each stage's p50/p99 over the bound Pods."""
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
+from reconciler.scheduler.jobindex import Merged
 from reconciler.scheduler.stages import (
     STAGES,
     PodStages,
@@ -12,6 +16,8 @@ from reconciler.scheduler.stages import (
     percentile,
     stage_table,
 )
+from reconciler.scheduler.state import SchedulerState
+from tests.unit.test_scheduler_jobindex import job
 
 
 def test_a_bound_pod_hands_on_its_marks_and_they_are_dropped() -> None:
@@ -93,3 +99,39 @@ def test_created_at_reads_the_creation_timestamp() -> None:
     assert created_at({"metadata": {"creationTimestamp": "1970-01-01T00:01:00Z"}}) == 60.0
     assert created_at({"metadata": {}}) is None
     assert created_at({"metadata": {"creationTimestamp": "yesterday"}}) is None
+
+
+def _pod(uid: str, node: str = "") -> dict[str, Any]:
+    meta = {"uid": uid, "name": uid, "namespace": "ns", "creationTimestamp": "1970-01-01T00:01:40Z"}
+    return {"metadata": meta, "spec": {"nodeName": node} if node else {}}
+
+
+def test_the_cache_marks_seen_and_allocated_and_drops_a_deleted_pods_marks() -> None:
+    done: list[PodStages] = []
+    state = SchedulerState()
+    state.stages.on_done = done.append
+    state.on_pod("ADDED", _pod("a"))
+    state.on_pod("ADDED", _pod("b"))
+    state.on_pod("ADDED", _pod("bound-elsewhere", node="node-1"))  # not ours to time
+    assert len(state.stages) == 2
+    with state.lock:
+        state.record_locked("a", job("a", 1))  # pending: no allocation yet
+        state.record_locked("a", dataclasses.replace(job("a", 1, "RUNNING", "n1"), start_time=120))
+    state.on_pod("DELETED", _pod("b"))
+    state.stages.bound("a", 130.0)
+    assert len(state.stages) == 0
+    [record] = done
+    assert record.times["created"] == 100.0 and record.times["allocated"] == 120.0
+    assert {"seen", "seen allocated"} <= set(record.times)
+
+
+def test_a_job_list_marks_the_pods_whose_jobs_it_shows_started() -> None:
+    state = SchedulerState()
+    state.on_pod("ADDED", _pod("a"))
+    running = dataclasses.replace(job("a", 1, "RUNNING", "n1"), start_time=120)
+    with state.lock:
+        state.take_listing_locked(Merged({"a": running}, {}, ["a"]), sent=0.0)
+    done: list[PodStages] = []
+    state.stages.on_done = done.append
+    state.stages.bound("a", 130.0)
+    assert done[0].times["allocated"] == 120.0 and "seen allocated" in done[0].times
