@@ -19,6 +19,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from reconciler.adapters.slurm.model import CAN_LIST_JOB_STATES, SlurmJob, SlurmRestApi
+from reconciler.adapters.slurm.transport import DEFAULT_TIMEOUT_SECONDS
 from reconciler.errors import ReconcilerError
 from reconciler.scheduler.clients import SlurmClients
 from reconciler.scheduler.counters import Counters
@@ -34,6 +35,8 @@ log = logging.getLogger(__name__)
 POLL_DUTY = 5.0  # the safety-net poll waits at least this many times what its last list took
 GAP_SECONDS = 60.0  # no poll succeeded for this long (or 3 intervals): read the whole list
 READERS = 4  # GETs of moved jobs in flight at once
+# When a key learned something is kept this long: longer than any read in flight (30 s timeout)
+LEARNED_SECONDS = 2 * DEFAULT_TIMEOUT_SECONDS
 
 
 class JobReads:
@@ -178,6 +181,7 @@ class JobReads:
             for key in look.purged:
                 if state.learned.get(key, 0) <= sent:
                     state.jobs.pop(key, None)  # it ended (we saw it) and Slurm purged it
+            state.prune_locked(sent - LEARNED_SECONDS, states)  # memory follows our Pods
         for key in [*look.vanished, *look.purged]:
             self._queue.add(key)
         if look.reread:

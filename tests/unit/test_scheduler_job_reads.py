@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from reconciler.scheduler.counters import whole_list_reads
 from reconciler.scheduler.job_reads_decide import StateLook, list_needed, look_at_states
+from reconciler.scheduler.state import SchedulerState
 from tests.unit.test_scheduler_jobindex import job
 
 A, B, C, D = "uid-a", "uid-b", "uid-c", "uid-d"
@@ -37,3 +38,13 @@ def test_the_whole_list_at_start_after_a_gap_and_for_a_submit_of_unknown_outcome
 def test_whole_list_reads_are_counted_by_operation() -> None:
     requests = {"jobs": 2, "jobs_where": 1, "job_summaries": 1, "job_states": 40, "job": 9}
     assert whole_list_reads(requests) == 4
+
+
+def test_a_poll_prunes_old_notes_and_abandoned_jobs_slurm_purged() -> None:
+    """Without whole lists (which prune them) these grew with every Pod ever scheduled."""
+    state = SchedulerState()
+    state.learned = {"old": 10.0, "new": 95.0}
+    state.abandoned = {1, 2}
+    with state.lock:
+        state.prune_locked(before=50.0, listed={2: "CANCELLED"})
+    assert (state.learned, state.abandoned) == ({"new": 95.0}, {2})
