@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Container
+from collections.abc import Collection
 from typing import Any
 
 from reconciler.adapters.slurm.model import SlurmJob
@@ -172,12 +172,14 @@ class SchedulerState:
         self.vanished = dict(merged.vanished)
         self.listed_at = sent
 
-    def prune_locked(self, before: float, listed: Container[int]) -> None:
+    def prune_locked(self, before: float, listed: Collection[int]) -> None:
         """What a whole list would have pruned, for a poll that reads none: notes of when a
         key learned something, older than `before` (no read in flight began that early), and
-        abandoned jobs Slurm no longer lists (purged: no list or hook can bring them back)."""
+        abandoned jobs Slurm no longer lists though it lists later ones (purged: no list or
+        hook can bring them back; one newer than the list may not be in it yet)."""
         self.learned = {key: at for key, at in self.learned.items() if at >= before}
-        self.abandoned = {job_id for job_id in self.abandoned if job_id in listed}
+        newest = max(listed, default=0)
+        self.abandoned = {i for i in self.abandoned if i in listed or i > newest}
 
     def forget_key_locked(self, key: str) -> None:
         """The key's Pod is gone: what was noted about its job goes with it."""
