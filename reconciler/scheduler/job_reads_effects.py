@@ -70,7 +70,8 @@ class JobReads:
     # ---- the poll ---------------------------------------------------------------------
 
     def poll_forever(self, stopping: threading.Event, poll: Callable[[], None]) -> None:
-        """`poll` is `poll` itself, through its owner (which the benchmark wraps)."""
+        """Every poll interval, `poll`: this object's `poll`, called through its owner
+        (PodScheduler._poll_jobs, which the benchmark wraps)."""
         wait = self._poll_seconds
         while not stopping.wait(wait):
             began = time.monotonic()
