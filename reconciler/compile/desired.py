@@ -20,7 +20,7 @@ from reconciler.compile.cgroup import (
 from reconciler.compile.control_plane import control_plane_objects
 from reconciler.compile.nodesets import NodeSet, compose_all
 from reconciler.compile.power import (
-    check_min_replicas,
+    check_power_saving,
     program_files,
     programs_map_name,
 )
@@ -153,7 +153,7 @@ def compile_desired_state(
     if gres_config(values) and not gpu_node_specs(specs):
         warnings.append(Warning_("values", "slurmConfig.gresConfig is not used: no enabled node "
                                  "definition has GPUs (gresGpu), so gres.conf lists none"))
-    check_min_replicas(config.view.power, specs)
+    check_power_saving(config.view, specs)
     conf_files = {"slurm.conf": slurm_conf, "gres.conf": gres_conf, **topo.files}
     if plugins := cgroup_plugins(slurm_conf):
         conf_files[CGROUP_CONF] = render_cgroup_conf(plugins, values)
