@@ -18,6 +18,7 @@ from reconciler.compile.cgroup import (
     render_cgroup_conf,
 )
 from reconciler.compile.control_plane import control_plane_objects
+from reconciler.compile.job_scripts import KINDS, script_map_name
 from reconciler.compile.nodesets import NodeSet, compose_all
 from reconciler.compile.power import (
     check_power_saving,
@@ -255,14 +256,11 @@ def _kube_objects(
 def _script_maps(release: str, namespace: str, values: dict[str, Any]) -> list[dict[str, Any]]:
     maps = []
     slurmd = (values.get("slurmConfig") or {}).get("slurmd") or {}
-    for kind in ("prolog", "epilog"):
+    for kind in KINDS:
         if slurmd.get(kind):
             data = manifests.script_files(slurmd[kind], kind)
-            maps.append(
-                manifests.config_map(
-                    manifests.script_map_name(release, kind), namespace, release, data
-                )
-            )
+            name = script_map_name(release, kind)
+            maps.append(manifests.config_map(name, namespace, release, data))
     if directory.directory_enabled(values):
         maps.append(manifests.config_map(directory.config_map_name(release), namespace, release,
                                          directory.config_map_data(values)))  # fmt: skip

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconciler import hostlists
+from reconciler.compile.job_scripts import KINDS, script_config_map
 from reconciler.compile.lines import apply_setting_lines, write_lines
 from reconciler.compile.power import power_conf
 from reconciler.compile.profile import Profile
@@ -210,10 +211,9 @@ def _settings(
         settings["AccountingStoragePort"] = str(accounting.dbd_port)
     if has_gpus:
         settings["GresTypes"] = "gpu"
-    if _script_source(slurmd, "prolog"):
-        settings["Prolog"] = f"{profile.conf_dir}/prolog.d/*"
-    if _script_source(slurmd, "epilog"):
-        settings["Epilog"] = f"{profile.conf_dir}/epilog.d/*"
+    for kind in KINDS:
+        if script_config_map(slurmd, kind, release):
+            settings[kind.capitalize()] = f"{profile.conf_dir}/{kind}.d/*"
     if profile.is_local:
         settings["SlurmdParameters"] = "config_overrides"  # nodes claim more CPUs than the host has
     settings.update(topology_settings(values, target))  # compute.topology (compile/topology.py)
@@ -238,14 +238,6 @@ def _refuse_line_breaks(settings: dict[str, str], extra_lines: list[str]) -> Non
                 "slurmConfig.extraConfig holds a control character",
                 hint="slurm.conf text may hold tabs and line breaks, no other control characters",
             )
-
-
-def _script_source(slurmd: dict[str, Any], kind: str) -> bool:
-    return bool(
-        slurmd.get(kind)
-        or slurmd.get(f"{kind}ConfigMap")
-        or (kind == "prolog" and slurmd.get("prologConfigmap"))
-    )
 
 
 def _node_lines(specs: list[SlurmNodeSpec], profile: Profile) -> list[str]:
