@@ -17,6 +17,7 @@ from reconciler.compile.slurmdbd import accounting_plan
 from reconciler.compile.target_release import DEFAULT_RELEASE
 from reconciler.config.control_chars import control_character
 from reconciler.config.defaults import DEFAULT_KILL_WAIT_SECONDS
+from reconciler.config.schema import Warning_
 from reconciler.config.topology import topology_settings
 from reconciler.errors import CompileError, Location
 from reconciler.slurm_release import OPENMETRICS_SINCE, SlurmRelease
@@ -165,6 +166,17 @@ def render_slurm_conf(
 
 
 OPENMETRICS_PLUGIN = "metrics/openmetrics"
+OPENMETRICS_LINE = f"MetricsType={OPENMETRICS_PLUGIN}"
+
+
+def openmetrics_warnings(slurm_conf: str, target: SlurmRelease) -> list[Warning_]:
+    """Where slurmctld could serve OpenMetrics and the rendered file stops it."""
+    if target < OPENMETRICS_SINCE or OPENMETRICS_LINE in slurm_conf.splitlines():
+        return []
+    return [Warning_("slurmConfig.extraConfig", f"slurm.conf does not keep {OPENMETRICS_LINE} "
+                     "(PrivateData or another MetricsType is set): slurmctld serves no "
+                     "OpenMetrics, so the daemon reads its Slurm figures through slurmrestd, "
+                     "every job on each read (docs/metrics.md)")]  # fmt: skip
 
 
 def private_data(settings: dict[str, str]) -> bool:
