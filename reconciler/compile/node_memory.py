@@ -55,15 +55,31 @@ def _default_memory_warnings(
     per_cpu = int(raw)
     key = _written_by(values, "DefMemPerCPU") or "slurmConfig.defMemPerCPU (default)"
     return [
-        Warning_(key, f"DefMemPerCPU={per_cpu} MiB x {spec.cpus} CPUs of node definition "
-                 f"{spec.nodeset!r} is {per_cpu * spec.cpus} MiB, more than its "
-                 f"RealMemory={spec.real_memory_mb} MiB: a job that asks for all of a node's "
-                 "CPUs without --mem asks for more memory than the node has, and Slurm never "
-                 f"schedules it; set DefMemPerCPU to {spec.real_memory_mb // spec.cpus} or less, "
-                 f"or give {spec.nodeset!r} {-(-per_cpu * spec.cpus // 1024)}Gi of memory")
+        _too_much(key, per_cpu, spec)
         for spec in specs
-        if spec.max_replicas and per_cpu * spec.cpus > spec.real_memory_mb
-    ]  # fmt: skip
+        if spec.max_replicas and per_cpu * spec.cpus > _for_jobs(spec)
+    ]
+
+
+def _too_much(key: str, per_cpu: int, spec: SlurmNodeSpec) -> Warning_:
+    asked = per_cpu * spec.cpus
+    needed_gi = -(-(asked + (spec.mem_spec_limit_mb or 0)) // 1024)
+    return Warning_(key, f"DefMemPerCPU={per_cpu} MiB x {spec.cpus} CPUs of node definition "
+                    f"{spec.nodeset!r} is {asked} MiB, more than the {_for_jobs(spec)} MiB it "
+                    f"has for jobs{_kept(spec)}: a job that asks for all of a node's CPUs "
+                    "without --mem asks for more memory than the node has, and Slurm never "
+                    f"schedules it; set DefMemPerCPU to {_for_jobs(spec) // spec.cpus} or less, "
+                    f"or give {spec.nodeset!r} {needed_gi}Gi of memory")  # fmt: skip
+
+
+def _for_jobs(spec: SlurmNodeSpec) -> int:
+    """RealMemory less what MemSpecLimit keeps for slurmd and the system."""
+    return spec.real_memory_mb - (spec.mem_spec_limit_mb or 0)
+
+
+def _kept(spec: SlurmNodeSpec) -> str:
+    limit = spec.mem_spec_limit_mb
+    return f" (RealMemory={spec.real_memory_mb} less MemSpecLimit={limit})" if limit else ""
 
 
 def _setting(slurm_conf: str, key: str) -> str | None:

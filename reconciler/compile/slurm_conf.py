@@ -280,6 +280,8 @@ def _node_lines(specs: list[SlurmNodeSpec], profile: Profile) -> list[str]:
 
 def _node_shape(spec: SlurmNodeSpec) -> str:
     parts = [f"CPUs={spec.cpus}", f"RealMemory={spec.real_memory_mb}"]
+    if spec.mem_spec_limit_mb:
+        parts.append(f"MemSpecLimit={spec.mem_spec_limit_mb}")
     if spec.gres:
         parts.append(f"Gres={spec.gres}")
     parts.append("Feature=" + ",".join(spec.features))

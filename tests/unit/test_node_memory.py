@@ -7,6 +7,7 @@ from collections.abc import Callable
 import pytest
 
 from reconciler.compile.desired import DesiredState
+from reconciler.errors import CompileError
 
 # Seed 001's values table: "slurmConfig.selectTypeParameters | | `CR_Core `" and
 # "slurmConfig.defMemPerCPU | The default memory per CPU in megabytes. ... | `4096`".
@@ -76,7 +77,7 @@ def test_the_seeds_rtx4000_cannot_take_a_whole_node_job(
     state = compile_values(SEED_001_SLURM_CONFIG.replace("CR_Core", "CR_Core_Memory") + RTX4000)
     [warning] = _memory_warnings(state)
     assert warning.startswith("slurmConfig.defMemPerCPU: warning: DefMemPerCPU=4096 MiB x 8 CPUs")
-    assert "node definition 'rtx4000-cu117' is 32768 MiB, more than its RealMemory=16384" in (
+    assert "node definition 'rtx4000-cu117' is 32768 MiB, more than the 16384 MiB it has " in (
         warning
     )
     assert "set DefMemPerCPU to 2048 or less, or give 'rtx4000-cu117' 32Gi of memory" in warning
@@ -96,3 +97,45 @@ def test_a_def_mem_per_cpu_that_fits_is_not_warned(
     assert _memory_warnings(compile_values(values)) == []
     values = "slurmConfig: {defMemPerCPU: 0}\n" + RTX4000  # 0: no default
     assert _memory_warnings(compile_values(values)) == []
+
+
+# Seed 002 ("Memory"): "MemSpecLimit can be used in the slurm NodeSet configuration to reserve
+# memory for slurmd and other system Pods (such as DaemonSets)."
+def _with_spec_limit(limit: int, def_mem: int = 1024) -> str:
+    return (
+        f"slurmConfig: {{defMemPerCPU: {def_mem}}}\n"
+        + RTX4000.replace("las1]}", f"las1], memSpecLimit: {limit}}}")
+    )
+
+
+def test_mem_spec_limit_is_on_the_definitions_node_line(
+    compile_values: Callable[..., DesiredState],
+) -> None:
+    state = compile_values(_with_spec_limit(2048))
+    [line] = [x for x in state.slurm_conf.splitlines() if x.startswith("NodeName=")]
+    assert " CPUs=8 RealMemory=16384 MemSpecLimit=2048 " in line
+    assert not [w for w in state.warnings if "memSpecLimit" in str(w)]  # no longer ignored
+
+
+@pytest.mark.parametrize("limit", [0, 16384, 20000])
+def test_mem_spec_limit_must_leave_jobs_some_memory(
+    compile_values: Callable[..., DesiredState], limit: int
+) -> None:
+    with pytest.raises(CompileError) as error:
+        compile_values(_with_spec_limit(limit))
+    assert (
+        f"node definition 'rtx4000-cu117': memSpecLimit {limit} MiB is not between 1 and its "
+        "RealMemory (16384 MiB" in str(error.value)
+    )
+    assert "MiB (megabytes, as Slurm reads it): e.g. 1638" in (error.value.hint or "")
+
+
+def test_def_mem_per_cpu_is_judged_against_what_mem_spec_limit_leaves(
+    compile_values: Callable[..., DesiredState],
+) -> None:
+    """2048 x 8 CPUs = 16384 MiB fits RealMemory, not the 14336 MiB MemSpecLimit leaves."""
+    [warning] = _memory_warnings(compile_values(_with_spec_limit(2048, def_mem=2048)))
+    assert "more than the 14336 MiB it has for jobs (RealMemory=16384 less MemSpecLimit=2048)" in (
+        warning
+    )
+    assert "set DefMemPerCPU to 1792 or less, or give 'rtx4000-cu117' 18Gi of memory" in warning
