@@ -23,6 +23,7 @@ from reconciler.local.slurm_install import (
     recorded_install,
     slurm_install,
 )
+from reconciler.local.slurm_prepare import check_binaries
 from reconciler.local.slurm_release import SlurmRelease
 
 
@@ -94,6 +95,15 @@ def test_a_prefix_without_slurmctld_says_which_prefix_to_give(tmp_path: Path) ->
         slurm_install(prefix=tmp_path)
     assert f"{tmp_path} holds no Slurm: no {tmp_path}/sbin/slurmctld" in str(raised.value)
     assert "configure flags of reconciler/local/setup.sh" in str(raised.value)
+
+
+def test_a_prefix_missing_daemons_names_them_and_how_to_build(tmp_path: Path) -> None:
+    install = install_at(fake_prefix(tmp_path / "p", "slurm 26.05.3"))
+    with pytest.raises(LocalStackError) as raised:
+        check_binaries(False, install)
+    text = str(raised.value)
+    assert text.startswith(f"missing Slurm 26.05 binaries: {tmp_path}/p/sbin/slurmrestd, ")
+    assert f"build Slurm 26.05.3 into {tmp_path}/p with the configure flags" in text
 
 
 def test_flags_win_over_the_environment_and_the_prefix_over_the_release(
