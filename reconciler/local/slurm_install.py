@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.errors import LocalStackError
-from reconciler.local.slurm_release import SlurmRelease
+from reconciler.slurm_release import SlurmRelease, parse_release, release_in
 
 DEFAULT_RELEASE = "24.11"
 # setup.sh installs Slurm 24.11.5 here (readable by others: slurmrestd runs as REST_USER).
@@ -146,7 +146,11 @@ def read_release(prefix: Path) -> SlurmRelease:
             f"`{slurmctld} -V` failed (exit {result.returncode}): {result.stderr.strip()[-300:]}",
             hint=hint,
         )
-    return SlurmRelease.parse(result.stdout)
+    release = release_in(result.stdout)
+    if release is None:
+        raise LocalStackError(f"no Slurm release in what `{slurmctld} -V` printed: "
+                              f"{result.stdout.strip()[:80]!r}", hint=hint)  # fmt: skip
+    return release
 
 
 @functools.cache
@@ -192,5 +196,5 @@ def recorded_install(section: Mapping[str, Any]) -> SlurmInstall:
     stack recorded before releases were chosen ran Debian's 22.05."""
     prefix = section.get("prefix")
     if prefix:
-        return for_prefix(Path(prefix), SlurmRelease.parse(str(section["version"])))
+        return for_prefix(Path(prefix), parse_release(str(section["version"])))
     return _of_release(str(section.get("release", "22.05")))
