@@ -54,6 +54,17 @@ def parse_release(text: str) -> SlurmRelease:
     return SlurmRelease(int(major), int(minor), int(patch or 0))
 
 
+# The first YY.MM[.P] of a program's output: `slurmctld -V` prints "slurm 26.05.3", Debian's
+# "slurm-wlm 22.05.8".
+_RELEASE_IN = re.compile(r"(?<![\d.])(\d{2})\.(\d{2})(?:\.(\d+))?")
+
+
+def release_in(output: str) -> SlurmRelease | None:
+    """The release a Slurm program prints (`slurmctld -V`), or None where it names none."""
+    found = _RELEASE_IN.search(output)
+    return maybe_release(found.group(0)) if found else None
+
+
 def maybe_release(text: str | None) -> SlurmRelease | None:
     """The release `text` names, or None (a server that did not say, "unknown")."""
     try:

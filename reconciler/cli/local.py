@@ -37,7 +37,7 @@ from reconciler.local.kubelet_server import KubeletServer
 from reconciler.local.nodeagent import NodeAgent
 from reconciler.local.pod_runtime import LocalPodRuntime, host_layout
 from reconciler.local.slurm import make_fake_gpus
-from reconciler.local.slurm_install import DEFAULT_RELEASE, RELEASE_ENV, RELEASES
+from reconciler.local.slurm_install import DEFAULT_RELEASE, PREFIX_ENV, RELEASE_ENV, RELEASES
 from reconciler.local.stack import LocalStack
 from reconciler.local.stack_record import default_runtime_dir
 from reconciler.local.target_parts import open_stack, site_profile
@@ -59,10 +59,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     up.add_argument(
         "--nodes", type=int, help="local Kubernetes Nodes (default: one per Slurm node)"
     )
-    up.add_argument(
+    slurm = up.add_mutually_exclusive_group()
+    slurm.add_argument(
         "--slurm", choices=RELEASES, default=None,
         help=f"Slurm release: {DEFAULT_RELEASE} (built by setup.sh; the default) or Debian's "
-        f"22.05 (default: ${RELEASE_ENV}, else {DEFAULT_RELEASE})",
+        f"22.05 (default: ${PREFIX_ENV}'s install, else ${RELEASE_ENV}, else {DEFAULT_RELEASE})",
+    )  # fmt: skip
+    slurm.add_argument(
+        "--slurm-prefix", type=Path, default=None, metavar="DIR",
+        help="run the Slurm installed at DIR (its configure --prefix; 23.11 to 26.05, the "
+        "release its sbin/slurmctld -V says), e.g. one built by hand (docs/local-stack.md)",
     )  # fmt: skip
     up.add_argument(
         "--directory", action="store_true",
@@ -127,7 +133,7 @@ def run_up(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     agent, ready = None, False
     try:
-        site = stack.prepare_pods(nodes, release=args.slurm)
+        site = stack.prepare_pods(nodes, release=args.slurm, prefix=args.slurm_prefix)
         _progress(f"Kubernetes ready in {time.monotonic() - started:.1f} s; applying {repo}")
         make_fake_gpus(site.paths, _max_gpus(probe))
         stack.foreground.remember(os.getpid())
@@ -155,9 +161,10 @@ def run_up(args: argparse.Namespace) -> int:
 
 def run_up_kubelet(args: argparse.Namespace) -> int:
     """Kubernetes with real kubelets: Nodes Ready, then in the foreground until stopped."""
-    if args.directory or args.slurm is not None:
+    if args.directory or args.slurm is not None or args.slurm_prefix is not None:
         raise LocalStackError(
-            "--kubelet runs no Slurm of this machine's: --directory and --slurm do not apply",
+            "--kubelet runs no Slurm of this machine's: --directory, --slurm and "
+            "--slurm-prefix do not apply",
             hint="drop them; Slurm comes from the images the repo's Pods name",
         )
     shapes: list[NodeTemplate] = []

@@ -18,9 +18,11 @@ from reconciler.compile.cgroup import (
     render_cgroup_conf,
 )
 from reconciler.compile.control_plane import control_plane_objects
+from reconciler.compile.job_scripts import KINDS, script_map_name
+from reconciler.compile.node_memory import memory_warnings
 from reconciler.compile.nodesets import NodeSet, compose_all
 from reconciler.compile.power import (
-    check_min_replicas,
+    check_power_saving,
     program_files,
     programs_map_name,
 )
@@ -36,11 +38,11 @@ from reconciler.compile.reservations import Reservation, compile_reservations
 from reconciler.compile.s6_services import s6_config_map_data, s6_map_name, s6_services
 from reconciler.compile.secrets import GeneratedSecret, generated_secrets
 from reconciler.compile.slurm_conf import (
-    OPENMETRICS_PLUGIN,
     Partition,
     check_partition_nodes,
     gpu_node_specs,
     gres_config,
+    openmetrics_warnings,
     parse_partitions,
     render_gres_conf,
     render_slurm_conf,
@@ -59,14 +61,11 @@ from reconciler.compile.value_secrets import ValueSecret
 from reconciler.config.layering import plain
 from reconciler.config.repo import Config
 from reconciler.config.schema import Warning_
-from reconciler.slurm_release import OPENMETRICS_SINCE, SlurmRelease
+from reconciler.slurm_release import SlurmRelease
 
 # Apply order: what a workload mounts or claims must exist before it.
 KIND_ORDER = {"ConfigMap": 0, "PersistentVolumeClaim": 1, "Service": 1, "Deployment": 2,
               "StatefulSet": 2}  # fmt: skip
-
-
-OPENMETRICS_LINE = f"MetricsType={OPENMETRICS_PLUGIN}"
 
 
 @dataclass(frozen=True)
@@ -144,16 +143,13 @@ def compile_desired_state(
     slurm_conf = render_slurm_conf(
         release, values, specs, partitions, profile, (d for _, d in empty), target.release
     )
-    if target.release >= OPENMETRICS_SINCE and OPENMETRICS_LINE not in slurm_conf.splitlines():
-        warnings.append(Warning_("slurmConfig.extraConfig", f"slurm.conf does not keep "
-            f"{OPENMETRICS_LINE} (PrivateData or another MetricsType is set): slurmctld serves "
-            "no OpenMetrics, so the daemon reads its Slurm figures through slurmrestd, every "
-            "job on each read (docs/metrics.md)"))  # fmt: skip
+    warnings += [*openmetrics_warnings(slurm_conf, target.release),
+                 *memory_warnings(values, specs, slurm_conf)]  # fmt: skip
     gres_conf = render_gres_conf(specs, profile, values)
     if gres_config(values) and not gpu_node_specs(specs):
         warnings.append(Warning_("values", "slurmConfig.gresConfig is not used: no enabled node "
                                  "definition has GPUs (gresGpu), so gres.conf lists none"))
-    check_min_replicas(config.view.power, specs)
+    check_power_saving(config.view, specs)
     conf_files = {"slurm.conf": slurm_conf, "gres.conf": gres_conf, **topo.files}
     if plugins := cgroup_plugins(slurm_conf):
         conf_files[CGROUP_CONF] = render_cgroup_conf(plugins, values)
@@ -255,14 +251,11 @@ def _kube_objects(
 def _script_maps(release: str, namespace: str, values: dict[str, Any]) -> list[dict[str, Any]]:
     maps = []
     slurmd = (values.get("slurmConfig") or {}).get("slurmd") or {}
-    for kind in ("prolog", "epilog"):
+    for kind in KINDS:
         if slurmd.get(kind):
             data = manifests.script_files(slurmd[kind], kind)
-            maps.append(
-                manifests.config_map(
-                    manifests.script_map_name(release, kind), namespace, release, data
-                )
-            )
+            name = script_map_name(release, kind)
+            maps.append(manifests.config_map(name, namespace, release, data))
     if directory.directory_enabled(values):
         maps.append(manifests.config_map(directory.config_map_name(release), namespace, release,
                                          directory.config_map_data(values)))  # fmt: skip

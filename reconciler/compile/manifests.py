@@ -12,6 +12,7 @@ from reconciler.compile import probes
 from reconciler.compile.directory import with_directory
 from reconciler.compile.dns import compute_service_name, with_compute_search
 from reconciler.compile.images import compute_image
+from reconciler.compile.job_scripts import KINDS, script_config_map
 from reconciler.compile.lines import one_line, write_script
 from reconciler.compile.munge import munge_socket_mount, munge_volumes, with_munge
 from reconciler.compile.power import power_saving
@@ -59,10 +60,6 @@ def config_map(
 
 def slurm_conf_map_name(release: str) -> str:
     return f"{release}-slurm-conf"
-
-
-def script_map_name(release: str, kind: str) -> str:
-    return f"{release}-{kind}"
 
 
 def compute_service(release: str, namespace: str) -> dict[str, Any]:
@@ -172,7 +169,7 @@ def _pod_spec(release: str, namespace: str, definition: dict[str, Any],
         if definition.get(key) is not None:
             spec[key] = definition[key]
     spec["containers"] = [
-        _slurmd_container(definition, values, cgroups),
+        _slurmd_container(release, definition, values, cgroups),
         *(definition.get("containers") or []),
     ]
     if definition.get("initContainers"):
@@ -187,7 +184,7 @@ def _pod_spec(release: str, namespace: str, definition: dict[str, Any],
     return with_pyxis(spec, release, values)
 
 
-def _slurmd_container(definition: dict[str, Any], values: dict[str, Any],
+def _slurmd_container(release: str, definition: dict[str, Any], values: dict[str, Any],
                       cgroups: bool) -> dict[str, Any]:  # fmt: skip
     compute = values.get("compute") or {}
     ports = [{"name": "slurmd", "containerPort": SLURMD_PORT, "protocol": "TCP"}]
@@ -207,7 +204,7 @@ def _slurmd_container(definition: dict[str, Any], values: dict[str, Any],
         "ports": ports,
         **probes.slurmd(),
         "resources": definition.get("resources") or {},
-        "volumeMounts": _volume_mounts(definition, values),
+        "volumeMounts": _volume_mounts(release, definition, values),
     }
     if pull := (definition.get("image") or {}).get("pullPolicy"):
         container["imagePullPolicy"] = pull
@@ -226,15 +223,17 @@ def field_env(name: str, path: str) -> dict[str, Any]:
     return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
 
 
-def _volume_mounts(definition: dict[str, Any], values: dict[str, Any]) -> list[dict[str, Any]]:
+def _volume_mounts(
+    release: str, definition: dict[str, Any], values: dict[str, Any]
+) -> list[dict[str, Any]]:
     compute = values.get("compute") or {}
     slurmd = (values.get("slurmConfig") or {}).get("slurmd") or {}
     mounts = [
         {"name": "slurm-conf", "mountPath": CONF_MOUNT, "readOnly": True},
         munge_socket_mount(),
     ]
-    for kind in ("prolog", "epilog"):
-        if _script_config_map(slurmd, kind):
+    for kind in KINDS:
+        if script_config_map(slurmd, kind, release):
             mounts.append(
                 {"name": f"slurm-{kind}", "mountPath": f"{CONF_MOUNT}/{kind}.d", "readOnly": True}
             )
@@ -254,8 +253,8 @@ def _volumes(
         {"name": "slurm-conf", "configMap": {"name": slurm_conf_map_name(release)}},
         *munge_volumes(release),
     ]
-    for kind in ("prolog", "epilog"):
-        name = _script_config_map(slurmd, kind, release)
+    for kind in KINDS:
+        name = script_config_map(slurmd, kind, release)
         if name:
             volumes.append(
                 {"name": f"slurm-{kind}", "configMap": {"name": name, "defaultMode": 0o755}}
@@ -271,16 +270,6 @@ def _volumes(
             }
         )
     return [*volumes, *(definition.get("volumes") or [])]
-
-
-def _script_config_map(slurmd: dict[str, Any], kind: str, release: str = "") -> str | None:
-    """An inline script (slurmd.prolog) is rendered into our ConfigMap; a named ConfigMap
-    (slurmd.prologConfigMap, seed 001) is mounted as the user deployed it."""
-    if slurmd.get(kind):
-        return script_map_name(release, kind)
-    return slurmd.get(f"{kind}ConfigMap") or (
-        slurmd.get("prologConfigmap") if kind == "prolog" else None
-    )
 
 
 def script_files(source: str | dict[str, str], kind: str) -> dict[str, str]:

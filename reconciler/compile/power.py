@@ -20,6 +20,7 @@ from reconciler import wellknown as wk
 from reconciler.compile.profile import Profile
 from reconciler.compile.slurm_nodes import SlurmNodeSpec
 from reconciler.config.power_saving import PowerSaving, power_saving
+from reconciler.config.values_view import ValuesView
 from reconciler.errors import CompileError
 
 PROGRAMS_DIR = "power"  # below the Slurm config directory, in the controller Pod
@@ -28,9 +29,20 @@ VERBS = ("suspend", "resume")
 WAIT_PROLOG = "wait-for-resume"
 
 
-def check_min_replicas(power: PowerSaving | None, specs: list[SlurmNodeSpec]) -> None:
-    """minReplicas means something only with power saving on: never accepted and ignored."""
-    if power is not None:
+def check_power_saving(view: ValuesView, specs: list[SlurmNodeSpec]) -> None:
+    """Power saving needs our scheduler, and minReplicas needs power saving: neither is
+    accepted and left to fail or be ignored."""
+    if view.power is not None and not view.scheduler_enabled:
+        # The slurmd Pods name our scheduler (it binds a resumed node's Pod), so without it
+        # they would stay Pending forever.
+        raise CompileError(
+            f"slurmConfig.slurmd.suspendTime is {view.power.suspend_time} (power saving on), "
+            "but scheduler.enabled is false: slurmd Pods are placed by our Pod scheduler when "
+            "nodes power down, so with it off they would stay Pending forever",
+            hint="set scheduler.enabled: true (the default), or slurmConfig.slurmd.suspendTime: "
+            "INFINITE to keep every node powered up",
+        )
+    if view.power is not None:
         return
     for spec in specs:
         if spec.min_replicas is not None:

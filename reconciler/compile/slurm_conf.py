@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconciler import hostlists
+from reconciler.compile.job_scripts import KINDS, script_config_map
 from reconciler.compile.lines import apply_setting_lines, write_lines
 from reconciler.compile.power import power_conf
 from reconciler.compile.profile import Profile
@@ -16,6 +17,7 @@ from reconciler.compile.slurmdbd import accounting_plan
 from reconciler.compile.target_release import DEFAULT_RELEASE
 from reconciler.config.control_chars import control_character
 from reconciler.config.defaults import DEFAULT_KILL_WAIT_SECONDS
+from reconciler.config.schema import Warning_
 from reconciler.config.topology import topology_settings
 from reconciler.errors import CompileError, Location
 from reconciler.slurm_release import OPENMETRICS_SINCE, SlurmRelease
@@ -164,6 +166,17 @@ def render_slurm_conf(
 
 
 OPENMETRICS_PLUGIN = "metrics/openmetrics"
+OPENMETRICS_LINE = f"MetricsType={OPENMETRICS_PLUGIN}"
+
+
+def openmetrics_warnings(slurm_conf: str, target: SlurmRelease) -> list[Warning_]:
+    """Where slurmctld could serve OpenMetrics and the rendered file stops it."""
+    if target < OPENMETRICS_SINCE or OPENMETRICS_LINE in slurm_conf.splitlines():
+        return []
+    return [Warning_("slurmConfig.extraConfig", f"slurm.conf does not keep {OPENMETRICS_LINE} "
+                     "(PrivateData or another MetricsType is set): slurmctld serves no "
+                     "OpenMetrics, so the daemon reads its Slurm figures through slurmrestd, "
+                     "every job on each read (docs/metrics.md)")]  # fmt: skip
 
 
 def private_data(settings: dict[str, str]) -> bool:
@@ -210,10 +223,9 @@ def _settings(
         settings["AccountingStoragePort"] = str(accounting.dbd_port)
     if has_gpus:
         settings["GresTypes"] = "gpu"
-    if _script_source(slurmd, "prolog"):
-        settings["Prolog"] = f"{profile.conf_dir}/prolog.d/*"
-    if _script_source(slurmd, "epilog"):
-        settings["Epilog"] = f"{profile.conf_dir}/epilog.d/*"
+    for kind in KINDS:
+        if script_config_map(slurmd, kind, release):
+            settings[kind.capitalize()] = f"{profile.conf_dir}/{kind}.d/*"
     if profile.is_local:
         settings["SlurmdParameters"] = "config_overrides"  # nodes claim more CPUs than the host has
     settings.update(topology_settings(values, target))  # compute.topology (compile/topology.py)
@@ -238,14 +250,6 @@ def _refuse_line_breaks(settings: dict[str, str], extra_lines: list[str]) -> Non
                 "slurmConfig.extraConfig holds a control character",
                 hint="slurm.conf text may hold tabs and line breaks, no other control characters",
             )
-
-
-def _script_source(slurmd: dict[str, Any], kind: str) -> bool:
-    return bool(
-        slurmd.get(kind)
-        or slurmd.get(f"{kind}ConfigMap")
-        or (kind == "prolog" and slurmd.get("prologConfigmap"))
-    )
 
 
 def _node_lines(specs: list[SlurmNodeSpec], profile: Profile) -> list[str]:
@@ -276,6 +280,8 @@ def _node_lines(specs: list[SlurmNodeSpec], profile: Profile) -> list[str]:
 
 def _node_shape(spec: SlurmNodeSpec) -> str:
     parts = [f"CPUs={spec.cpus}", f"RealMemory={spec.real_memory_mb}"]
+    if spec.mem_spec_limit_mb:
+        parts.append(f"MemSpecLimit={spec.mem_spec_limit_mb}")
     if spec.gres:
         parts.append(f"Gres={spec.gres}")
     parts.append("Feature=" + ",".join(spec.features))

@@ -46,6 +46,7 @@ class SlurmNodeSpec:
     gres: Gres | None
     features: tuple[str, ...]
     min_replicas: int | None = None  # the floor power saving keeps warm (None: not set)
+    mem_spec_limit_mb: int | None = None  # MemSpecLimit: kept from jobs for slurmd and the system
 
     def node_names(self) -> list[str]:
         """The Slurm nodes that run now: the StatefulSet's Pods."""
@@ -102,14 +103,17 @@ def slurm_node_spec(release: str, nodeset: NodeSet, definition: dict[str, Any]) 
             where=nodeset.where,
             hint="minReplicas is the floor kept powered up; replicas the most that run",
         )
+    cpus = _cpus(nodeset, definition)  # checked before memory: a bare definition lacks both
+    real_memory_mb = _memory_mb(nodeset, definition)
     return SlurmNodeSpec(
         min_replicas=None if min_replicas is None else int(min_replicas),
+        mem_spec_limit_mb=_mem_spec_limit(nodeset, definition, real_memory_mb),
         nodeset=nodeset.name,
         statefulset=name,
         replicas=replicas,
         max_replicas=max_replicas,
-        cpus=_cpus(nodeset, definition),
-        real_memory_mb=_memory_mb(nodeset, definition),
+        cpus=cpus,
+        real_memory_mb=real_memory_mb,
         gres=_gres(nodeset, definition.get("gresGpu")),
         features=_features(nodeset, definition.get("features") or []),
     )
@@ -185,6 +189,27 @@ def _memory_mb(nodeset: NodeSet, definition: dict[str, Any]) -> int:
             where=nodeset.where,
         )
     return megabytes
+
+
+def _mem_spec_limit(
+    nodeset: NodeSet, definition: dict[str, Any], real_memory_mb: int
+) -> int | None:
+    """`memSpecLimit` (MiB, Slurm's unit): memory Slurm keeps from jobs for slurmd and the
+    system (seed 002: "MemSpecLimit can be used in the slurm NodeSet configuration to reserve
+    memory for slurmd and other system Pods"). It must leave the jobs some of RealMemory."""
+    limit = definition.get("memSpecLimit")
+    if limit is None:
+        return None
+    if not 1 <= int(limit) < real_memory_mb:
+        raise CompileError(
+            f"node definition {nodeset.name!r}: memSpecLimit {limit} MiB is not between 1 and "
+            f"its RealMemory ({real_memory_mb} MiB, from the slurmd container's memory): "
+            "Slurm keeps MemSpecLimit from jobs, so it must leave them some",
+            where=nodeset.where,
+            hint=f"memSpecLimit is in MiB (megabytes, as Slurm reads it): e.g. "
+            f"{max(1, real_memory_mb // 10)} keeps a tenth of the node for slurmd and the system",
+        )
+    return int(limit)
 
 
 def _quantity(nodeset: NodeSet, value: Any, key: str) -> Decimal:

@@ -45,6 +45,7 @@ NODE_DEFINITION: dict[str, str] = {
     "image.pullPolicy": "string",
     "env": "list of mappings",
     "gresGpu": "string",
+    "memSpecLimit": "integer",
     "resources": "mapping",
     "resources.limits": "mapping",
     "resources.requests": "mapping",

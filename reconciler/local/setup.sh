@@ -12,11 +12,13 @@
 # the kube binaries are cached under ${XDG_CACHE_HOME:-$HOME/.cache}/sunk-reconciler/kubernetes/<version>/.
 #
 # Slurm is installed into /opt/sunk-reconciler/slurm/<version> (not under ~/.cache: slurmrestd
-# runs as `nobody` and must read its libraries and plugins there).
+# runs as the system user sunk-slurmrestd, which this script adds, and must read its libraries
+# and plugins there).
 #
 # Env: KUBE_VERSION (v1.20.2)  SUNK_RECONCILER_CACHE (overrides the cache root)
-#      SUNK_RECONCILER_SLURM_PREFIX (overrides /opt/sunk-reconciler/slurm/24.11.5)
 #      SETUP_KEEP_BUILD=1 (keep the temp build dirs, for debugging)
+# SUNK_RECONCILER_SLURM_PREFIX is not read here: it points the local stack at another Slurm
+# install (docs/local-stack.md), which this script must never build over.
 set -euo pipefail
 
 KUBE_VERSION=${KUBE_VERSION:-v1.20.2}
@@ -32,7 +34,7 @@ SLURM_SUITE=trixie
 SLURM_DEBIAN_VERSION=24.11.5-4+deb13u1
 SLURM_TARBALL=slurm-wlm_${SLURM_VERSION}.orig.tar.gz
 SLURM_SHA256=e1a5547edd212c38b5e3230a284133f777b32746551f094aaa81cc4af375e332
-SLURM_PREFIX=${SUNK_RECONCILER_SLURM_PREFIX:-/opt/sunk-reconciler/slurm/$SLURM_VERSION}
+SLURM_PREFIX=/opt/sunk-reconciler/slurm/$SLURM_VERSION
 # --enable-multiple-slurmd: the local stack runs one slurmd per node on this one host (as
 # Debian's build allows); without it slurmctld keeps an address for the first node of a
 # NodeHostname only, and the others go DOWN+NOT_RESPONDING.
@@ -412,6 +414,19 @@ ensure_pod_user() {
     --no-create-home --shell /usr/sbin/nologin "$POD_USER"
 }
 
+# slurmrestd refuses to run as root, as SlurmUser (the local stack's user) and, from Slurm 25.11
+# on, as `nobody`; as root the local stack runs it as this user, in a group of its own.
+REST_USER=sunk-slurmrestd
+
+ensure_rest_user() {
+  if getent passwd "$REST_USER" >/dev/null && getent group "$REST_USER" >/dev/null; then
+    say "user $REST_USER: exists"
+    return
+  fi
+  step "useradd --system $REST_USER" useradd --system --user-group --no-create-home \
+    --home-dir /nonexistent --shell /usr/sbin/nologin "$REST_USER"
+}
+
 main() {
   [ "$(id -u)" = 0 ] || fail "must run as root (it installs Debian packages)"
   mkdir -p "$CACHE_ROOT"
@@ -420,6 +435,7 @@ main() {
   say "log: $LOG"
   install_packages
   ensure_pod_user
+  ensure_rest_user
   build_kube
   say "kube binaries: $KUBE_BIN_DIR"
   build_slurm

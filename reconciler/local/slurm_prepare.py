@@ -6,14 +6,21 @@ Nothing here starts a process; the daemons are in slurm.py.
 
 from __future__ import annotations
 
+import grp
 import os
+import pwd
 import shutil
 from pathlib import Path
 
 from reconciler.errors import LocalStackError
 from reconciler.local import SETUP_COMMAND
 from reconciler.local.accounting import MARIADB_INSTALL_DB, MARIADBD
-from reconciler.local.slurm_install import SlurmInstall, slurm_install
+from reconciler.local.slurm_install import (
+    REST_USER,
+    SLURM_2411_PREFIX,
+    SlurmInstall,
+    slurm_install,
+)
 from reconciler.local.slurm_site import SlurmPaths
 
 MUNGED = Path("/usr/sbin/munged")
@@ -43,8 +50,27 @@ def check_binaries(accounting: bool, install: SlurmInstall | None = None) -> Non
     if missing:
         raise LocalStackError(
             f"missing Slurm {install.release} binaries: " + ", ".join(missing),
-            hint=f"run `{SETUP_COMMAND}`",
-        )
+            hint=f"run `{SETUP_COMMAND}`" if install.prefix in (None, SLURM_2411_PREFIX)
+            else f"build Slurm {install.version} into {install.prefix} with the configure "
+            "flags of reconciler/local/setup.sh (--enable-slurmrestd, --with-jwt, ...); the "
+            f"other binaries come from `{SETUP_COMMAND}`",
+        )  # fmt: skip
+
+
+def check_rest_user() -> None:
+    """As root, slurmrestd runs as REST_USER (slurm_install.py says why): it must exist, with
+    a group of its own name."""
+    if os.getuid() != 0:
+        return
+    try:
+        pwd.getpwnam(REST_USER)
+        grp.getgrnam(REST_USER)
+    except KeyError:
+        raise LocalStackError(
+            f"no user or group {REST_USER!r}, whom slurmrestd runs as (it refuses root, "
+            "SlurmUser and nobody)",
+            hint=f"run `{SETUP_COMMAND}`; it adds the system user and group {REST_USER}",
+        ) from None
 
 
 def _write_secret(path: Path, size: int) -> None:
@@ -60,14 +86,14 @@ def _write_text(path: Path, text: str, mode: int = 0o644) -> None:
     path.chmod(mode)
 
 
-def _ensure_reachable_by_nobody(root: Path) -> None:
-    """As root, slurmrestd runs as `nobody` (it refuses uid 0) and must read etc/slurm.conf."""
+def _ensure_reachable_by_rest_user(root: Path) -> None:
+    """As root, slurmrestd runs as REST_USER and must read etc/slurm.conf."""
     if os.getuid() != 0:
         return
     for directory in [root / "etc", root, *root.parents]:
         if not directory.stat().st_mode & 0o001:
             raise LocalStackError(
-                f"{directory} is not searchable by others, so slurmrestd (user nobody) "
+                f"{directory} is not searchable by others, so slurmrestd (user {REST_USER}) "
                 f"cannot read {root}/etc/slurm.conf",
                 hint="choose a runtime directory under /tmp, or `chmod o+x` that directory",
             )
@@ -86,7 +112,8 @@ def prepare_files(
         directory.mkdir(parents=True, exist_ok=True)
     p.root.chmod(0o755)
     p.munge.chmod(0o755)  # munged: clients must be able to reach the socket
-    _ensure_reachable_by_nobody(p.root)
+    _ensure_reachable_by_rest_user(p.root)
+    check_rest_user()
     if keys:
         _write_secret(p.jwt_key, 32)
         _write_secret(p.munge_key, 1024)

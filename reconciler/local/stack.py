@@ -42,7 +42,7 @@ from reconciler.local.slurm import (
     SlurmSite,
     local_site_settings,
 )
-from reconciler.local.slurm_install import slurm_install
+from reconciler.local.slurm_install import recorded_install, slurm_install
 from reconciler.local.slurm_prepare import check_binaries
 from reconciler.local.stack_record import StackRecord
 from reconciler.local.stack_status import ComponentStatus, component_statuses, leftover_processes
@@ -98,8 +98,7 @@ class LocalStack:
             SlurmPorts.from_json(section["ports"]),
             accounting=bool(section["accounting"]),
             cluster_name=self.cluster_name,
-            # A stack recorded before releases were chosen ran Debian's 22.05.
-            install=slurm_install(str(section.get("release", "22.05"))),
+            install=recorded_install(section),
         )
 
     def _slurmd_names(self) -> list[str]:
@@ -127,13 +126,14 @@ class LocalStack:
         accounting: bool = False,
         kube: bool = True,
         release: str | None = None,
+        prefix: Path | None = None,
     ) -> dict[str, dict[str, float]]:
         """Bring up Kubernetes (unless kube=False) and Slurm; all or nothing.
 
         `node_names` are every node slurm.conf declares (FUTURE ones included, they need ports);
         `render(site)` returns (slurm.conf, gres.conf) text; `start_nodes` (default: all of
-        node_names) get a slurmd now; `release` chooses the Slurm (slurm_install). Returns
-        seconds-to-ready per daemon, per half.
+        node_names) get a slurmd now; `release` or `prefix` chooses the Slurm (slurm_install).
+        Returns seconds-to-ready per daemon, per half.
         """
         # Checks first, outside the try: failing them must not `down` a stack that is running.
         self._refuse_if_running(self._all_daemon_names())
@@ -141,12 +141,14 @@ class LocalStack:
             kube_module.find_binaries()
         else:
             self.record.data.pop("kube", None)  # status must not report a previous run's kube
-        check_binaries(accounting, slurm_install(release))
+        check_binaries(accounting, slurm_install(release, prefix))
         timings: dict[str, dict[str, float]] = {}
         try:
             if kube:
                 timings["kube"] = self.up_kube()
-            site = self.allocate_slurm(node_names, accounting=accounting, release=release)
+            site = self.allocate_slurm(
+                node_names, accounting=accounting, release=release, prefix=prefix
+            )
             slurm_conf, gres_conf = render(site)
             nodes = list(node_names) if start_nodes is None else list(start_nodes)
             timings["slurm"] = self.up_slurm(slurm_conf, gres_conf, nodes)
@@ -192,15 +194,17 @@ class LocalStack:
         *,
         accounting: bool = False,
         release: str | None = None,
+        prefix: Path | None = None,
         pods: bool = False,
     ) -> SlurmSite:
         """Choose ports for the daemons and for every declared node (FUTURE ones included),
-        and the Slurm release (default: slurm_install's). With `pods`, the daemons will run
-        as the Pods of a config repo (`local up`), whose values decide on accounting.
+        and the Slurm install (by `release` or `prefix`; default: slurm_install's). With `pods`,
+        the daemons will run as the Pods of a config repo (`local up`), whose values decide on
+        accounting.
 
         Call before rendering slurm.conf: the site settings carry these ports and paths.
         """
-        install = slurm_install(release)
+        install = slurm_install(release, prefix)
         check_binaries(accounting or pods, install)
         self._refuse_if_running([*SlurmCluster.DAEMONS, *self._slurmd_names()])
         ports_needed = 6 + len(node_names)
@@ -218,7 +222,7 @@ class LocalStack:
             "ports": ports.to_json(),
             "accounting": accounting,
             "pods": pods,
-            "release": install.release,
+            **install.to_record(),
             "slurm_conf": str(self.slurm_paths.slurm_conf),
             "jwt_key": str(self.slurm_paths.jwt_key),
             "rest_url": f"http://127.0.0.1:{ports.slurmrestd}",
@@ -269,15 +273,17 @@ class LocalStack:
         """Where the node agent puts what our Pods mount that is not Slurm's shared files."""
         return self.runtime_dir / "pods"
 
-    def prepare_pods(self, node_names: Sequence[str], *, release: str | None = None) -> SlurmSite:
+    def prepare_pods(
+        self, node_names: Sequence[str], *, release: str | None = None, prefix: Path | None = None
+    ) -> SlurmSite:
         """For `local up`: Kubernetes up, ports chosen and directories made for a Slurm
         cluster whose daemons the node agent will run as Pods. All or nothing."""
         self._refuse_if_running(self._all_daemon_names())
         kube_module.find_binaries()
-        check_binaries(True, slurm_install(release))
+        check_binaries(True, slurm_install(release, prefix))
         try:
             self.up_kube()
-            site = self.allocate_slurm(node_names, release=release, pods=True)
+            site = self.allocate_slurm(node_names, release=release, prefix=prefix, pods=True)
             cluster = self.slurm
             assert cluster is not None
             cluster.prepare(fresh=True, keys=False)  # the keys come from the Secrets

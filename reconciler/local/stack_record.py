@@ -24,13 +24,13 @@ def default_runtime_dir(name: str = "default") -> Path:
     """<system temp dir>/sunk-reconciler/<name>.
 
     Not $XDG_RUNTIME_DIR: for root that is /run/user/0, mode 700, where slurmrestd (which
-    runs as `nobody`) cannot read slurm.conf.
+    runs as sunk-slurmrestd) cannot read slurm.conf.
     """
     return Path(tempfile.gettempdir()) / APP_DIR / name
 
 
 def new_temp_runtime_dir(prefix: str = "sunk-reconciler-") -> Path:
-    """A fresh runtime dir under the system temp dir, readable by slurmrestd's user `nobody`."""
+    """A fresh runtime dir under the system temp dir, readable by slurmrestd's user."""
     runtime = Path(tempfile.mkdtemp(prefix=prefix))
     runtime.chmod(0o755)  # mkdtemp makes it 0700
     return runtime

@@ -21,6 +21,7 @@ from reconciler.adapters.slurm.jwt import MintedTokens, TokenSource
 from reconciler.adapters.slurm.model import CAN_SUBMIT_AS_USER, JobSpec, SlurmRestApi, SubmittedJob
 from reconciler.adapters.slurm.transport import SlurmObserver
 from reconciler.errors import SlurmAuthError
+from reconciler.slurm_release import maybe_release
 
 OLDEST_RELEASE = (22, 5)
 
@@ -120,8 +121,5 @@ class SlurmClients:
 
 def parse_release(text: str) -> tuple[int, int]:
     """ "24.11.5" -> (24, 11); anything unreadable counts as the oldest release we speak."""
-    try:
-        major, minor = text.split(".")[:2]
-        return int(major), int(minor)
-    except ValueError:
-        return OLDEST_RELEASE
+    release = maybe_release(text)
+    return (release.major, release.minor) if release else OLDEST_RELEASE

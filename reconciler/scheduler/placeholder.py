@@ -214,6 +214,10 @@ def describe_job(spec: JobSpec) -> str:
     ):  # fmt: skip
         if value:
             parts.append(f"{label} {value}")
+    if spec.gres and not spec.shared:
+        # Seed 000 gave a GPU Pod the whole node by default; seeds 002/003 (newer) do not.
+        parts.append(f"sharing: the partition's default (set {wk.ANNOTATION_EXCLUSIVE}: none "
+                     "for the whole node)")
     return ", ".join(parts)
 
 

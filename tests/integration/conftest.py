@@ -100,7 +100,7 @@ def full_stack_binaries() -> None:
 @pytest.fixture(scope="session")
 def local_stack() -> Iterator[LocalStack]:
     """The session's LocalStack; `slurm` and `kube` bring up its halves on first use."""
-    # Not tmp_path_factory: pytest's base dir is mode 700, and slurmrestd runs as `nobody`.
+    # Not tmp_path_factory: pytest's base dir is mode 700, and slurmrestd runs as sunk-slurmrestd.
     runtime = new_temp_runtime_dir("sunk-reconciler-it-")
     stack = LocalStack(runtime, cluster_name="it")
     try:

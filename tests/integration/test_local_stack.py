@@ -447,8 +447,12 @@ def test_stopping_a_container_s_first_process_ends_what_it_started(tmp_path: Pat
     supervisor = Supervisor(tmp_path / "pids", tmp_path / "logs")
     script = f"trap '' TERM; sleep 300 & echo $! > {tmp_path / 'child'}; wait"
     supervisor.start("svscan", ["sh", "-c", script])
-    supervisor.wait_ready("svscan", lambda: (tmp_path / "child").exists(), timeout=10)
-    child = int((tmp_path / "child").read_text())
+    # The file exists before `echo` has written to it: wait for the PID itself.
+    pid_file = tmp_path / "child"
+    supervisor.wait_ready(
+        "svscan", lambda: pid_file.exists() and pid_file.read_text().strip() != "", timeout=10
+    )
+    child = int(pid_file.read_text())
     assert supervisor.stop("svscan", grace=0, whole_tree=True)
     wait_for(lambda: not is_running(child), 5, "the service to end with its supervisor")
 

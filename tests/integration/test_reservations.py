@@ -190,7 +190,8 @@ def test_a_change_in_git_updates_the_reservation_in_place(env: Env) -> None:
     _edit(
         path,
         "      duration: 60\n      users: [root]",
-        "      duration: 90\n      users: [root, nobody]",
+        # Not nobody: Slurm 25.11 on refuse that name ("Invalid user id").
+        "      duration: 90\n      users: [root, daemon]",
     )
     plan = _plan(env)
     changes = _changes(plan)
@@ -202,15 +203,15 @@ def test_a_change_in_git_updates_the_reservation_in_place(env: Env) -> None:
         "endTime": ((START + datetime.timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ"),
                     end.strftime("%Y-%m-%dT%H:%M:%SZ")),
         "duration": ("01:00:00", "01:30:00"),
-        "users": (["root"], ["nobody", "root"]),
+        "users": (["root"], ["daemon", "root"]),
     }  # fmt: skip
-    assert change["desired"] == {"EndTime": int(end.timestamp()), "Users": ["root", "nobody"]}
+    assert change["desired"] == {"EndTime": int(end.timestamp()), "Users": ["root", "daemon"]}
 
     out, progress = _apply(env)
     assert "apply: updated reservation slurm-maint" in progress
     assert "Apply complete: 0 added, 1 changed, 0 destroyed." in out
     maint = _reservations(env)["slurm-maint"]
-    assert maint["Duration"] == "01:30:00" and maint["Users"] == "root,nobody"
+    assert maint["Duration"] == "01:30:00" and maint["Users"] == "root,daemon"
     assert maint["StartTime"] == _scontrol_time(START)  # the start stays
     _assert_no_changes(env)
 

@@ -155,7 +155,9 @@ def test_reservation_create_update_delete(
 def test_reservation_slurm_refuses_is_a_typed_error(
     scontrol: Scontrol, slurm: SlurmEndpoints
 ) -> None:
-    with pytest.raises(ScontrolError, match="Users/Groups and/or Accounts"):
+    # 24.11: "Users/Groups and/or Accounts"; 25.11 on: "Users/Groups, AllowedPartitions, QOS
+    # and/or Accounts".
+    with pytest.raises(ScontrolError, match=r"Users/Groups.* and/or Accounts must be specified"):
         scontrol.create_reservation(
             unique("it-nouser"), {"Nodes": slurm.node_names[0], "StartTime": "now", "Duration": 5}
         )

@@ -9,6 +9,7 @@ best fit (slurm-cpu-[0-1]) would cross them: without topology.conf the placement
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -20,12 +21,16 @@ from pathlib import Path
 
 import hostlist
 import pytest
+import yaml
 
 from reconciler.adapters.kube import Kube
 from reconciler.compile.topology_places import UNPLACED
+from reconciler.compile.topology_yaml import TOPOLOGY_YAML
 from reconciler.local.ports import free_port
 from reconciler.local.slurm import SlurmCluster
+from reconciler.local.slurm_install import slurm_install
 from reconciler.local.stack_record import new_temp_runtime_dir
+from reconciler.slurm_release import maybe_release
 from tests.integration.conftest import require_kube_binaries
 from tests.integration.helpers import stop_cleanly, wait_for
 from tests.integration.local_up import RepoStack, local_up, reconciler_cli
@@ -78,8 +83,25 @@ class Env:
                 out[fields["BlockName"]] = hostlist.expand_hostlist(fields["Nodes"])
         return out
 
+    @property
+    def topology_name(self) -> str:
+        """The file slurmctld reads: topology.yaml from Slurm 25.05 on, else topology.conf."""
+        release = maybe_release(slurm_install().version)
+        return TOPOLOGY_YAML if release and release.at_least(25, 5) else "topology.conf"
+
     def topology_file(self) -> str:
-        return (self.slurm.paths.etc / "topology.conf").read_text()
+        return (self.slurm.paths.etc / self.topology_name).read_text()
+
+
+def block_nodes(text: str, block: str) -> str | None:
+    """The hostlist a rendered topology.conf or topology.yaml gives `block`."""
+    if match := re.search(rf"^BlockName={re.escape(block)} Nodes=(\S+)$", text, re.M):
+        return match.group(1)
+    for entry in (yaml.safe_load(text) if text.lstrip().startswith(("#", "-")) else None) or []:
+        for found in (entry.get("block") or {}).get("blocks") or []:
+            if found["block"] == block:
+                return str(found["nodes"])
+    return None
 
 
 @pytest.fixture(scope="module")
@@ -104,17 +126,18 @@ def test_blocks_from_node_labels_and_a_segment_job_inside_one(env: Env) -> None:
                "slurm-cpu-1": "rack-b", "slurm-cpu-3": "rack-b"})  # fmt: skip
     plan = env.stack.plan_json()
     changes = {(c["kind"], c["name"]): c for c in plan["changes"]}
-    change = changes[("SlurmConfig", "topology.conf")]
+    change = changes[("SlurmConfig", env.topology_name)]
     assert change["action"] == "update", plan
-    assert "BlockName=rack-a Nodes=slurm-cpu-[0,2]\n" in change["after"]
+    assert block_nodes(change["after"], "rack-a") == "slurm-cpu-[0,2]", change["after"]
     assert ("ConfigMap", "slurm-slurm-conf") in changes  # the file slurmctld reads is in it
     assert not [c for c in plan["changes"] if c["kind"] in ("StatefulSet", "Deployment")]
     env.stack.apply()
-    assert "BlockName=rack-b Nodes=slurm-cpu-[1,3]\n" in env.topology_file()
+    assert block_nodes(env.topology_file(), "rack-b") == "slurm-cpu-[1,3]"
     blocks = env.blocks()
     assert blocks["rack-a"] == ["slurm-cpu-0", "slurm-cpu-2"]
     assert blocks["rack-b"] == ["slurm-cpu-1", "slurm-cpu-3"]
-    assert "ExclusiveTopo=YES" in env.slurm.run("scontrol", "show", "partition", "all")
+    shown = env.slurm.run("scontrol", "show", "partition", "all")
+    assert "ExclusiveTopo=YES" in shown or "Exclusive=TOPO" in shown, shown  # 26.05 renamed it
 
     jobs = [
         env.slurm.run("sbatch", "--parsable", "-o", "/dev/null", "-p", "all", "-C", "cpu", "-N2",
@@ -156,8 +179,8 @@ def test_a_label_change_reaches_slurmctld_through_the_daemon(
             time.monotonic() - moved
         )
         assert env.blocks()["rack-b"] == ["slurm-cpu-0", "slurm-cpu-3"]
-        assert "BlockName=rack-a Nodes=slurm-cpu-[1-2]\n" in env.topology_file()
-        assert "the Nodes' labels call for another topology.conf" in log.read_text()
+        assert block_nodes(env.topology_file(), "rack-a") == "slurm-cpu-[1-2]"
+        assert f"the Nodes' labels call for another {env.topology_name}" in log.read_text()
     finally:
         stop_cleanly(daemon, log)
     assert env.stack.plan_json()["changes"] == []  # the daemon left nothing to do

@@ -108,6 +108,23 @@ def test_min_replicas_without_power_saving_is_refused(
     assert "slurmConfig.slurmd.suspendTime" in (error.value.hint or "")
 
 
+def test_power_saving_without_our_scheduler_is_refused(
+    compile_values: Callable[..., DesiredState],
+) -> None:
+    """Seed 001: "slurmConfig.slurmd.suspendTime | Pods which remain idle or down for this
+    amount of time will be deleted"; seed 003: "Set scheduler.enabled to true". A powered-down
+    node's Pod names our scheduler, so without it the Pod would stay Pending forever."""
+    with pytest.raises(CompileError) as error:
+        compile_values(POWER + "scheduler:\n  enabled: false\n")
+    message = str(error.value)
+    assert "slurmConfig.slurmd.suspendTime is 600" in message
+    assert "scheduler.enabled is false" in message and "Pending forever" in message
+    assert "scheduler.enabled: true" in (error.value.hint or "")
+    assert "suspendTime: INFINITE" in (error.value.hint or "")
+    off = POWER.replace("minReplicas: 1", "").replace("suspendTime: 600", "suspendTime: INFINITE")
+    compile_values(off + "scheduler:\n  enabled: false\n")  # no power saving: no scheduler
+
+
 @pytest.mark.parametrize(
     ("floor", "message"),
     [

@@ -43,7 +43,8 @@ HOUR, DAY = 3600, 86400
 
 
 def _values(reservations: str) -> str:
-    return NODES + "slurmConfig:\n  reservations:\n" + reservations
+    # defMemPerCPU fits both shapes (4096 x their CPUs is more than they have: a plan warning).
+    return NODES + "slurmConfig:\n  defMemPerCPU: 1024\n  reservations:\n" + reservations
 
 
 def _state(reservations: str, files: dict[str, str] | None = None) -> DesiredState:

@@ -20,6 +20,7 @@ from reconciler.scheduler.placeholder import (
     ROOT_USER,
     HookCredentials,
     JobName,
+    describe_job,
     job_name_for,
     parse_job_name,
     placeholder_job_for,
@@ -113,6 +114,19 @@ def test_annotated_seed_pod_carries_its_annotations_into_the_job() -> None:
 )
 def test_sharing_mode_maps_to_slurm(mode: str | None, shared: Any) -> None:
     assert job_for(request(exclusive=mode)).shared == shared
+
+
+def test_a_gpu_pod_without_exclusive_is_told_it_does_not_get_the_whole_node() -> None:
+    """Seed 003: "Pod needs the entire Node (all GPUs, or full CPU Node) | exclusive: "none"";
+    seed 000's "Full Node (Default): Pod takes the whole node if it requests GPUs" is older.
+    The SlurmJobSubmitted Event's text (describe_job) says so where the user looks."""
+    shared_by_default = describe_job(job_for(request(gpus=1)))
+    assert shared_by_default.endswith(
+        "gpu:1, sharing: the partition's default (set sunk.coreweave.com/exclusive: none for "
+        "the whole node)"
+    )
+    assert "whole node" not in describe_job(job_for(request(gpus=8, exclusive="none")))
+    assert "whole node" not in describe_job(job_for(request(gpus=0)))
 
 
 def test_no_gpus_asks_for_no_gres() -> None:

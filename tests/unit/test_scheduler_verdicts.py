@@ -3,14 +3,18 @@ only Slurm's verdicts on the job itself refuse a Pod, everything else is retried
 
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
 
 import pytest
 
-from reconciler.local.slurm_install import SLURM_2411_PREFIX
+from reconciler.local.slurm_install import PREFIX_ENV, SLURM_2411_PREFIX
 from reconciler.scheduler.verdicts import INVALID_NODE_NAME, VERDICTS, is_verdict
 
-HEADER = SLURM_2411_PREFIX / "include" / "slurm" / "slurm_errno.h"
+# The Slurm the suite runs: setup.sh's 24.11, or the install $SUNK_RECONCILER_SLURM_PREFIX names.
+PREFIX = Path(os.environ.get(PREFIX_ENV) or SLURM_2411_PREFIX)
+HEADER = PREFIX / "include" / "slurm" / "slurm_errno.h"
 
 
 @pytest.mark.parametrize(
@@ -43,7 +47,7 @@ def slurm_errno(text: str) -> dict[str, int]:
     return numbers
 
 
-@pytest.mark.skipif(not HEADER.exists(), reason="Slurm 24.11 is not built here (setup.sh)")
+@pytest.mark.skipif(not HEADER.exists(), reason=f"no Slurm headers in {PREFIX} (setup.sh)")
 def test_the_table_is_slurms_own() -> None:
     numbers = slurm_errno(HEADER.read_text())
     assert numbers["ESLURM_INVALID_JOB_ID"] == 2017  # the parse is right

@@ -1,0 +1,38 @@
+"""`reconciler plan --offline` of the seeds' own examples says what a migrating SUNK user hits
+(issue 37): the warnings on stderr with a plan, the contradictions as errors without one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.unit.test_cli import run, write_repo
+from tests.unit.test_job_scripts import SEED_CONFIG_MAPS
+from tests.unit.test_node_memory import RTX4000, SEED_001_SLURM_CONFIG
+
+
+def test_the_seeds_memory_settings_are_warned_in_the_plan(tmp_path: Path) -> None:
+    repo = write_repo(tmp_path, SEED_001_SLURM_CONFIG + RTX4000)
+    result = run("plan", str(repo), "--offline")
+    assert result.returncode == 0, result.stderr
+    assert "slurmConfig.selectTypeParameters: warning: SelectTypeParameters=CR_Core " in (
+        result.stderr
+    )
+    assert "set CR_Core_Memory" in result.stderr
+    assert "slurmConfig.defMemPerCPU: warning: DefMemPerCPU=4096 MiB x 8 CPUs" in result.stderr
+
+
+def test_the_seeds_prolog_config_map_is_refused_for_release_slurm(tmp_path: Path) -> None:
+    repo = write_repo(tmp_path, SEED_CONFIG_MAPS + RTX4000)
+    result = run("plan", str(repo), "--offline")
+    assert result.returncode == 1 and result.stdout == ""
+    assert "slurmConfig.slurmd.prologConfigMap is 'slurm-prolog'" in result.stderr
+    assert "hint: rename your ConfigMap" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_the_seeds_suspend_time_without_the_scheduler_is_refused(tmp_path: Path) -> None:
+    # Seed 001: "slurmConfig.slurmd.suspendTime | Pods which remain idle or down for this
+    # amount of time will be deleted"; seed 003: "Set scheduler.enabled to true".
+    values = "slurmConfig:\n  slurmd: {suspendTime: 600}\nscheduler: {enabled: false}\n"
+    result = run("plan", str(write_repo(tmp_path, values + RTX4000)), "--offline")
+    assert result.returncode == 1 and result.stdout == ""
+    assert "scheduler.enabled is false" in result.stderr and "Pending forever" in result.stderr
