@@ -19,6 +19,14 @@ from reconciler.compile.power import power_saving
 from reconciler.compile.pyxis import with_pyxis
 from reconciler.compile.s6_services import s6_services, s6_volume, s6_volume_mounts
 from reconciler.compile.slurm_nodes import SlurmNodeSpec
+from reconciler.compile.sshd import (
+    SSHD_PORT,
+    authorized_keys,
+    compute_ssh_enabled,
+    sshd_beside,
+    sshd_mount,
+    sshd_volume,
+)
 from reconciler.config.defaults import default_scheduler_name
 
 SLURMD_CONTAINER = "slurmd"
@@ -130,6 +138,8 @@ def statefulset(
                     ),
                     release,
                     values,
+                    # sshd beside slurmd takes the directory's keys, as the login's does.
+                    login=compute_ssh_enabled(values),
                 ),
             },
         },
@@ -188,13 +198,15 @@ def _slurmd_container(release: str, definition: dict[str, Any], values: dict[str
                       cgroups: bool) -> dict[str, Any]:  # fmt: skip
     compute = values.get("compute") or {}
     ports = [{"name": "slurmd", "containerPort": SLURMD_PORT, "protocol": "TCP"}]
-    if compute.get("ssh", {}).get("enabled"):
-        ports.append({"name": "sshd", "containerPort": 22, "protocol": "TCP"})
+    # The Pod name is the Slurm node name (<release>-<nodeset>-<ordinal>).
+    args = ["slurmd", "-D", *_boot_flag(values), "-N", "$(POD_NAME)"]
+    if compute_ssh_enabled(values):
+        ports.append({"name": "sshd", "containerPort": SSHD_PORT, "protocol": "TCP"})
+        args = ["sh", "-c", sshd_beside(args)]
     container: dict[str, Any] = {
         "name": SLURMD_CONTAINER,
         "image": compute_image(values, definition),
-        # The Pod name is the Slurm node name (<release>-<nodeset>-<ordinal>).
-        "args": ["slurmd", "-D", *_boot_flag(values), "-N", "$(POD_NAME)"],
+        "args": args,
         "env": [
             field_env("POD_NAME", "metadata.name"),
             field_env("NODE_NAME", "spec.nodeName"),
@@ -239,6 +251,8 @@ def _volume_mounts(
             )
     mounts += s6_volume_mounts(s6_services(values))
     mounts.append({"name": "dshm", "mountPath": "/dev/shm"})
+    if compute_ssh_enabled(values):
+        mounts += [sshd_mount(), *authorized_keys(values)[0]]
     for mount in compute.get("mounts") or []:
         mounts.append({"name": pvc_volume_name(mount["pvc"]), "mountPath": mount["name"]})
     return [*mounts, *(definition.get("volumeMounts") or [])]
@@ -262,6 +276,8 @@ def _volumes(
     if services := s6_services(values):
         volumes.append(s6_volume(release, services))
     volumes.append({"name": "dshm", "emptyDir": {"medium": "Memory"}})
+    if compute_ssh_enabled(values):
+        volumes += [sshd_volume(), *authorized_keys(values)[1]]
     for mount in compute.get("mounts") or []:
         volumes.append(
             {
