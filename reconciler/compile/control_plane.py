@@ -32,6 +32,7 @@ from reconciler.compile.profile import Profile
 from reconciler.compile.resources import component_resources, sidecar_resources
 from reconciler.compile.slurmdbd import accounting_plan, mysql_objects, slurmdbd_objects
 from reconciler.compile.sshd import SSHD_START, authorized_keys, sshd_mount, sshd_volume
+from reconciler.compile.user_containers import check_container_names, with_user_containers
 from reconciler.compile.workloads import (
     JWT_DIR,
     SLURM_UID,
@@ -249,7 +250,8 @@ def _login(release: str, namespace: str, values: Obj, ssh_port: int) -> list[Obj
     }
     pod = pod_spec(values, login, [container], volumes, security=None, grace=10)
     pod = with_directory(with_munge(pod, values), release, values, login=True)
-    pod = with_compute_search(pod, release, namespace, values)
+    pod = with_user_containers(with_compute_search(pod, release, namespace, values), login)
+    check_container_names(pod, login, "login")
     statefulset = statefulset_for(release, namespace, name, "login", selector, "sshd", pod,
                                   replicas=login.get("replicas", 1))  # fmt: skip
     return [statefulset, _login_service(release, namespace, login, selector, ssh_port)]

@@ -27,6 +27,7 @@ from reconciler.compile.sshd import (
     sshd_mount,
     sshd_volume,
 )
+from reconciler.compile.user_containers import check_container_names, user_containers
 from reconciler.config.defaults import default_scheduler_name
 
 SLURMD_CONTAINER = "slurmd"
@@ -110,6 +111,14 @@ def statefulset(
     writable cgroup hierarchy."""
     selector = {wk.LABEL_NAME: "slurmd", wk.LABEL_INSTANCE: spec.statefulset}
     labels = {**owned_labels(release, "compute"), wk.LABEL_NODESET: spec.nodeset}
+    pod = with_directory(
+        _power_managed(_pod_spec(release, namespace, definition, values, cgroups),
+                       namespace, release, values),
+        release, values,
+        # sshd beside slurmd takes the directory's keys, as the login's does.
+        login=compute_ssh_enabled(values),
+    )  # fmt: skip
+    check_container_names(pod, definition, f"node definition {spec.nodeset!r}")
     pod_labels = {**selector, **labels, **_strings(definition.get("labels"))}
     return {
         "apiVersion": "apps/v1",
@@ -131,16 +140,7 @@ def statefulset(
                         **_strings(definition.get("annotations")),
                     },
                 },
-                "spec": with_directory(
-                    _power_managed(
-                        _pod_spec(release, namespace, definition, values, cgroups),
-                        namespace, release, values,
-                    ),
-                    release,
-                    values,
-                    # sshd beside slurmd takes the directory's keys, as the login's does.
-                    login=compute_ssh_enabled(values),
-                ),
+                "spec": pod,
             },
         },
     }
@@ -180,10 +180,10 @@ def _pod_spec(release: str, namespace: str, definition: dict[str, Any],
             spec[key] = definition[key]
     spec["containers"] = [
         _slurmd_container(release, definition, values, cgroups),
-        *(definition.get("containers") or []),
+        *user_containers(definition, "containers"),
     ]
     if definition.get("initContainers"):
-        spec["initContainers"] = definition["initContainers"]
+        spec["initContainers"] = user_containers(definition, "initContainers")
     spec = with_compute_search(with_munge(spec, values), release, namespace, values)
     spec["volumes"] = _volumes(release, definition, values)
     for key in ("nodeSelector", "affinity", "tolerations"):
