@@ -19,7 +19,7 @@ from reconciler.compile.cgroup import (
 )
 from reconciler.compile.control_plane import control_plane_objects
 from reconciler.compile.job_scripts import KINDS, script_map_name
-from reconciler.compile.lua_plugins import check_lua_settings, lua_files, lua_image_warnings
+from reconciler.compile.lua_plugins import check_lua_settings, lua_files
 from reconciler.compile.node_memory import memory_warnings
 from reconciler.compile.nodesets import NodeSet, compose_all
 from reconciler.compile.power import (
@@ -145,8 +145,7 @@ def compile_desired_state(
         release, values, specs, partitions, profile, (d for _, d in empty), target.release
     )
     warnings += [*openmetrics_warnings(slurm_conf, target.release),
-                 *memory_warnings(values, specs, slurm_conf),
-                 *lua_image_warnings(values)]  # fmt: skip
+                 *memory_warnings(values, specs, slurm_conf)]  # fmt: skip
     check_lua_settings(slurm_conf, values)
     gres_conf = render_gres_conf(specs, profile, values)
     if gres_config(values) and not gpu_node_specs(specs):

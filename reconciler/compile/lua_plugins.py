@@ -17,10 +17,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from reconciler.compile.images import control_plane_image, controller_image, default_slurm_image
 from reconciler.compile.lines import write_script
 from reconciler.config.lua_plugins import LUA_PLUGINS, lua_scripts
-from reconciler.config.schema import Warning_
 from reconciler.errors import CompileError
 
 LUA = "lua"
@@ -61,26 +59,6 @@ def check_lua_settings(slurm_conf: str, values: dict[str, Any]) -> None:
                 "/etc/slurm",
                 hint=f"write the script under {_key(name)}; we render it as {plugin.file}",
             )
-
-
-def lua_image_warnings(values: dict[str, Any]) -> list[Warning_]:
-    """Our image's Slurm is built without Lua (its build has no liblua): a script given while
-    the Pod that loads it runs our image would not load."""
-    ours = default_slurm_image(values).ref
-    images = {"jobSubmit": (controller_image(values), "controller.image"),
-              "cliFilter": (control_plane_image(values, "login"), "login.image")}  # fmt: skip
-    warnings = []
-    for name in lua_scripts(values):
-        image, key = images[name]
-        if image == ours:
-            plugin = LUA_PLUGINS[name]
-            warnings.append(Warning_(_key(name), (
-                f"{image} is built without Slurm's Lua plugins (docs/images.md): with "
-                f"{plugin.setting}=lua {plugin.reader} "
-                f"{'fails to start' if plugin.reader == 'slurmctld' else 'fail'}; set {key} "
-                f"to an image whose Slurm has {plugin.file.replace('.', '_')}.so"
-            )))  # fmt: skip
-    return warnings
 
 
 def _settings(slurm_conf: str) -> dict[str, str]:

@@ -1,11 +1,8 @@
 """slurmConfig.luaPlugins read by the real Slurm where the render puts it: cli_filter.lua in the
 login Pod's /etc/slurm (the slurm-conf ConfigMap laid out as the Pod mounts it), run by the real
-sbatch before it reaches any slurmctld.
-
-Debian 12's Slurm 22.05 has the Lua plugins: the script runs and refuses the job. The local
-24.11 build (as our image) has none: sbatch stops, as the plan's warning says. job_submit.lua
-is read by slurmctld from the same folder (get_extra_conf_path, as cli_filter.lua); no local
-slurmctld with Lua runs it here (the 24.11 build has no liblua, docs/images.md).
+sbatch before it reaches any slurmctld, on Debian 12's 22.05 and on our 24.11 build (built with
+Lua, as our image: docs/images.md); job_submit.lua run by the local stack's real slurmctld,
+which reads it beside slurm.conf (get_extra_conf_path), where the controller Pod mounts it.
 """
 
 from __future__ import annotations
@@ -22,6 +19,7 @@ from reconciler.config.files import read_library, read_repo
 from reconciler.config.repo import load_config
 from reconciler.local.slurm_install import slurm_install
 from reconciler.local.volumes import HostLayout, Materializer, pod_mounts
+from tests.integration.local_up import local_up
 
 FIXTURE_REPO = Path(__file__).resolve().parents[2] / "fixtures" / "config-repo"
 CLI_FILTER = """\
@@ -63,15 +61,53 @@ def _sbatch(release: str, etc: Path) -> subprocess.CompletedProcess[str]:
                           text=True, env=env, timeout=30, check=False)  # fmt: skip
 
 
-def test_slurm_2205_runs_the_repos_cli_filter_lua_on_the_login_pod(tmp_path: Path) -> None:
+@pytest.mark.parametrize("release", ["22.05", "24.11"])
+def test_sbatch_runs_the_repos_cli_filter_lua_on_the_login_pod(
+    release: str, tmp_path: Path
+) -> None:
     etc = _login_etc_slurm(tmp_path)
     assert "CliFilterPlugins=lua" in (etc / "slurm.conf").read_text().splitlines()
-    done = _sbatch("22.05", etc)
+    done = _sbatch(release, etc)
     assert done.returncode != 0 and done.stdout == ""
     assert "cli_filter.lua from the repo refuses job lua-probe" in done.stderr, done.stderr
 
 
-def test_the_2411_build_has_no_lua_plugin_as_the_plan_warns(tmp_path: Path) -> None:
-    done = _sbatch("24.11", _login_etc_slurm(tmp_path))
-    assert done.returncode != 0
-    assert "cannot find cli_filter plugin for cli_filter/lua" in done.stderr, done.stderr
+JOB_SUBMIT = """\
+slurmConfig:
+  luaPlugins:
+    jobSubmit: |
+      function slurm_job_submit(job_desc, part_list, submit_uid)
+        if job_desc.name == "lua-refused" then
+          slurm.log_user("job_submit.lua from the repo refuses %s", job_desc.name)
+          return slurm.ERROR
+        end
+        job_desc.comment = "set by job_submit.lua from the repo"
+        return slurm.SUCCESS
+      end
+      function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
+        return slurm.SUCCESS
+      end
+"""
+
+
+def test_slurmctld_runs_the_repos_job_submit_lua(
+    tmp_path: Path, stack_timings: dict[str, float]
+) -> None:
+    repo = tmp_path / "repo"
+    shutil.copytree(FIXTURE_REPO, repo)
+    (repo / "values.d" / "50-lua.yaml").write_text(JOB_SUBMIT)
+    with local_up(repo, tmp_path / "up.log", prefix="sunk-reconciler-lua-",
+                  timings=stack_timings, label="lua tests") as running:  # fmt: skip
+        slurm = running.slurm
+        assert "JobSubmitPlugins=lua" in slurm.run("scontrol", "show", "config").replace(" ", "")
+        job = slurm.run("sbatch", "--parsable", "-H", "-J", "lua-probe", "-o", "/dev/null",
+                        "--wrap", "true").strip()  # fmt: skip
+        shown = slurm.run("scontrol", "show", "job", job)
+        assert "Comment=set by job_submit.lua from the repo" in shown, shown
+        slurm.run("scancel", job)
+        refused = subprocess.run(
+            ["sbatch", "-J", "lua-refused", "--wrap", "true"], env=slurm.env(),
+            capture_output=True, text=True, timeout=30, check=False,
+        )  # fmt: skip
+        assert refused.returncode != 0
+        assert "job_submit.lua from the repo refuses lua-refused" in refused.stderr, refused.stderr

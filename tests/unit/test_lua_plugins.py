@@ -31,7 +31,6 @@ CLI_FILTER = """\
       function slurm_cli_pre_submit(options, pack_offset) return slurm.SUCCESS end
       function slurm_cli_post_submit(offset, job_id, step_id) return slurm.SUCCESS end
 """
-OWN_IMAGE = "controller:\n  image: {repository: registry.example.com/slurm-lua}\n"
 
 
 def _lua(*scripts: str, extra: str = "") -> str:
@@ -74,13 +73,10 @@ def test_no_scripts_render_no_files_and_no_lines() -> None:
     assert "Plugins=lua" not in state.slurm_conf
 
 
-def test_our_image_without_lua_is_warned_and_an_own_image_is_not() -> None:
-    warned = [str(w) for w in state_of(_lua(JOB_SUBMIT, CLI_FILTER)).warnings if "Lua" in str(w)]
-    assert len(warned) == 2
-    assert warned[0].startswith("slurmConfig.luaPlugins.jobSubmit: warning: ghcr.io/")
-    assert "set controller.image to an image whose Slurm has job_submit_lua.so" in warned[0]
-    own = state_of(OWN_IMAGE + _lua(JOB_SUBMIT, CLI_FILTER))
-    assert not [w for w in own.warnings if "Lua" in str(w)]  # login follows the controller's
+def test_our_image_loads_lua_so_no_warning_is_given() -> None:
+    """Our image's Slurm has job_submit_lua.so and cli_filter_lua.so (deploy/images/slurm)."""
+    state = state_of(_lua(JOB_SUBMIT, CLI_FILTER))
+    assert not [w for w in state.warnings if "Lua" in str(w) or "lua" in str(w)]
 
 
 def test_an_empty_script_is_refused_with_its_key() -> None:
