@@ -206,3 +206,6 @@ EVENT_SLURM_NODE_DRAINED: Final = "SlurmNodeDrained"
 EVENT_SLURM_NODE_RESUMED: Final = "SlurmNodeResumed"
 EVENT_REPORTER: Final = "sunk-reconciler"
 NODE_SYNC_STATUS_MANAGER: Final = "sunk-reconciler-node-sync-status"
+
+# CoreWeave-only names the shipped layers use (issue 37): compute.clusterLabels renames them.
+NODE_LABEL_CW_CPU: Final = "node.coreweave.cloud/cpu"

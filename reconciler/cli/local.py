@@ -21,6 +21,7 @@ from typing import Any
 from reconciler.adapters.kube import Kube
 from reconciler.apply.executor import apply_plan
 from reconciler.apply.target import ApplyOptions
+from reconciler.cli.local_scheduler import start_local_scheduler
 from reconciler.cli.where import local_clients
 from reconciler.compile.desired import DesiredState, compile_shape
 from reconciler.config.files import read_library, read_repo
@@ -36,6 +37,7 @@ from reconciler.local.kubelet_model import NodeTemplate, node_templates, require
 from reconciler.local.kubelet_server import KubeletServer
 from reconciler.local.nodeagent import NodeAgent
 from reconciler.local.pod_runtime import LocalPodRuntime, host_layout
+from reconciler.local.schedulers import scheduler_needed
 from reconciler.local.slurm import make_fake_gpus
 from reconciler.local.slurm_install import DEFAULT_RELEASE, PREFIX_ENV, RELEASE_ENV, RELEASES
 from reconciler.local.stack import LocalStack
@@ -43,6 +45,7 @@ from reconciler.local.stack_record import default_runtime_dir
 from reconciler.local.target_parts import open_stack, site_profile
 from reconciler.local.volumes import Materializer
 from reconciler.pipeline.plans import plan_passes
+from reconciler.scheduler.loop import PodScheduler
 
 DEFAULT_REPO = Path("fixtures/config-repo")
 READY_TIMEOUT_SECONDS = 120.0
@@ -131,7 +134,11 @@ def run_up(args: argparse.Namespace) -> int:
     # SIGTERM (`local down`, a test's teardown) stops the stack as Ctrl-C does, at any moment:
     # Python's default would exit at once and orphan every daemon started so far.
     signal.signal(signal.SIGTERM, _interrupt)
-    agent, ready = None, False
+    needed = scheduler_needed(probe.kube_objects)
+    if needed is not None:  # said before the long wait, not only in a timeout's hint
+        _progress(f"the repo's slurmd Pods name scheduler {needed} (power saving): it runs here "
+                  "once Slurm answers")  # fmt: skip
+    agent, scheduler, ready = None, None, False
     try:
         site = stack.prepare_pods(nodes, release=args.slurm, prefix=args.slurm_prefix)
         _progress(f"Kubernetes ready in {time.monotonic() - started:.1f} s; applying {repo}")
@@ -142,16 +149,20 @@ def run_up(args: argparse.Namespace) -> int:
             _start_directory(stack, kube, config.settings.namespace)
         agent = start_node_agent(stack, kube, _templates(probe, args.nodes))
         apply_repo(config, stack)
+        if needed is not None:
+            scheduler = start_local_scheduler(config, stack, needed)
         state = compile_shape(config, site_profile(site))
         wait_ready(stack, kube, state, timeout=READY_TIMEOUT_SECONDS)
         ready = True
         _progress(f"ready in {time.monotonic() - started:.1f} s")
-        _print_ready(stack, state)
+        _print_ready(stack, state, scheduler)
         _wait_for_stop(stack)
     except KeyboardInterrupt:
         if not ready:
             _progress("interrupted before it was ready")
     finally:
+        if scheduler is not None:  # before the agent and the daemons its watches read
+            scheduler.stop()
         if agent is not None:
             agent.stop()
         stack.down()
@@ -309,7 +320,7 @@ def _wait_for_stop(stack: LocalStack) -> None:
         time.sleep(0.5)
 
 
-def _print_ready(stack: LocalStack, state: DesiredState) -> None:
+def _print_ready(stack: LocalStack, state: DesiredState, scheduler: PodScheduler | None) -> None:
     slurm = stack.slurm
     assert slurm is not None
     print(f"export KUBECONFIG={stack.kube_paths.kubeconfig}")
@@ -322,6 +333,10 @@ def _print_ready(stack: LocalStack, state: DesiredState) -> None:
     if slurm.sshd_daemons():
         print(f"# login: ssh -p {slurm.ports.ssh} root@127.0.0.1 (keys: the Secret "
               f"login.authorizedKeysSecret names)")  # fmt: skip
+    if scheduler is not None:
+        hooks = scheduler.hooks.port if scheduler.hooks else "?"
+        print(f"# scheduler {scheduler.settings.name} runs here (hooks on 127.0.0.1:{hooks}); a "
+              "daemon beside it: reconciler run --local --no-scheduler ...")  # fmt: skip
     print("# Ctrl-C here, or `reconciler local down` elsewhere, stops the stack.", flush=True)
 
 

@@ -7,6 +7,7 @@ import logging
 import signal
 import threading
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from reconciler import wellknown as wk
@@ -17,6 +18,7 @@ from reconciler.cli.compile import load
 from reconciler.cli.settings import log_format_arg
 from reconciler.cli.where import is_local, kubeconfig_of, local_stack, target_args, tokens_from_args
 from reconciler.errors import ReconcilerError
+from reconciler.local.stack import LocalStack
 from reconciler.local.target_parts import scheduler_endpoints
 from reconciler.policy.loader import shipped_policies
 from reconciler.policy.subjects import default_params
@@ -96,15 +98,10 @@ def scheduler_settings(args: argparse.Namespace) -> SchedulerSettings:
 
 def connect_scheduler(args: argparse.Namespace, settings: SchedulerSettings) -> PodScheduler:
     if is_local(args):
-        stack = local_stack(args)
-        kubeconfig, url, key, user = scheduler_endpoints(stack, getattr(args, "slurm_url", None))
-        kube = Kube.from_kubeconfig(
-            args.kubeconfig or kubeconfig, field_manager=wk.SCHEDULER_FIELD_MANAGER
-        )
-        tokens = MintedTokens(key, user)
-        scontrol = Scontrol(tokens, env=stack.slurm.env()) if stack.slurm else None
-        clients = SlurmClients(url, tokens, jwt_key=key, scontrol=scontrol)
-        return PodScheduler(kube, clients, settings)
+        return local_scheduler(
+            local_stack(args), settings, kubeconfig=args.kubeconfig,
+            slurm_url=getattr(args, "slurm_url", None),
+        )  # fmt: skip
     if not args.slurm_url:
         raise ReconcilerError(
             "schedule needs a cluster: --local for the local stack, or --slurm-url (with "
@@ -116,6 +113,24 @@ def connect_scheduler(args: argparse.Namespace, settings: SchedulerSettings) -> 
     clients = SlurmClients(
         args.slurm_url, tokens, jwt_key=args.slurm_jwt_key, scontrol=Scontrol(tokens, env=env)
     )
+    return PodScheduler(kube, clients, settings)
+
+
+def local_scheduler(
+    stack: LocalStack,
+    settings: SchedulerSettings,
+    *,
+    kubeconfig: Path | None = None,
+    slurm_url: str | None = None,
+) -> PodScheduler:
+    """A scheduler on the local stack (`schedule --local`, `run --local`, `local up`)."""
+    default_kubeconfig, url, key, user = scheduler_endpoints(stack, slurm_url)
+    kube = Kube.from_kubeconfig(
+        kubeconfig or default_kubeconfig, field_manager=wk.SCHEDULER_FIELD_MANAGER
+    )
+    tokens = MintedTokens(key, user)
+    scontrol = Scontrol(tokens, env=stack.slurm.env()) if stack.slurm else None
+    clients = SlurmClients(url, tokens, jwt_key=key, scontrol=scontrol)
     return PodScheduler(kube, clients, settings)
 
 

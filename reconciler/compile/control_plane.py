@@ -31,6 +31,8 @@ from reconciler.compile.power import (
 from reconciler.compile.profile import Profile
 from reconciler.compile.resources import component_resources, sidecar_resources
 from reconciler.compile.slurmdbd import accounting_plan, mysql_objects, slurmdbd_objects
+from reconciler.compile.sshd import SSHD_START, authorized_keys, sshd_mount, sshd_volume
+from reconciler.compile.user_containers import check_container_names, with_user_containers
 from reconciler.compile.workloads import (
     JWT_DIR,
     SLURM_UID,
@@ -46,11 +48,6 @@ from reconciler.compile.workloads import (
 
 STATE_DIR = "/var/spool/slurmctld"
 NOBODY_UID = 65534  # slurmrestd refuses to run as root or as SlurmUser
-SSHD_PRIVSEP_DIR = "/run/sshd"
-# sshd refuses a privilege separation directory that others may write (an emptyDir is 0777).
-# Our image ships no host keys (an image's keys would be every cluster's): `ssh-keygen -A`
-# makes the missing ones when the container starts, so they change with the Pod.
-SSHD_START = f"chmod 0755 {SSHD_PRIVSEP_DIR} && ssh-keygen -A && exec /usr/sbin/sshd -D -e"
 Obj = dict[str, Any]
 
 
@@ -227,23 +224,18 @@ def _login(release: str, namespace: str, values: Obj, ssh_port: int) -> list[Obj
     volumes = [
         {"name": "slurm-conf", "configMap": {"name": slurm_conf_map_name(release)}},
         *munge_volumes(release),
-        {"name": "sshd-run", "emptyDir": {"medium": "Memory"}},
+        sshd_volume(),
     ]
-    mounts.append({"name": "sshd-run", "mountPath": SSHD_PRIVSEP_DIR})
+    mounts.append(sshd_mount())
     # The same shared storage as compute nodes (seed 001: compute.mounts), so users see
     # their files where their jobs run.
     for mount in compute.get("mounts") or []:
         volume = pvc_volume_name(mount["pvc"])
         mounts.append({"name": volume, "mountPath": mount["name"]})
         volumes.append({"name": volume, "persistentVolumeClaim": {"claimName": mount["pvc"]}})
-    if login.get("authorizedKeysSecret"):
-        mounts.append({"name": "authorized-keys", "mountPath": "/root/.ssh/authorized_keys",
-                       "subPath": "authorized_keys", "readOnly": True})  # fmt: skip
-        # optional: the login Pod starts before the Secret exists (nobody can log in until
-        # then); a subPath mount never updates, so a Secret made later needs a Pod restart.
-        volumes.append({"name": "authorized-keys",
-                        "secret": {"secretName": login["authorizedKeysSecret"],
-                                   "defaultMode": 0o600, "optional": True}})  # fmt: skip
+    keys_mounts, keys_volumes = authorized_keys(values)
+    mounts += keys_mounts
+    volumes += keys_volumes
     container = {
         "name": "sshd",
         "image": control_plane_image(values, "login"),
@@ -258,7 +250,8 @@ def _login(release: str, namespace: str, values: Obj, ssh_port: int) -> list[Obj
     }
     pod = pod_spec(values, login, [container], volumes, security=None, grace=10)
     pod = with_directory(with_munge(pod, values), release, values, login=True)
-    pod = with_compute_search(pod, release, namespace, values)
+    pod = with_user_containers(with_compute_search(pod, release, namespace, values), login)
+    check_container_names(pod, login, "login")
     statefulset = statefulset_for(release, namespace, name, "login", selector, "sshd", pod,
                                   replicas=login.get("replicas", 1))  # fmt: skip
     return [statefulset, _login_service(release, namespace, login, selector, ssh_port)]

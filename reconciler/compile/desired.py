@@ -19,6 +19,7 @@ from reconciler.compile.cgroup import (
 )
 from reconciler.compile.control_plane import control_plane_objects
 from reconciler.compile.job_scripts import KINDS, script_map_name
+from reconciler.compile.lua_plugins import check_lua_settings, lua_files
 from reconciler.compile.node_memory import memory_warnings
 from reconciler.compile.nodesets import NodeSet, compose_all
 from reconciler.compile.power import (
@@ -145,12 +146,14 @@ def compile_desired_state(
     )
     warnings += [*openmetrics_warnings(slurm_conf, target.release),
                  *memory_warnings(values, specs, slurm_conf)]  # fmt: skip
+    check_lua_settings(slurm_conf, values)
     gres_conf = render_gres_conf(specs, profile, values)
     if gres_config(values) and not gpu_node_specs(specs):
         warnings.append(Warning_("values", "slurmConfig.gresConfig is not used: no enabled node "
                                  "definition has GPUs (gresGpu), so gres.conf lists none"))
     check_power_saving(config.view, specs)
-    conf_files = {"slurm.conf": slurm_conf, "gres.conf": gres_conf, **topo.files}
+    conf_files = {"slurm.conf": slurm_conf, "gres.conf": gres_conf, **topo.files,
+                  **lua_files(values)}  # fmt: skip
     if plugins := cgroup_plugins(slurm_conf):
         conf_files[CGROUP_CONF] = render_cgroup_conf(plugins, values)
     elif cgroup_config(values):

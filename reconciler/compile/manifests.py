@@ -19,6 +19,15 @@ from reconciler.compile.power import power_saving
 from reconciler.compile.pyxis import with_pyxis
 from reconciler.compile.s6_services import s6_services, s6_volume, s6_volume_mounts
 from reconciler.compile.slurm_nodes import SlurmNodeSpec
+from reconciler.compile.sshd import (
+    SSHD_PORT,
+    authorized_keys,
+    compute_ssh_enabled,
+    sshd_beside,
+    sshd_mount,
+    sshd_volume,
+)
+from reconciler.compile.user_containers import check_container_names, user_containers
 from reconciler.config.defaults import default_scheduler_name
 
 SLURMD_CONTAINER = "slurmd"
@@ -102,6 +111,14 @@ def statefulset(
     writable cgroup hierarchy."""
     selector = {wk.LABEL_NAME: "slurmd", wk.LABEL_INSTANCE: spec.statefulset}
     labels = {**owned_labels(release, "compute"), wk.LABEL_NODESET: spec.nodeset}
+    pod = with_directory(
+        _power_managed(_pod_spec(release, namespace, definition, values, cgroups),
+                       namespace, release, values),
+        release, values,
+        # sshd beside slurmd takes the directory's keys, as the login's does.
+        login=compute_ssh_enabled(values),
+    )  # fmt: skip
+    check_container_names(pod, definition, f"node definition {spec.nodeset!r}")
     pod_labels = {**selector, **labels, **_strings(definition.get("labels"))}
     return {
         "apiVersion": "apps/v1",
@@ -123,14 +140,7 @@ def statefulset(
                         **_strings(definition.get("annotations")),
                     },
                 },
-                "spec": with_directory(
-                    _power_managed(
-                        _pod_spec(release, namespace, definition, values, cgroups),
-                        namespace, release, values,
-                    ),
-                    release,
-                    values,
-                ),
+                "spec": pod,
             },
         },
     }
@@ -170,10 +180,10 @@ def _pod_spec(release: str, namespace: str, definition: dict[str, Any],
             spec[key] = definition[key]
     spec["containers"] = [
         _slurmd_container(release, definition, values, cgroups),
-        *(definition.get("containers") or []),
+        *user_containers(definition, "containers"),
     ]
     if definition.get("initContainers"):
-        spec["initContainers"] = definition["initContainers"]
+        spec["initContainers"] = user_containers(definition, "initContainers")
     spec = with_compute_search(with_munge(spec, values), release, namespace, values)
     spec["volumes"] = _volumes(release, definition, values)
     for key in ("nodeSelector", "affinity", "tolerations"):
@@ -188,13 +198,15 @@ def _slurmd_container(release: str, definition: dict[str, Any], values: dict[str
                       cgroups: bool) -> dict[str, Any]:  # fmt: skip
     compute = values.get("compute") or {}
     ports = [{"name": "slurmd", "containerPort": SLURMD_PORT, "protocol": "TCP"}]
-    if compute.get("ssh", {}).get("enabled"):
-        ports.append({"name": "sshd", "containerPort": 22, "protocol": "TCP"})
+    # The Pod name is the Slurm node name (<release>-<nodeset>-<ordinal>).
+    args = ["slurmd", "-D", *_boot_flag(values), "-N", "$(POD_NAME)"]
+    if compute_ssh_enabled(values):
+        ports.append({"name": "sshd", "containerPort": SSHD_PORT, "protocol": "TCP"})
+        args = ["sh", "-c", sshd_beside(args)]
     container: dict[str, Any] = {
         "name": SLURMD_CONTAINER,
         "image": compute_image(values, definition),
-        # The Pod name is the Slurm node name (<release>-<nodeset>-<ordinal>).
-        "args": ["slurmd", "-D", *_boot_flag(values), "-N", "$(POD_NAME)"],
+        "args": args,
         "env": [
             field_env("POD_NAME", "metadata.name"),
             field_env("NODE_NAME", "spec.nodeName"),
@@ -239,6 +251,8 @@ def _volume_mounts(
             )
     mounts += s6_volume_mounts(s6_services(values))
     mounts.append({"name": "dshm", "mountPath": "/dev/shm"})
+    if compute_ssh_enabled(values):
+        mounts += [sshd_mount(), *authorized_keys(values)[0]]
     for mount in compute.get("mounts") or []:
         mounts.append({"name": pvc_volume_name(mount["pvc"]), "mountPath": mount["name"]})
     return [*mounts, *(definition.get("volumeMounts") or [])]
@@ -262,6 +276,8 @@ def _volumes(
     if services := s6_services(values):
         volumes.append(s6_volume(release, services))
     volumes.append({"name": "dshm", "emptyDir": {"medium": "Memory"}})
+    if compute_ssh_enabled(values):
+        volumes += [sshd_volume(), *authorized_keys(values)[1]]
     for mount in compute.get("mounts") or []:
         volumes.append(
             {

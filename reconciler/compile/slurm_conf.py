@@ -10,6 +10,7 @@ from typing import Any
 from reconciler import hostlists
 from reconciler.compile.job_scripts import KINDS, script_config_map
 from reconciler.compile.lines import apply_setting_lines, write_lines
+from reconciler.compile.lua_plugins import lua_settings
 from reconciler.compile.power import power_conf
 from reconciler.compile.profile import Profile
 from reconciler.compile.slurm_nodes import SlurmNodeSpec
@@ -144,6 +145,7 @@ def render_slurm_conf(
     """`target`: the Slurm release the file is for (compile/target_release.py)."""
     settings = _settings(release, values, profile, target, has_gpus=any(s.gres for s in specs))
     settings.update(power_conf(values, specs, profile.conf_dir))
+    settings.update(lua_settings(values))
     if target >= OPENMETRICS_SINCE:
         settings["MetricsType"] = OPENMETRICS_PLUGIN  # the daemon reads its figures there
     # extraConfig wins: its KEY=VALUE lines replace ours in place; object lines (NodeName=,

@@ -71,6 +71,9 @@ CONTROL_PLANE_VALUES: dict[str, str] = {
     "login.service.exposePublicIP": "boolean",
     "login.service.annotations": "mapping",
     "login.authorizedKeysSecret": "string",
+    # Sidecars on the login Pods (seed 004), as a node definition takes them.
+    "login.containers": "list of mappings",
+    "login.initContainers": "list of mappings",
 }
 
 SERVICE_TYPES = ("ClusterIP", "NodePort", "LoadBalancer")

@@ -1,5 +1,5 @@
 """Values that reach the line-oriented files we render besides Slurm's own (slurm_words.py has
-those): sssd.conf and the authtok snippet, plugstack.conf, the s6 and prolog/epilog scripts.
+those): sssd.conf and the authtok snippet, plugstack.conf, the s6, prolog/epilog and Lua scripts.
 Checked where they are written, so the refusal names the file, line and key.
 
 - A one-line value (a URI, a path, a shell, a DN, a password, a name) holds no control
@@ -10,10 +10,10 @@ Checked where they are written, so the refusal names the file, line and key.
 - `compute.pyxis.pluginPath` is one word: spank(8) splits a plugstack.conf line at spaces and
   tabs (the rest are the plugin's arguments) and cuts it at the first '#', and reads a line
   into 4,096 bytes (the rest of a longer line is read as a line of its own).
-- A script (s6, prolog, epilog) is many lines by nature: it holds line feeds and tabs, no other
-  control character. A CR breaks the `#!` line ("bad interpreter: /bin/sh^M") and, like ESC or
-  a backspace, lets the script read otherwise in a terminal or a diff than it runs; a NUL ends
-  a C string, so a tool shows less of the script than runs. None has a use in a script that an
+- A script (s6, prolog, epilog, Lua) is many lines by nature: it holds line feeds and tabs, no
+  other control character. A CR breaks the `#!` line ("bad interpreter: /bin/sh^M") and, like
+  ESC or a backspace, lets the script read otherwise in a terminal or a diff than it runs; a NUL
+  ends a C string, so a tool shows less of the script than runs. None has a use in a script that an
   escape like `printf '\\r'` does not serve.
 """
 
@@ -23,6 +23,7 @@ from typing import Any
 
 from reconciler.config.control_chars import character_name, control_character
 from reconciler.config.directory import DIRECTORY_ENTRY
+from reconciler.config.lua_plugins import LUA_PATH, LUA_PLUGINS
 from reconciler.config.slurm_words import WORD, check_text
 from reconciler.config.yamlfile import KeyPath, YamlFile, format_path, lookup
 from reconciler.errors import ConfigTypeError
@@ -100,6 +101,9 @@ def _check_scripts(doc: YamlFile) -> None:
     for kind in ("prolog", "epilog"):
         path: KeyPath = ("slurmConfig", "slurmd", kind)
         _check_script_source(doc, path, lookup(doc.data, path)[0])
+    for name in LUA_PLUGINS:
+        lua: KeyPath = (*LUA_PATH, name)
+        _check_script_source(doc, lua, lookup(doc.data, lua)[0])
 
 
 def _check_script_source(doc: YamlFile, path: KeyPath, source: Any) -> None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler.config.accounting import check_accounting, note_accounting
+from reconciler.config.cluster_labels import renamed_layer, renames
 from reconciler.config.layering import deep_update, tag
 from reconciler.config.limits import MAX_NODE_SETS, ValueBudget
 from reconciler.config.policy_file import Override, Policy, parse_policy_file
@@ -125,7 +126,9 @@ def load_config(
         files, warnings, track_origins, reservation_locations, accounting_locations, budget,
         wheres,
     )  # fmt: skip
-    layers = _load_layers(library, LIBRARY_PREFIX, warnings, track_origins, budget)
+    # The shipped layers say CoreWeave's GPU and Node label names; values may rename them.
+    layers = _load_layers(library, LIBRARY_PREFIX, warnings, track_origins, budget,
+                          renames(values))  # fmt: skip
     repo_layers = _load_layers(
         {p: t for p, t in files.items() if p.startswith("compute-defs/") and _is_yaml(p)},
         "",
@@ -236,7 +239,9 @@ def _load_layers(
     warnings: list[Warning_],
     track_origins: bool,
     budget: ValueBudget,
+    names: dict[str, str] | None = None,
 ) -> dict[str, Layer]:
+    """`names`: label and resource names to rename in these layers (compute.clusterLabels)."""
     layers: dict[str, Layer] = {}
     for name in sorted(texts):
         doc = parse_yaml(texts[name], prefix + name, budget)
@@ -250,7 +255,7 @@ def _load_layers(
                     where=where,
                     hint="rename one of them; layer names are global across compute-defs files",
                 )
-            data = data or {}
+            data = renamed_layer(data or {}, names or {})
             if track_origins:
                 data = tag(data, _origin(doc, lambda _p, n=layer_name: n, (layer_name,)))
             layers[layer_name] = Layer(str(layer_name), data, where)

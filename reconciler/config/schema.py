@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconciler import wellknown as wk
+from reconciler.config.cluster_labels import CLUSTER_LABEL_VALUES, check_cluster_labels
 from reconciler.config.control_plane import (
     CONTROL_PLANE_VALUES,
     check_control_plane,
@@ -25,6 +26,7 @@ from reconciler.config.directory import (
     unknown_directory_keys,
 )
 from reconciler.config.limits import MAX_NODES
+from reconciler.config.lua_plugins import LUA_VALUES, check_lua_plugins
 from reconciler.config.pods import POD_VALUES, check_pod_values
 from reconciler.config.release_key import RELEASE_VALUES, check_release_key
 from reconciler.config.topology import TOPOLOGY_VALUES, check_topology
@@ -131,6 +133,8 @@ ALL_VALUES: dict[str, str] = {**VALUES, **CONTROL_PLANE_VALUES, **DIRECTORY_VALU
 ALL_VALUES.update(TOPOLOGY_VALUES)  # compute.topology (config/topology.py)
 ALL_VALUES.update(RELEASE_VALUES)  # slurmConfig.release (config/release_key.py)
 ALL_VALUES.update(POD_VALUES)  # image, sidecars, clusterDomain (config/pods.py)
+ALL_VALUES.update(CLUSTER_LABEL_VALUES)  # compute.clusterLabels (config/cluster_labels.py)
+ALL_VALUES.update(LUA_VALUES)  # slurmConfig.luaPlugins (config/lua_plugins.py)
 MOUNT: dict[str, str] = {"name": "string", "pvc": "string"}
 S6_SCRIPT: dict[str, str] = {"type": "string", "script": "string"}
 S6_TYPES = ("oneshot", "longrun")
@@ -169,6 +173,8 @@ def check_values_file(doc: YamlFile, warnings: list[Warning_]) -> None:
     check_topology(doc)
     check_release_key(doc)
     check_pod_values(doc)
+    check_cluster_labels(doc)
+    check_lua_plugins(doc)
     for name, definition in (compute.get("nodes") or {}).items():
         _check_name(doc, ("compute", "nodes", name), name)
         check_node_definition(doc, ("compute", "nodes", name), definition, warnings)

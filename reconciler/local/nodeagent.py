@@ -35,6 +35,7 @@ from reconciler.local.kubelet_model import (
     volume_for,
 )
 from reconciler.local.kubelet_server import KubeletServer
+from reconciler.local.schedulers import DEFAULT_SCHEDULER
 from reconciler.local.volumes import Materializer, VolumeError, pod_mounts
 
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
@@ -44,7 +45,6 @@ KUBELET_MANAGER = "reconciler-local-kubelet"
 # Status gets its own manager: on 1.20 managed fields do not record the subresource, so an
 # apply of status alone under the kubelet's manager would drop the labels it applied before.
 KUBELET_STATUS_MANAGER = "reconciler-local-kubelet-status"
-DEFAULT_SCHEDULER = "default-scheduler"
 MAX_GRACE_SECONDS = 30.0
 RETRY_BASE_SECONDS = 0.5
 RETRY_MAX_SECONDS = 10.0

@@ -216,7 +216,9 @@ class LocalPodRuntime:
         # s6-overlay brings up the user bundle (compute.s6) before the command, slurmd.
         s6 = self._s6.start(pod, pod["spec"]["containers"][0]["name"])
         # `slurmd -b` (power saving): the container's start is the node's boot, as Slurm needs.
-        reboot = "-b" in (pod["spec"]["containers"][0].get("args") or ())
+        # (the last arg is the whole command when sshd starts beside slurmd: compute.ssh).
+        args = pod["spec"]["containers"][0].get("args") or []
+        reboot = "-b" in " ".join(args).split()
         try:
             self._cluster.start_slurmd(node, wait=True, boot_at_start=reboot)
         except BaseException:

@@ -61,6 +61,7 @@ PACKAGES=(
   openssl curl ca-certificates gnupg
   libjwt-dev libhttp-parser-dev libjson-c-dev libyaml-dev libmunge-dev libmariadb-dev
   libdbus-1-dev liblz4-dev libcurl4-openssl-dev pkg-config
+  liblua5.4-dev                   # Slurm's Lua plugins: slurmConfig.luaPlugins (job_submit, cli_filter)
 )
 
 SETUP_START=$(date +%s.%N)
@@ -319,14 +320,21 @@ build_kube() {
 # ---- Slurm 24.11 ---------------------------------------------------------------------------
 
 # What a finished install records; a prefix without it (an interrupted build) is rebuilt.
-slurm_stamp() { printf '%s %s %s\n' "$SLURM_VERSION" "$SLURM_SHA256" "${SLURM_CONFIGURE[*]}"; }
+# LUA_PLUGINS names what configure finds by itself (liblua5.4-dev): a build made before it was
+# installed lacks them, so its stamp differs and it is rebuilt.
+LUA_PLUGINS=(job_submit_lua.so cli_filter_lua.so)
+slurm_stamp() {
+  printf '%s %s %s %s\n' "$SLURM_VERSION" "$SLURM_SHA256" "${SLURM_CONFIGURE[*]}" "${LUA_PLUGINS[*]}"
+}
 
 cached_slurm_ok() {
   [ -f "$SLURM_PREFIX/.sunk-reconciler-build" ] || return 1
   [ "$(cat "$SLURM_PREFIX/.sunk-reconciler-build")" = "$(slurm_stamp)" ] || return 1
   local out
   out=$(LD_LIBRARY_PATH="$SLURM_PREFIX/lib" "$SLURM_PREFIX/sbin/slurmctld" -V 2>/dev/null) || return 1
-  [ "$out" = "slurm $SLURM_VERSION" ]
+  [ "$out" = "slurm $SLURM_VERSION" ] || return 1
+  local plugin
+  for plugin in "${LUA_PLUGINS[@]}"; do [ -f "$SLURM_PREFIX/lib/slurm/$plugin" ] || return 1; done
 }
 
 # A deb-src entry for $SLURM_SUITE, derived from the Debian archive entry apt already uses.
@@ -380,7 +388,10 @@ install_slurm() {
   rm -rf "$SLURM_PREFIX"
   make install
   slurm_stamp >"$SLURM_PREFIX/.sunk-reconciler-build"
-  cached_slurm_ok || { echo "installed Slurm does not answer slurmctld -V with $SLURM_VERSION"; return 1; }
+  cached_slurm_ok || {
+    echo "installed Slurm does not answer slurmctld -V with $SLURM_VERSION, or lacks ${LUA_PLUGINS[*]}"
+    return 1
+  }
 }
 
 build_slurm() {

@@ -23,6 +23,13 @@ from reconciler.pipeline.clients import Clients
 from reconciler.plan.diff import plan_changes
 from reconciler.plan.live import LiveState
 from reconciler.plan.model import Plan
+from reconciler.plan.node_names import (
+    missing_on_nodes,
+    names_iter,
+    needs_of,
+    nodeset_wheres,
+    unchecked_offline,
+)
 from reconciler.policy.engine import CompiledPolicy
 from reconciler.policy.loader import revision_policies
 from reconciler.policy.subjects import evaluate_state, params_of
@@ -77,7 +84,17 @@ def plan_config(
                      secret_names=[s.name for s in state.secrets],
                      value_secret_names=[s.name for s in state.value_secrets])  # fmt: skip
     plan = with_policies(plan_against(state, live, target), config, state, policies)
+    plan = replace(plan, warnings=(*plan.warnings, *_unplaceable(state, config, target)))
     return Planned(plan, target, state)
+
+
+def _unplaceable(state: DesiredState, config: Config, target: Target) -> list[str]:
+    """Names node sets need that no Node of the cluster carries (compute.clusterLabels)."""
+    needs = needs_of(state.kube_objects)
+    if not needs:
+        return []
+    nodes = list(names_iter(target.kube.list("v1", "Node").items))
+    return missing_on_nodes(needs, nodes, config.values, nodeset_wheres(state.nodesets))
 
 
 class Compiler:
@@ -159,4 +176,6 @@ def plan_offline(config: Config) -> Plan:
     """Against an empty cluster: no connection at all."""
     state = compile_desired_state(config)
     print_warnings(state.warnings)
-    return with_policies(plan_changes(state, None, offline=True), config, state)
+    plan = with_policies(plan_changes(state, None, offline=True), config, state)
+    offline = unchecked_offline(needs_of(state.kube_objects), config.values)
+    return replace(plan, warnings=(*plan.warnings, *offline))

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.compile.control_plane import SSHD_PRIVSEP_DIR
 from reconciler.compile.desired import compile_desired_state
+from reconciler.compile.sshd import SSHD_PRIVSEP_DIR
 from tests.unit.conftest import config_from
 
 SSHD = "/usr/sbin/sshd"
@@ -62,3 +62,46 @@ def test_the_rendered_start_makes_the_empty_dir_one_sshd_accepts() -> None:
     start = rendered_start().replace(RUN, f"exec {SSHD} -t")
     result = in_empty_dir(start)
     assert result.returncode == 0, result.stderr
+
+
+# ---- compute.ssh.enabled: sshd beside slurmd (seed 001: SSH to compute nodes) --------------
+
+SLURMD = "exec slurmd -D -N $(POD_NAME)"
+# In place of slurmd: the container's program, which waits for sshd to hand out a host key.
+KEYSCAN = ("exec sh -c 'for i in $(seq 100); do ssh-keyscan -T 1 -t ed25519 127.0.0.1 "
+           "2>/dev/null | grep -q ssh-ed25519 && exit 0; sleep 0.1; done; exit 1'")
+
+
+def rendered_compute_start() -> str:
+    values = ("compute: {ssh: {enabled: true}, nodes: {cpu: {enabled: true, replicas: 1, "
+              "resources: {limits: {cpu: 2, memory: 4Gi}}}}}")
+    state = compile_desired_state(config_from(values))
+    compute = next(o for o in state.kube_objects
+                   if (o["kind"], o["metadata"]["name"]) == ("StatefulSet", "slurm-cpu"))
+    slurmd = compute["spec"]["template"]["spec"]["containers"][0]
+    assert SSHD_PRIVSEP_DIR in {m["mountPath"] for m in slurmd["volumeMounts"]}
+    assert slurmd["args"][:2] == ["sh", "-c"] and slurmd["args"][2].endswith(SLURMD)
+    return str(slurmd["args"][2])
+
+
+def test_the_rendered_compute_start_serves_ssh_while_its_program_runs(tmp_path: Path) -> None:
+    """In its own mount, network and PID namespaces (the Pod's view): an emptyDir over
+    /run/sshd, a copy of /etc/ssh without host keys (the image ships none); sshd must be up
+    on port 22 with a key made at the start while the program in slurmd's place runs. The
+    program is the namespace's first process: its exit ends sshd too."""
+    etc_ssh = tmp_path / "etc-ssh"
+    shutil.copytree("/etc/ssh", etc_ssh, ignore=shutil.ignore_patterns("ssh_host_*"))
+    empty = tmp_path / "run-sshd"
+    empty.mkdir(mode=0o777)
+    empty.chmod(0o777)
+    start = rendered_compute_start().replace(SLURMD, KEYSCAN)
+    script = (f"ip link set lo up && mount --bind {etc_ssh} /etc/ssh && "
+              f"mount --bind {empty} {SSHD_PRIVSEP_DIR} && exec sh -c {_quoted(start)}")
+    result = subprocess.run(["unshare", "-m", "-n", "-p", "-f", "sh", "-c", script],
+                            capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert (etc_ssh / "ssh_host_ed25519_key").exists()  # made at the start, not the image's
+
+
+def _quoted(word: str) -> str:
+    return "'" + word.replace("'", "'\\''") + "'"

@@ -36,3 +36,27 @@ def test_the_seeds_suspend_time_without_the_scheduler_is_refused(tmp_path: Path)
     result = run("plan", str(write_repo(tmp_path, values + RTX4000)), "--offline")
     assert result.returncode == 1 and result.stdout == ""
     assert "scheduler.enabled is false" in result.stderr and "Pending forever" in result.stderr
+
+
+def test_the_seeds_login_sidecar_is_in_the_plan_not_refused(tmp_path: Path) -> None:
+    # Seed 004: "Infrastructure engineers can add sidecar containers to Slurm login and
+    # compute nodes". Before: "login.containers is not a key this reconciler reads".
+    values = "login:\n  containers:\n  - {name: node-exporter, image: prom/node-exporter}\n"
+    result = run("plan", str(write_repo(tmp_path, values + RTX4000)), "--offline")
+    assert result.returncode == 0, result.stderr
+    assert "login.containers" not in result.stderr
+    assert "- name: node-exporter" in result.stdout
+
+
+def test_the_seeds_lua_plugin_is_in_the_plan(tmp_path: Path) -> None:
+    # Seed 004: "Infrastructure engineers can use Lua scripts to customize job submission".
+    values = (
+        "slurmConfig:\n  luaPlugins:\n    jobSubmit: |\n"
+        "      function slurm_job_submit(job_desc, part_list, submit_uid) return 0 end\n"
+        "      function slurm_job_modify(job_desc, job_rec, part_list, uid) return 0 end\n"
+    )
+    result = run("plan", str(write_repo(tmp_path, values + RTX4000)), "--offline")
+    assert result.returncode == 0, result.stderr
+    assert "job_submit.lua: |" in result.stdout and "+JobSubmitPlugins=lua" in result.stdout
+    assert "luaPlugins" not in result.stderr  # used, and our image loads it: no warning
+    assert "is not a key" not in result.stderr

@@ -1,0 +1,157 @@
+"""compute.clusterLabels (issue 37, item 8): the shipped layers request
+`sunk.coreweave.com/accelerator` and select on `gpu.nvidia.com/*` and
+`node.coreweave.cloud/cpu` (seed 001's rtx4000 layer), names only CoreWeave's clusters carry.
+The key renames them; `plan` warns when no Node carries a name a node set needs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from reconciler.compile.desired import DesiredState, compile_desired_state
+from reconciler.config.repo import Config
+from reconciler.errors import ConfigTypeError
+from reconciler.pipeline.plans import plan_offline
+from reconciler.plan.node_names import missing_on_nodes, names_iter, needs_of, nodeset_wheres
+from tests.unit.conftest import config_from
+
+Obj = dict[str, Any]
+# Seed 001's layered definition: "rtx4000-cu117: replicas: 2, definitions: [rtx4000, cu117, las1]".
+SEED = """
+compute:
+  nodes:
+    rtx4000-cu117:
+      enabled: true
+      replicas: 2
+      definitions: [rtx4000, cu117, las1]
+    cpu:
+      enabled: true
+      replicas: 1
+      definitions: [cpu-epyc]
+"""
+ELSEWHERE = """
+compute:
+  clusterLabels:
+    gpuResource: nvidia.com/gpu
+    gpuModel: nvidia.com/gpu.product
+    cpu: feature.node.kubernetes.io/cpu-model.vendor_id
+"""
+
+
+def compiled(values: str, files: dict[str, str] | None = None) -> tuple[Config, DesiredState]:
+    config = config_from(values, files)
+    return config, compile_desired_state(config)
+
+
+def pod_spec(state: DesiredState, name: str) -> Obj:
+    sts = next(o for o in state.kube_objects
+               if o["kind"] == "StatefulSet" and o["metadata"]["name"] == name)  # fmt: skip
+    return sts["spec"]["template"]["spec"]
+
+
+def match_keys(spec: Obj) -> set[str]:
+    terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    return {e["key"] for t in terms["nodeSelectorTerms"] for e in t["matchExpressions"]}
+
+
+def test_by_default_the_layers_say_coreweave_names_as_seed_001_shows() -> None:
+    _, state = compiled(SEED)
+    gpu = pod_spec(state, "slurm-rtx4000-cu117")
+    assert gpu["containers"][0]["resources"]["requests"]["sunk.coreweave.com/accelerator"] == "7"
+    assert match_keys(gpu) == {"gpu.nvidia.com/model", "topology.kubernetes.io/region"}
+    assert match_keys(pod_spec(state, "slurm-cpu")) == {"node.coreweave.cloud/cpu"}
+
+
+def test_cluster_labels_rename_the_shipped_layers_names() -> None:
+    _, state = compiled(SEED, {"values.d/cluster.yaml": ELSEWHERE})
+    gpu = pod_spec(state, "slurm-rtx4000-cu117")
+    requests = gpu["containers"][0]["resources"]["requests"]
+    assert requests["nvidia.com/gpu"] == "7" and "sunk.coreweave.com/accelerator" not in requests
+    assert gpu["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "7"
+    assert match_keys(gpu) == {"nvidia.com/gpu.product", "topology.kubernetes.io/region"}
+    cpu = pod_spec(state, "slurm-cpu")
+    assert match_keys(cpu) == {"feature.node.kubernetes.io/cpu-model.vendor_id"}
+
+
+def test_a_repos_own_layer_keeps_the_names_it_writes() -> None:
+    own = {"compute-defs/mine.yaml": """
+mine:
+  resources: {limits: {cpu: "2", memory: 4Gi, sunk.coreweave.com/accelerator: "1"}}
+""", "values.d/cluster.yaml": ELSEWHERE}
+    values = "compute: {nodes: {x: {enabled: true, replicas: 1, definitions: [mine]}}}"
+    _, state = compiled(values, own)
+    limits = pod_spec(state, "slurm-x")["containers"][0]["resources"]["limits"]
+    assert "sunk.coreweave.com/accelerator" in limits
+
+
+def test_a_name_kubernetes_refuses_names_its_line() -> None:
+    with pytest.raises(ConfigTypeError, match=r"compute\.clusterLabels\.gpuResource") as error:
+        config_from("compute:\n  clusterLabels:\n    gpuResource: 'nvidia gpu'\n")
+    assert error.value.where is not None and error.value.where.line == 3
+
+
+def node(labels: dict[str, str], allocatable: dict[str, str] | None = None) -> Obj:
+    return {"metadata": {"name": "n", "labels": labels},
+            "status": {"allocatable": {"cpu": "8", "memory": "16Gi", **(allocatable or {})}}}
+
+
+def warnings_for(values: str, nodes: list[Obj], files: dict[str, str] | None = None) -> list[str]:
+    config, state = compiled(values, files)
+    return missing_on_nodes(needs_of(state.kube_objects), list(names_iter(nodes)),
+                            config.values, nodeset_wheres(state.nodesets))  # fmt: skip
+
+
+def test_nodes_without_coreweaves_names_warn_naming_set_label_and_key() -> None:
+    plain = [node({"topology.kubernetes.io/region": "LAS1"}, {"nvidia.com/gpu": "8"})]
+    found = warnings_for(SEED, plain)
+    gpu = [w for w in found if "'rtx4000-cu117'" in w]
+    assert any("gpu.nvidia.com/model" in w and "compute.clusterLabels.gpuModel" in w
+               and "Pending" in w for w in gpu)  # fmt: skip
+    assert any("sunk.coreweave.com/accelerator" in w and "compute.clusterLabels.gpuResource" in w
+               for w in gpu)  # fmt: skip
+    assert any("'cpu'" in w and "node.coreweave.cloud/cpu" in w
+               and "compute.clusterLabels.cpu" in w for w in found)  # fmt: skip
+    assert all("topology.kubernetes.io/region" not in w for w in found)
+    assert all(w.startswith("values.yaml:") for w in found)  # the node set's line
+
+
+def test_nodes_that_carry_the_names_raise_no_warning() -> None:
+    coreweave = [node({"topology.kubernetes.io/region": "LAS1",
+                       "gpu.nvidia.com/model": "Quadro_RTX_4000"},
+                      {"sunk.coreweave.com/accelerator": "7"}),
+                 node({"node.coreweave.cloud/cpu": "amd-epyc-rome"})]  # fmt: skip
+    assert warnings_for(SEED, coreweave) == []
+    renamed = [node({"topology.kubernetes.io/region": "LAS1",
+                     "nvidia.com/gpu.product": "Quadro_RTX_4000",
+                     "feature.node.kubernetes.io/cpu-model.vendor_id": "AMD"},
+                    {"nvidia.com/gpu": "8"})]  # fmt: skip
+    assert warnings_for(SEED, renamed, {"values.d/cluster.yaml": ELSEWHERE}) == []
+
+
+def test_a_label_one_affinity_term_can_do_without_is_not_needed() -> None:
+    values = """
+compute:
+  nodes:
+    x:
+      enabled: true
+      replicas: 1
+      resources: {limits: {cpu: "1", memory: 1Gi}}
+      affinity:
+        nodeAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+            nodeSelectorTerms:
+              - matchExpressions: [{key: gpu.nvidia.com/class, operator: In, values: [A]}]
+              - matchExpressions: [{key: kubernetes.io/arch, operator: In, values: [amd64]}]
+"""
+    assert warnings_for(values, [node({"kubernetes.io/arch": "amd64"})]) == []
+
+
+def test_offline_plan_says_coreweaves_names_are_not_checked() -> None:
+    warnings = plan_offline(config_from(SEED)).warnings
+    said = [w for w in warnings if "CoreWeave" in w]
+    assert len(said) == 1 and "compute.clusterLabels" in said[0]
+    assert "sunk.coreweave.com/accelerator" in said[0] and "node.coreweave.cloud/cpu" in said[0]
+    elsewhere = plan_offline(config_from(SEED, {"values.d/cluster.yaml": ELSEWHERE})).warnings
+    # gpuModel, gpuResource and cpu renamed; nothing CoreWeave's is left to say.
+    assert [w for w in elsewhere if "CoreWeave" in w] == []
