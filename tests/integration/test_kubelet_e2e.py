@@ -65,6 +65,8 @@ login:
     requests: {cpu: 100m, memory: 256Mi}
     limits: {memory: 1Gi}
 compute:
+  ssh:
+    enabled: true  # seed 001: SSH to compute nodes (sshd beside slurmd)
   nodes:
     cpu:
       replicas: 2
@@ -286,6 +288,19 @@ def test_ssh_into_the_login_pod_runs_sinfo(cluster: Cluster) -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "slurm-cpu-0 idle" in done.stdout, done.stdout
+
+
+def test_ssh_into_a_compute_pod_reaches_its_slurmd_container(cluster: Cluster) -> None:
+    """compute.ssh.enabled (seed 001, issue 37): sshd runs beside slurmd in the slurmd
+    container, with the login's authorized keys and host keys made at the Pod's start."""
+    address = cluster.pod("slurm-cpu-0")["status"]["podIP"]
+    done = cluster.in_netns(
+        "ssh", "-i", str(cluster.ssh_key), "-o", "StrictHostKeyChecking=no", "-o",
+        "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes", "-o", "ConnectTimeout=20",
+        f"root@{address}", "pgrep -x slurmd >/dev/null && hostname",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["slurm-cpu-0"], done.stdout
 
 
 def _job_state(cluster: Cluster, job: str) -> str:

@@ -65,3 +65,30 @@ def test_comment_names_the_job_on_a_node_the_change_removes(
         assert row in caution, comment
     finally:
         slurm.run("scancel", job_id, check=False)
+
+
+def test_plan_warns_of_a_node_label_no_node_carries(
+    stack: tuple[RunningUp, Path], tmp_path: Path
+) -> None:
+    """compute.clusterLabels (issue 37): a name the cluster's Nodes lack is named in `plan`
+    with the key to set; the names the local Nodes carry give no such warning."""
+    running, _ = stack
+
+    def plan(repo: Path) -> str:
+        done = reconciler_cli("plan", str(repo), "--runtime-dir", str(running.runtime),
+                              timeout=120)  # fmt: skip
+        assert done.returncode in (0, 2), done.stderr
+        return done.stdout + done.stderr  # the plan's warnings are in its text
+
+    repo = tmp_path / "repo"
+    shutil.copytree(FIXTURE_REPO, repo)
+    assert "will stay Pending" not in plan(repo)
+    (repo / "values.d" / "60-labels.yaml").write_text(
+        "compute:\n  clusterLabels:\n    cpu: example.com/cpu-type\n"
+    )
+    said = plan(repo)
+    assert (
+        "node set 'cpu' selects the Node label example.com/cpu-type, which none of the "
+        "cluster's" in said
+    ), said
+    assert "set compute.clusterLabels.cpu to the name your Nodes carry" in said, said
