@@ -68,7 +68,14 @@ from bench.daemon.resync import (
     write_repo,
 )
 from bench.daemon.scale_report import report_resyncs, report_waves
-from bench.daemon.waves import CLUSTER_CPUS, NAMESPACE, job_list_cost, run_waves, slurm_at_end
+from bench.daemon.waves import (
+    CLUSTER_CPUS,
+    NAMESPACE,
+    daemon_restarts,
+    job_list_cost,
+    run_waves,
+    slurm_at_end,
+)
 from bench.harness.report import say
 from bench.harness.stack import stop_on_sigterm
 from reconciler.adapters.slurm.client import connect
@@ -103,14 +110,16 @@ def bound_pods(args: argparse.Namespace, load: float) -> bool:
                         keep_going=lambda wave: wave.bound_seconds is not None
                         and wave.cleanup_seconds is not None,
                     )  # fmt: skip
-                    cost = job_list_cost(api, url, tokens)
+                    restarts = daemon_restarts(stack.runtime / "logs" / "bench-local-up.log")
                     end = measure(daemon.pid, "end", "end: all waves deleted", args.settle)
                     slurm = slurm_at_end(api)
+                    # Last: one whole list, to say what it costs (the waves read none).
+                    cost = job_list_cost(api, url, tokens)
                     daemon.alive()
                 finally:
                     recorder.stop()
                 return report_waves(
-                    daemon, waves, args, (baseline, end), slurm, cost, recorder, load
+                    daemon, waves, args, (baseline, end), slurm, cost, recorder, load, restarts
                 )
         finally:
             api.close()

@@ -10,7 +10,7 @@ from bench.daemon.memory import Point, Recorder
 from bench.daemon.process import Daemon
 from bench.daemon.report import memory_table
 from bench.daemon.resync import ResyncRun
-from bench.daemon.waves import CLUSTER_CPUS, COUNTERS, ListCost, SlurmEnd, Wave
+from bench.daemon.waves import CLUSTER_CPUS, COUNTERS, WHOLE_LIST_READS, ListCost, SlurmEnd, Wave
 from bench.harness.procs import MIB, Sample
 from bench.harness.report import machine_line
 
@@ -21,6 +21,22 @@ def warnings_line(daemon: Daemon) -> str:
     ]
     return f"warnings logged by the daemon: {len(lines)}" + (
         f", e.g. {lines[0][:160]}" if lines else ""
+    )
+
+
+def requests_line(waves: list[Wave], bound: int) -> str:
+    """The scheduler's slurmrestd requests per bound Pod by operation, over the waves (the
+    start's own reads are before the first wave), and its whole job-list reads in them."""
+    kinds: dict[str, int] = {}
+    for wave in waves:
+        for name, count in wave.counted.items():
+            if name.startswith("slurm:"):
+                kinds[name[6:]] = kinds.get(name[6:], 0) + count
+    whole = sum(kinds.get(kind, 0) for kind in WHOLE_LIST_READS)
+    by_kind = ", ".join(f"{k} {n / bound:.2f}" for k, n in sorted(kinds.items()) if n)
+    return (
+        f"the scheduler's slurmrestd requests per bound Pod: {sum(kinds.values()) / bound:.2f}"
+        f" ({by_kind}); whole job-list reads during the waves: {whole}"
     )
 
 
@@ -43,6 +59,7 @@ def report_waves(
     cost: ListCost,
     recorder: Recorder,
     load: float,
+    restarts: list[str],
 ) -> bool:
     """The bound Pods' figures; False when a check failed."""
     pods, size = args.pods, args.wave
@@ -97,6 +114,8 @@ def report_waves(
             f"bound Pod ({cpu_bind * 1000 / bound:.1f} ms create -> bound, "
             f"{cpu_cleanup * 1000 / bound:.1f} ms delete -> clean)"
         )
+    if bound:
+        print("  " + requests_line(waves, bound))
     memory_table(
         print,
         [("baseline: ready, no Pods", baseline), ("end: all waves deleted", end)],
@@ -132,6 +151,10 @@ def report_waves(
         "list (ended ones stay until MinJobAge)"
     )
     print(f"  {warnings_line(daemon)}")
+    print(f"  Slurm daemons restarted during the waves: {len(restarts)}"
+          + (f", e.g. {restarts[0][:160]}" if restarts else ""))  # fmt: skip
+    if restarts:
+        problems.append(f"{len(restarts)} Slurm daemon restarts")
     if bound != pods:
         problems.append(f"{bound} bound, {pods} wanted")
     if total["refused"]:

@@ -13,8 +13,10 @@ from __future__ import annotations
 import json
 import time
 import tracemalloc
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from bench.daemon.process import Daemon
@@ -25,7 +27,7 @@ from bench.harness.timing import wait_until
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
 from reconciler.adapters.slurm.jwt import TokenSource
-from reconciler.adapters.slurm.model import SlurmJob, SlurmRestApi
+from reconciler.adapters.slurm.model import SlurmRestApi
 from reconciler.adapters.slurm.transport import Transport
 from reconciler.adapters.slurm.versions import codec_for
 from reconciler.scheduler.placeholder import pod_uid_of
@@ -40,14 +42,26 @@ GRACE_SECONDS = 5
 CLEANUP_TIMEOUT = 300.0
 # Jobs in these states hold (or wait for) resources; COMPLETING is Slurm ending one.
 HOLDING = ACTIVE_STATES | {"COMPLETING"}
+CHECKERS = 8  # GETs of single jobs in flight while a wave is checked
 MAX_JOB_COUNT = 10000  # Slurm's default; the repo leaves it, and MinJobAge (300 s), alone
 COUNTERS = ("bound", "refused", "submitted", "jobs_cancelled", "pods_deleted")
 
 
+# The scheduler's slurmrestd requests by operation (its clients' observer, on /metrics).
+REQUESTS_METRIC = 'reconciler_slurm_request_seconds_count{operation="'
+# Operations that read Slurm's whole job list (SlurmRestClient): none is wanted after start.
+WHOLE_LIST_READS = ("jobs", "jobs_where", "job_summaries")
+
+
 def counters(daemon: Daemon) -> dict[str, int]:
-    """The daemon's scheduler counters (COUNTERS) from its /metrics."""
+    """The daemon's scheduler counters (COUNTERS) and its slurmrestd requests by operation
+    (`slurm:<operation>`), from its /metrics."""
     values = daemon.metrics()
-    return {c: int(values.get(f"reconciler_scheduler_{c}_total", 0)) for c in COUNTERS}
+    found = {c: int(values.get(f"reconciler_scheduler_{c}_total", 0)) for c in COUNTERS}
+    for name, value in values.items():
+        if name.startswith(REQUESTS_METRIC):
+            found["slurm:" + name[len(REQUESTS_METRIC) :].split('"', 1)[0]] = int(value)
+    return found
 
 
 @dataclass
@@ -83,47 +97,48 @@ def pod_bodies(prefix: str, count: int, scheduler_name: str) -> list[dict[str, A
     ]  # fmt: skip
 
 
-def check_wave(kube: Kube, api: SlurmRestApi, count: int) -> tuple[list[str], list[SlurmJob]]:
-    """Every Pod of the wave bound, with one placeholder job each, RUNNING on the Slurm node
-    its annotation names; problems are listed, not raised. Also Slurm's whole job list."""
+def check_wave(kube: Kube, api: SlurmRestApi, count: int) -> list[str]:
+    """Every Pod of the wave bound, its job (the annotation's) its own placeholder, RUNNING on
+    the Slurm node the annotation names; problems are listed, not raised. Each job is read by
+    itself (CHECKERS at a time): the benchmark reads no whole job list while the daemon runs
+    (at 3,500 jobs one is 44 MB of JSON, and slurmrestd restarted under it). A Pod with two
+    jobs shows in the daemon's counters instead: placeholder jobs submitted against bound."""
     pods = kube.list("v1", "Pod", NAMESPACE, label_selector=SELECTOR).items
-    listed = list(api.jobs().items)
-    jobs: dict[str, list[SlurmJob]] = {}
-    for job in listed:
-        uid = pod_uid_of(job.name)
-        if uid is not None:
-            jobs.setdefault(uid, []).append(job)
     problems: list[str] = []
     if len(pods) != count:
         problems.append(f"{len(pods)} Pods listed, {count} created")
-    unbound, wrong, doubled = [], [], []
-    for pod in pods:
-        meta, name = pod["metadata"], pod["metadata"]["name"]
-        annotations = meta.get("annotations") or {}
-        mine = jobs.get(meta["uid"], [])
-        if len(mine) > 1:
-            doubled.append(f"{name}: jobs {', '.join(str(j.job_id) for j in mine)}")
-        if not (pod.get("spec") or {}).get("nodeName"):
-            unbound.append(name)
-            continue
-        job_id, node = (
-            annotations.get(wk.ANNOTATION_JOB_ID),
-            annotations.get(wk.ANNOTATION_SLURM_NODE),
-        )
-        job = next((j for j in mine if str(j.job_id) == job_id), None)
-        if job is None or job.state != "RUNNING" or job.nodes != node:
-            said = f"job {job.job_id} {job.state} on {job.nodes!r}" if job else "no such job"
-            wrong.append(f"{name} (job {job_id} on {node!r}): Slurm says {said}")
-    for what, names in (("never bound", unbound), ("with two jobs", doubled),
-                        ("not where their job runs", wrong)):  # fmt: skip
+    unbound = [p["metadata"]["name"] for p in pods if not (p.get("spec") or {}).get("nodeName")]
+    bound = [p for p in pods if (p.get("spec") or {}).get("nodeName")]
+    with ThreadPoolExecutor(CHECKERS) as pool:
+        wrong = [w for w in pool.map(lambda pod: _wrong(api, pod), bound) if w]
+    for what, names in (("never bound", unbound), ("not where their job runs", wrong)):
         if names:
             problems.append(f"{len(names)} Pods {what}, e.g. {'; '.join(names[:3])}")
-    return problems, listed
+    return problems
 
 
-def holding(listed: Iterable[SlurmJob]) -> list[SlurmJob]:
-    """The placeholder jobs in LISTED that still hold (or wait for) resources."""
-    return [j for j in listed if j.state in HOLDING and pod_uid_of(j.name)]
+def _wrong(api: SlurmRestApi, pod: dict[str, Any]) -> str:
+    """'' when the Pod's job is its own placeholder, RUNNING where its annotation says."""
+    meta = pod["metadata"]
+    annotations = meta.get("annotations") or {}
+    job_id, node = annotations.get(wk.ANNOTATION_JOB_ID), annotations.get(wk.ANNOTATION_SLURM_NODE)
+    job = api.job(int(job_id)) if job_id and job_id.isdigit() else None
+    if (
+        job is None
+        or job.state != "RUNNING"
+        or job.nodes != node
+        or (pod_uid_of(job.name) != meta["uid"])
+    ):
+        said = f"job {job.job_id} {job.state} on {job.nodes!r}" if job else "no such job"
+        return f"{meta['name']} (job {job_id} on {node!r}): Slurm says {said}"
+    return ""
+
+
+def holding(states: dict[int, str]) -> list[int]:
+    """The jobs that still hold (or wait for) resources. Only the daemon submits jobs on the
+    benchmark's stack, so every job is a placeholder: the state list (ids and states) says it,
+    where the whole list would cost megabytes."""
+    return [job_id for job_id, state in states.items() if state in HOLDING]
 
 
 def run_wave(
@@ -154,37 +169,35 @@ def run_wave(
             f"refused {now['refused'] - before['refused']} of {count}"
         )
     wave.cpu_bind = daemon.cpu_seconds() - cpu0
-    problems, _ = check_wave(kube, api, count)
-    wave.problems += problems
+    wave.problems += check_wave(kube, api, count)
     cpu1, deleting = daemon.cpu_seconds(), time.monotonic()
     loadgen.delete_pods(kube, NAMESPACE, [b["metadata"]["name"] for b in bodies], creators, count)
 
-    listed: list[SlurmJob] = []
+    states: dict[int, str] = {}
 
     def clean() -> bool:
-        nonlocal listed
-        # The cheap lists first: the whole job list is large (see job_list_cost) and Slurm
-        # lists a job COMPLETING (its script still ending) after its CPUs are free again.
+        nonlocal states
+        # Slurm lists a job COMPLETING (its script still ending) after its CPUs are free again.
         if kube.list("v1", "Pod", NAMESPACE, label_selector=SELECTOR).items:
             return False
         if sum(n.alloc_cpus for n in api.nodes().items):
             return False
-        listed = list(api.jobs().items)
-        return not holding(listed)
+        states = api.job_states()
+        return not holding(states)
 
     if wait_until(clean, CLEANUP_TIMEOUT, poll=0.5):
         wave.cleanup_seconds = time.monotonic() - deleting
     else:
-        left = holding(listed)
+        left = holding(states)
         wave.problems.append(
             f"{CLEANUP_TIMEOUT:.0f} s after the delete: Pods or allocations left, or "
             f"{len(left)} placeholder jobs still holding resources"
-            + (f", e.g. job {left[0].job_id} {left[0].state}" if left else "")
+            + (f", e.g. job {left[0]} {states[left[0]]}" if left else "")
         )
     wave.cpu_cleanup = daemon.cpu_seconds() - cpu1
-    wave.jobs_listed = len(listed)
+    wave.jobs_listed = len(states)
     after = counters(daemon)
-    wave.counted = {c: after[c] - before[c] for c in COUNTERS}
+    wave.counted = {c: after[c] - before.get(c, 0) for c in after}
     wave.after = sample(daemon.pid)
     return wave
 
@@ -234,6 +247,13 @@ def run_waves(
     return waves
 
 
+def daemon_restarts(local_up_log: Path) -> list[str]:
+    """The node agent's lines for a Pod's daemon that exited and was started again
+    (slurmctld, slurmrestd, a slurmd): none is wanted during the waves."""
+    text = local_up_log.read_text(errors="replace") if local_up_log.exists() else ""
+    return [line for line in text.splitlines() if "a daemon exited" in line]
+
+
 @dataclass(frozen=True)
 class SlurmEnd:
     holding: int  # placeholder jobs still holding (or waiting for) resources
@@ -243,12 +263,12 @@ class SlurmEnd:
 
 
 def slurm_at_end(api: SlurmRestApi) -> SlurmEnd:
-    nodes, listed = api.nodes().items, api.jobs().items
+    nodes, states = api.nodes().items, api.job_states()
     return SlurmEnd(
-        len(holding(listed)),
+        len(holding(states)),
         sum(n.alloc_cpus for n in nodes),
         sum(n.cpus for n in nodes),
-        len(listed),
+        len(states),
     )
 
 

@@ -16,9 +16,11 @@ from bench.sched.common import POD_NAMESPACE
 from reconciler.adapters.kube import Kube
 from reconciler.adapters.slurm.model import JobSpec
 from reconciler.scheduler.clients import SlurmClients
+from reconciler.scheduler.counters import whole_list_reads
 from reconciler.scheduler.hook_server import HookCall
 from reconciler.scheduler.loop import PodScheduler
 from reconciler.scheduler.placeholder import pod_uid_of
+from reconciler.scheduler.stages import PodStages
 
 
 @dataclass
@@ -48,6 +50,9 @@ class Instrument:
     stale_after: dict[str, str] = field(default_factory=dict)
     hook_answers: Counter[str] = field(default_factory=Counter)  # "started ok", "signalled wait"
     hook_errors: Counter[str] = field(default_factory=Counter)  # exception name -> requests
+    # The scheduler's own stage marks of each Pod it bound (PodScheduler.observe(stages=)).
+    stages: list[PodStages] = field(default_factory=list)
+    whole_lists_at_start: int = 0  # whole job-list reads the scheduler's start() made
     lock: threading.Lock = field(default_factory=threading.Lock)
     # Set while the scheduler's poll runs on this thread: the uids flagged by its jobs() call.
     _polling: threading.local = field(default_factory=threading.local)
@@ -57,6 +62,7 @@ class Instrument:
         # start() and the poll thread call `self._poll_jobs()`, and the steps call
         # `self._slurm.operator.submit`/`.jobs` and, through its PodWriter, the same Kube's
         # `bind_pod`: instance attributes set before start() win over the methods.
+        scheduler.observe(stages=self._keep_stages)
         on_pod = scheduler._on_pod
 
         def timed_on_pod(event: str, pod: dict[str, Any]) -> None:
@@ -154,6 +160,14 @@ class Instrument:
             return answer
 
         scheduler.on_hook = timed_hook  # type: ignore[method-assign]
+
+    def _keep_stages(self, record: PodStages) -> None:
+        with self.lock:
+            self.stages.append(record)
+
+    def started(self, scheduler: PodScheduler) -> None:
+        """Right after start(): what it read of Slurm's whole job list."""
+        self.whole_lists_at_start = whole_list_reads(scheduler.counters.slurm_requests)
 
     def allocation_known(self, uid: str) -> float | None:
         """When the scheduler first knew the job was allocated: start watch, poll or hook."""

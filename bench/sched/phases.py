@@ -204,6 +204,7 @@ def run_scheduler(
         scheduler.start()
         started_scheduler = True
         start_seconds = time.perf_counter() - t0
+        instrument.started(scheduler)
         assert scheduler.hooks is not None
         instrument.count_hook_errors(scheduler)
         say(f"scheduler {settings.name} started in {start_seconds:.2f} s; creating {count} Pods")
@@ -293,6 +294,7 @@ def run_backlog(
         scheduler.start()
         started_scheduler = True
         start_seconds = time.perf_counter() - t0
+        instrument.started(scheduler)
         instrument.count_hook_errors(scheduler)
         raw_pods, *_ = loader.expect("bound", timeout + 60)
         cpu = cpu_used(cpu_before, cpu_snapshot(stack, loader.pid))

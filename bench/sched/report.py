@@ -37,6 +37,7 @@ from bench.sched.rows import (
     latency_rows,
     per_pod_cpu,
     raw_rows,
+    scheduler_stage_rows,
     stage_rows,
     worker_rows,
 )
@@ -95,6 +96,7 @@ def report(
         own = latency_rows(out, bound)
         burst_p50, burst_p99 = percentile(own, 50), percentile(own, 99)
         stage_rows(out, bound, inst, ("create returned", lambda p: p.created))
+        scheduler_stage_rows(out, bound, inst, sched.counters_bound)
         worker_rows(out, bound, inst, sched.workers, sched.batch_seconds)
         hook_race_rows(out, bound, inst, sched.counters_bound.pods_deleted, requeued)
         first = min(p.sent for p in sched.pods)
@@ -121,7 +123,7 @@ def report(
     out(
         f"  counters at the last bind: submitted {c.submitted}, bound {c.bound}, refused "
         f"{c.refused}, pods_deleted {c.pods_deleted}, jobs_cancelled {c.jobs_cancelled}, hooks "
-        f"{c.hooks}, polls {c.polls} ({c.polls_unchanged} answered 304)"
+        f"{c.hooks}, polls {c.polls} ({c.polls_unchanged} unchanged)"
     )
     in_batch = captured.records[: sched.log_mark]
     if c.pods_deleted or c.jobs_cancelled or sched.deleted_in_batch:
@@ -133,7 +135,8 @@ def report(
             out(f"    {n:>5} x {level} {name}: {text}")
     out(
         f"  steady state, {sched.steady_seconds:.0f} s after the last bind: {sched.steady_polls} "
-        f"polls, {sched.steady_unchanged} answered 304 Not Modified"
+        f"polls, {sched.steady_unchanged} found nothing changed (a 304, or none of our jobs "
+        "moved in the state list)"
     )
     if sched.memory is not None:
         out(f"  while bound: {sched.memory.text(len(bound))}; MemAvailable "
@@ -173,7 +176,7 @@ def report(
         pc = paced.counters
         out(f"  counters for the phase: submitted {pc.submitted}, bound {pc.bound}, pods_deleted "
             f"{pc.pods_deleted}, jobs_cancelled {pc.jobs_cancelled}, polls {pc.polls} "
-            f"({pc.polls_unchanged} answered 304)")  # fmt: skip
+            f"({pc.polls_unchanged} unchanged)")  # fmt: skip
         checks_row(out, paced.checks, f"one job per Pod ({paced.jobs_in_slurm} jobs), each "
                    "RUNNING where its Pod was bound")  # fmt: skip
         cleanup_rows(out, "  cleanup: ", paced.cleanup, inst)
@@ -207,6 +210,7 @@ def report(
                 f"{binds[-1]:.2f} s"
             )
             stage_rows(out, bb, binst, ("scheduler started", lambda p: t0))
+            scheduler_stage_rows(out, bb, binst, backlog.counters)
             worker_rows(out, bb, binst, args.workers, backlog.seconds)
             hook_race_rows(out, bb, binst, backlog.counters.pods_deleted, requeued)
             out()
@@ -238,7 +242,7 @@ def report(
         out(
             f"  counters at the last bind: submitted {bc.submitted}, bound {bc.bound}, refused "
             f"{bc.refused}, pods_deleted {bc.pods_deleted}, jobs_cancelled {bc.jobs_cancelled}, "
-            f"hooks {bc.hooks}, polls {bc.polls} ({bc.polls_unchanged} answered 304)"
+            f"hooks {bc.hooks}, polls {bc.polls} ({bc.polls_unchanged} unchanged)"
         )
         checks_row(out, backlog.checks, f"one job per Pod ({backlog.jobs_in_slurm} jobs), each "
                    "RUNNING where its Pod was bound, none bound before the scheduler "

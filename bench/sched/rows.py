@@ -18,7 +18,9 @@ from bench.sched.common import RAW_CPUS, RAW_MEMORY_MB, SETTLE_TIMEOUT
 from bench.sched.instrument import Instrument
 from bench.sched.phases import Cleanup
 from bench.sched.raw import RawResult
+from reconciler.scheduler.counters import WHOLE_LIST_READS, whole_list_reads
 from reconciler.scheduler.loop import Counters
+from reconciler.scheduler.stages import stage_table
 
 
 def gang_check_rows(out: Callable[..., None], c: Counters, checks: list[str], checked: str) -> None:
@@ -63,6 +65,26 @@ def stage_rows(
         "submit, start watch, poll, hook handler and bind ran; allocation known = the first of "
         "the start watch, a poll and the `started` hook to show the job RUNNING):")  # fmt: skip
     between_marks_rows(out, marks, pods, 44)
+
+
+def scheduler_stage_rows(
+    out: Callable[..., None], pods: list[PodTimes], inst: Instrument, counters: Counters
+) -> None:
+    """The scheduler's own marks (stages.py) of the phase's bound Pods, and its reads of
+    Slurm's whole job list since its start (none is the aim: issue 36)."""
+    uids = {p.uid for p in pods}
+    with inst.lock:
+        records = [r for r in inst.stages if r.uid in uids]
+    out(f"  where the time goes, from the scheduler's own marks ({len(records)} bound Pods; "
+        "created and allocated are whole seconds: creationTimestamp, Slurm's start time):")
+    out(f"  {'stage (s)':<44}{'p50':>8}{'p99':>8}{'Pods':>8}")
+    for row in stage_table(records):
+        out(f"  {row.label:<44}{row.p50:>8.3f}{row.p99:>8.3f}{row.count:>8}")
+    made = {op: n for op, n in counters.slurm_requests.items() if op in WHOLE_LIST_READS}
+    after = whole_list_reads(made) - inst.whole_lists_at_start
+    kinds = ", ".join(f"{op} {n}" for op, n in sorted(made.items())) or "none"
+    out(f"  whole job-list reads after the scheduler's start: {after} (all so far, by kind: "
+        f"{kinds}; {inst.whole_lists_at_start} at its start)")
 
 
 def between_marks_rows(

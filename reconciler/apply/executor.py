@@ -24,7 +24,7 @@ import hostlist
 
 from reconciler.adapters.node_events import tell_node_of_pod
 from reconciler.adapters.scontrol_args import NodeState
-from reconciler.adapters.slurm.model import SlurmNode
+from reconciler.adapters.slurm.model import SlurmJob, SlurmNode
 from reconciler.apply.accounting import (
     accounting_changes_of,
     apply_accounting,
@@ -193,15 +193,23 @@ _ACTIVE_JOB_STATES = frozenset({"RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURI
 
 
 def _jobs_on(names: Iterable[str], target: Target) -> dict[str, list[int]]:
-    """Node -> ids of the jobs that hold it now."""
+    """Node -> ids of the jobs that hold it now. The list is streamed and only those jobs
+    kept (`jobs_where`): asked every few seconds while a drain waits, it must not hold
+    Slurm's whole job list each time (issue 36)."""
     wanted = set(names)
+
+    def holds(job: SlurmJob) -> bool:
+        return job.state in _ACTIVE_JOB_STATES and bool(job.nodes) and bool(_on(job, wanted))
+
     found: dict[str, list[int]] = {}
-    snapshot = target.slurm.jobs()
-    for job in snapshot.items if snapshot else ():
-        if job.state in _ACTIVE_JOB_STATES and job.nodes:
-            for node in wanted & set(hostlist.expand_hostlist(job.nodes)):
-                found.setdefault(node, []).append(job.job_id)
+    for job in target.slurm.jobs_where(holds).items:
+        for node in _on(job, wanted):
+            found.setdefault(node, []).append(job.job_id)
     return found
+
+
+def _on(job: SlurmJob, wanted: set[str]) -> set[str]:
+    return wanted & set(hostlist.expand_hostlist(job.nodes))
 
 
 def _requeue_jobs_on(names: list[str], target: Target, say: Say) -> None:

@@ -25,7 +25,7 @@ from reconciler.daemon.topology_watch import TopologyWatch
 from reconciler.errors import ReconcilerError
 from reconciler.pipeline.clients import Clients
 from reconciler.pipeline.load import RevisionLoader
-from reconciler.pipeline.plans import plan_passes
+from reconciler.pipeline.plans import Compiler, plan_passes
 from reconciler.policy.engine import CompiledPolicy
 from reconciler.policy.loader import revision_policies
 from reconciler.policy.subjects import params_of
@@ -74,6 +74,9 @@ class Converger:
         self.pod_policies = PodPolicies()
         self.power_saving: bool | None = None  # as the last applied revision says
         self._policies: tuple[str, tuple[CompiledPolicy, ...]] = ("", ())
+        # The applied revision's desired state, kept for its resyncs: one compilation per
+        # revision while the cluster's inputs (profile, topology, Slurm release) stay the same.
+        self._compiler: Compiler | None = None
         self._known: tuple[str | None, str | None] = (release, namespace)
         self.topology = TopologyWatch(kube)  # the daemon looks between convergences
 
@@ -163,7 +166,9 @@ class Converger:
         """One plan and apply; after a bootstrap plan (the control plane was down), a second
         one for what needed Slurm, now that it answers."""
         texts: list[str] = []
-        for planned in plan_passes(config, self.clients(), policies):
+        if self._compiler is None or self._compiler.config is not config:
+            self._compiler = Compiler(config)
+        for planned in plan_passes(config, self.clients(), policies, self._compiler):
             plan, target = planned.plan, planned.target
             if plan.denials:  # the same next time: no retry
                 denied = "policies deny this revision:\n  " + "\n  ".join(plan.denials)

@@ -168,7 +168,7 @@ _SCHEDULER_COUNTERS = {
     "pods_deleted": "Pods deleted because their job ended",
     "jobs_cancelled": "Placeholder jobs cancelled",
     "polls": "Polls of Slurm's job list",
-    "polls_unchanged": "Polls answered 304 Not Modified",
+    "polls_unchanged": "Polls that found nothing changed (a 304, or no job of ours moved)",
     "hooks": "Calls from placeholder jobs to the hooks API",
     "start_looks": "Looks at Slurm's job states while placeholder jobs were pending",
     "starts_seen": "Pending placeholder jobs those looks found started",

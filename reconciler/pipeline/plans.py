@@ -46,14 +46,18 @@ class Planned:
 
 
 def plan_passes(
-    config: Config, clients: Clients, policies: tuple[CompiledPolicy, ...] | None = None
+    config: Config,
+    clients: Clients,
+    policies: tuple[CompiledPolicy, ...] | None = None,
+    compiler: Compiler | None = None,
 ) -> Iterator[Planned]:
     """The plans that bring the cluster to `config`, each made after the caller applied the
     one before: one plan; or, when it was a bootstrap plan (our control plane was down, and
     applying it brought it up), a second one for what needed Slurm. The policies are
-    compiled once, the desired state once unless what it is compiled from changed."""
+    compiled once, the desired state once unless what it is compiled from changed (the
+    daemon hands the same `compiler` to every resync of a revision)."""
     policies = revision_policies(config) if policies is None else policies
-    compiler = Compiler(config)
+    compiler = compiler if compiler is not None and compiler.config is config else Compiler(config)
     for _ in range(2):
         planned = plan_config(config, clients, policies, compiler)
         yield planned
@@ -98,13 +102,13 @@ class Compiler:
     bootstrap asks again: the Slurm release may be known by then)."""
 
     def __init__(self, config: Config) -> None:
-        self._config = config
+        self.config = config
         self._last: tuple[tuple[object, ...], DesiredState] | None = None
         self.count = 0  # compilations made (for the "compiles once" test and logs)
 
     def declared(self) -> Sequence[str]:
         """The Slurm nodes the config declares (they depend on no profile or release)."""
-        return declared_nodes(self._config)
+        return declared_nodes(self.config)
 
     def compiled(
         self,
@@ -115,7 +119,7 @@ class Compiler:
         key = (profile, topology, running)
         if self._last is None or self._last[0] != key:
             self.count += 1
-            state = compile_desired_state(self._config, profile, topology, running)
+            state = compile_desired_state(self.config, profile, topology, running)
             self._last = (key, state)
         return self._last[1]
 

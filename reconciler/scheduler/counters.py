@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+# slurmrestd operations (SlurmClients.requests) that read Slurm's whole job list. After the
+# scheduler's start none is made on v0.0.40+ unless a gap or a submit of unknown outcome asks
+# for one (job_reads_effects.py); "jobs" also counts v0.0.38's update_time polls, 304s included.
+WHOLE_LIST_READS = frozenset({"jobs", "jobs_where", "job_summaries"})
 
 
 @dataclass
@@ -24,3 +30,8 @@ class Counters:
     api_writes: Counter[str] = field(default_factory=Counter)
     # slurmrestd requests by operation (SlurmClients.requests: the scheduler's clients' own)
     slurm_requests: Counter[str] = field(default_factory=Counter)
+
+
+def whole_list_reads(requests: Mapping[str, int]) -> int:
+    """How many of `requests` (operation -> count) read Slurm's whole job list."""
+    return sum(n for operation, n in requests.items() if operation in WHOLE_LIST_READS)

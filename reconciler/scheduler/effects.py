@@ -12,7 +12,6 @@ import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import replace
-from datetime import datetime
 from typing import Any
 
 from reconciler import wellknown as wk
@@ -26,6 +25,7 @@ from reconciler.scheduler.jobindex import pending_job
 from reconciler.scheduler.placeholder import HookCredentials, priority_update_needed
 from reconciler.scheduler.pod_decide import Bind, DeletePod
 from reconciler.scheduler.pod_writer import PodWriter
+from reconciler.scheduler.stages import StageClock, created_at
 from reconciler.scheduler.state import SchedulerState
 from reconciler.scheduler.verdicts import is_verdict
 
@@ -57,6 +57,11 @@ class Effects:
         self.credentials: HookCredentials | None = None  # set by PodScheduler.start
         self.on_submitted: Callable[[], None] = lambda: None  # a job is pending: look soon
         self._bind_lock = threading.Lock()
+
+    @property
+    def stages(self) -> StageClock:
+        """Where each waiting Pod's time goes (stages.py)."""
+        return self._state.stages
 
     # ---- Slurm --------------------------------------------------------------------------
 
@@ -90,6 +95,7 @@ class Effects:
             with state.lock:
                 state.submitting.discard(key)
                 early = state.early.pop(key, None)
+        self.stages.mark([p["metadata"]["uid"] for p in pods], "submitted", self._clock())
         job = replace(
             pending_job(submitted.job_id, spec.name or "", self._clock()),
             node_count=int(spec.nodes or 1),
@@ -166,6 +172,7 @@ class Effects:
         # see this member placed, not missing (its restart policy would take it for dead).
         self._state.note_annotations(pod, recorded, node=node)
         self.counters.bound += 1
+        self.stages.bound(meta["uid"], self._clock())
         on_bind = self.on_bind
         if on_bind is not None:
             waited = seconds_since_created(pod, self._clock())
@@ -198,16 +205,8 @@ def seconds_since_created(pod: Obj, now: float) -> float | None:
     """From the Pod's creationTimestamp to `now` (epoch seconds), at least 0 (clocks differ);
     None without a timestamp. The API server writes whole seconds, so this reads up to 1 s
     more than the true wait."""
-    stamp = pod["metadata"].get("creationTimestamp")
-    if not isinstance(stamp, str):
-        return None
-    try:
-        created = datetime.fromisoformat(stamp)  # "2024-05-01T12:00:00Z" (Python 3.11+)
-    except ValueError:
-        return None
-    if created.tzinfo is None:
-        return None
-    return max(0.0, now - created.timestamp())
+    created = created_at(pod)
+    return None if created is None else max(0.0, now - created)
 
 
 def _key(pod: Obj) -> str:

@@ -57,6 +57,7 @@ class Intake:
         if refusal:
             self._effects.refuse(pod, refusal)
             return None
+        self._effects.stages.mark([pod["metadata"]["uid"]], "admitted", self._clock())
         return admission
 
     def admission(self, pod: Obj) -> PodRequest | Rejection:

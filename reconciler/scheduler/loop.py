@@ -7,8 +7,9 @@ job_trust.py.
 Latency does not come from polling. A Pod event queues its Pod at once; while jobs we submitted
 are pending, a fast look at their states binds each Pod when Slurm allocates its node
 (starts.py); a placeholder job calls the hooks API when its script starts and when Slurm
-signals it. The poll of Slurm's jobs is the safety net for a missed call: guarded by
-`update_time`, a steady state costs one 304 a cycle.
+signals it. The poll of Slurm's jobs is the safety net for a missed call: on v0.0.40+ the
+state list and a GET of each job of ours that moved, the whole list only at start and after a
+gap (job_reads_effects.py).
 
 Each Pod is handled by `pod_decide.next_steps` on a work queue (one worker per Pod at a
 time), so a restart anywhere resumes from what the Pod and the job say.
@@ -36,8 +37,8 @@ from reconciler.scheduler.gang_effects import GangSteps
 from reconciler.scheduler.hook_effects import HookAnswers
 from reconciler.scheduler.hook_server import HookCall, HooksServer
 from reconciler.scheduler.intake import Intake
+from reconciler.scheduler.job_reads_effects import JobReads
 from reconciler.scheduler.job_trust import JobTrust
-from reconciler.scheduler.jobindex import merge_listing
 from reconciler.scheduler.packing_decide import Fragmentation
 from reconciler.scheduler.packing_effects import Packer
 from reconciler.scheduler.parts import Parts
@@ -49,6 +50,7 @@ from reconciler.scheduler.pod_writer import PodWriter, load_hooks_key
 from reconciler.scheduler.power_decide import is_slurmd_pod
 from reconciler.scheduler.power_effects import PowerKeeper
 from reconciler.scheduler.settings import SchedulerSettings
+from reconciler.scheduler.stages import StagesObserver
 from reconciler.scheduler.starts import StartWatch
 from reconciler.scheduler.state import SchedulerState
 from reconciler.scheduler.workqueue import WorkQueue
@@ -60,7 +62,6 @@ log = logging.getLogger(__name__)
 
 RETRY_BASE_SECONDS = 0.5
 RETRY_MAX_SECONDS = 30.0
-POLL_DUTY = 5.0  # the safety-net poll waits at least this many times what its last list took
 Obj = dict[str, Any]
 
 
@@ -83,15 +84,10 @@ class PodScheduler:
         self._threads: list[threading.Thread] = []
         self._watches: list[Any] = []
         self._failures: dict[str, int] = {}
-        self._jobs_since: int | None = None
-        self._pods_listed = False  # our Pods' records are known: duplicates may be cancelled
-        # start()'s first job list, merged again once the Pods' records are known
-        self._first_listing: tuple[tuple[SlurmJob, ...], float] | None = None
         self.counters = Counters(slurm_requests=slurm.requests)
         self.hooks: HooksServer | None = None
         self._state = SchedulerState()
         self._queue = WorkQueue()
-        self._poll_lock = threading.Lock()  # the poll thread and the start watch share it
         self._pods_out = PodWriter(kube, settings.name, self.counters)
         self.power = PowerKeeper(kube, slurm, settings, self._pods_out)
         self._trust = JobTrust(self._state, slurm, settings, self._queue, self.counters)
@@ -99,9 +95,14 @@ class PodScheduler:
             self._state, slurm, self._pods_out, self._trust, self.counters, clock
         )
         self._packer = Packer(slurm, settings, self._stopping)
+        self._reads = JobReads(
+            self._state, slurm, self._trust, self._queue, self.counters,
+            poll_seconds=settings.poll_seconds, repack=self._packer.repack,
+        )  # fmt: skip
         self._starts = StartWatch(
             self._state, lambda: self._slurm.operator, self._queue, self.counters,
-            poll_all=lambda: self._poll_jobs(), repack=self._packer.repack, stopping=self._stopping,
+            poll_all=lambda: self._poll_jobs(), read_back=self._reads.refresh,
+            repack=self._packer.repack, stopping=self._stopping,
         )  # fmt: skip
         self._effects.on_submitted = self._starts.nudge
         placement = Placement(self._state, kube)
@@ -153,15 +154,9 @@ class PodScheduler:
         slurmd = f"{wk.LABEL_NAME}=slurmd,{wk.LABEL_MANAGED_BY}={wk.MANAGED_BY_VALUE}"
         self._mirror("Pod", self.settings.namespace, self._on_slurmd_pod, label_selector=slurmd)
         self._mirror("Node", None, self._on_node)
-        self._pods_listed = True
-        with self._poll_lock:  # the same list again, with the Pods' records: which job is whose
-            first, self._first_listing = self._first_listing, None
-            if first is not None:  # not read twice: on a busy Slurm it is megabytes
-                self._take_listing(*first)
-        if first is None:
-            self._poll_jobs()
+        self._reads.pods_known()  # the same list again, with the Pods' records: whose job is it
         self.hooks.start()
-        self._spawn("poll", self._poll_forever)
+        self._spawn("poll", self._reads.poll_forever, self._stopping, lambda: self._poll_jobs())
         self._spawn("power", self.power.run_forever, self._stopping)
         self._spawn("starts", self._starts.run_forever, self.settings.poll_seconds)
         for index in range(self.settings.workers):
@@ -200,12 +195,15 @@ class PodScheduler:
             thread.join(timeout=1.0)  # watch threads end at their next event or timeout
 
     def observe(
-        self, *, bind: BindObserver | None = None, slurm: SlurmObserver | None = None
-    ) -> None:
+        self, *, bind: BindObserver | None = None, slurm: SlurmObserver | None = None,
+        stages: StagesObserver | None = None,
+    ) -> None:  # fmt: skip
         """Hooks for metrics: `bind` gets each bound Pod's seconds since its creation, `slurm`
-        each Slurm request (see SlurmObserver). None removes a hook."""
+        each Slurm request (see SlurmObserver), `stages` each bound Pod's stage times
+        (stages.py). None removes a hook."""
         self._effects.on_bind = bind
         self._slurm.observe = slurm
+        self._state.stages.on_done = stages
 
     def wait(self) -> None:
         while not self._stopping.wait(1.0):
@@ -286,59 +284,11 @@ class PodScheduler:
     def _on_node(self, event: str, node: Obj) -> None:
         self._state.on_node(event, node)
 
-    # ---- Slurm: the safety-net poll ---------------------------------------------------
-
-    def _poll_forever(self) -> None:
-        wait = self.settings.poll_seconds
-        while not self._stopping.wait(wait):
-            began = time.monotonic()
-            try:
-                self._poll_jobs()
-            except ReconcilerError as exc:
-                log.warning("scheduler: polling Slurm jobs failed: %s", exc)
-            wait = poll_wait(self.settings.poll_seconds, time.monotonic() - began)
+    # ---- Slurm: the safety-net poll (job_reads_effects.py) ---------------------------
 
     def _poll_jobs(self) -> None:
-        """One 304 when nothing changed; otherwise refresh every placeholder job we know."""
-        with self._poll_lock:
-            self._poll_jobs_locked()
-
-    def _poll_jobs_locked(self) -> None:
-        self.counters.polls += 1
-        sent = time.monotonic()
-        state = self._state
-        if self._jobs_since is None:
-            snapshot = self._slurm.operator.jobs()
-        else:
-            snapshot = self._slurm.operator.jobs(since=self._jobs_since)
-            if snapshot is None:
-                self.counters.polls_unchanged += 1
-                with state.lock:
-                    state.listed_at = sent  # no job was made since the last list either
-                return
-        if not self._pods_listed:
-            self._first_listing = (snapshot.items, sent)
-        self._jobs_since = snapshot.as_of
-        self._take_listing(snapshot.items, sent)
-
-    def _take_listing(self, items: tuple[SlurmJob, ...], sent: float) -> None:
-        """A job list asked for at `sent` into the cache; the keys it changed looked at."""
-        owner = self._trust.ownership()
-        state = self._state
-        with state.lock:
-            merged = merge_listing(
-                state.jobs, state.learned, items, sent=sent, owner=owner,
-                records=state.records_locked, abandoned=state.abandoned,
-                submitting=state.submitting,
-            )  # fmt: skip
-            state.take_listing_locked(merged, sent)
-        for uid in [*merged.changed, *merged.vanished]:
-            job = merged.jobs.get(uid)  # a started job's Pod is a bind: it waits behind no new Pod
-            self._queue.add(uid, urgent=job is not None and job.state == "RUNNING")
-        if merged.changed:
-            self._packer.repack.set()  # jobs started or ended: the fullest nodes changed
-        if self._pods_listed:  # which job is a duplicate needs the Pods' records
-            self._trust.cancel_extras(merged.extras)
+        """One look at our jobs in Slurm (the benchmark wraps it: keep the name)."""
+        self._reads.poll()
 
     # ---- hooks and workers --------------------------------------------------------------
 
@@ -386,14 +336,6 @@ class PodScheduler:
 
     def known_jobs(self) -> dict[str, SlurmJob]:
         return self._state.known_jobs()
-
-
-def poll_wait(interval: float, took: float) -> float:
-    """The safety-net poll's next wait: the interval, but never less than POLL_DUTY times what
-    the last poll took. On a busy Slurm a change-guarded list is the whole list (12.5 KiB a job
-    on v0.0.42); at 3,500 jobs, a list every 5 s from us and the scale benchmark's checks kept
-    slurmctld so busy that it timed out (bench/README.md, "Daemon at scale")."""
-    return max(interval, POLL_DUTY * took)
 
 
 def _slimmed(obj: Obj) -> Obj:

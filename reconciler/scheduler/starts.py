@@ -4,8 +4,9 @@ not when the job's script has been launched and has called the `started` hook (o
 machine that came seconds later: issue 19).
 
 On slurmrestd v0.0.40+ a look is `GET /jobs/state/` (ids and states, a few ms), then a GET of
-each job that left PENDING (its nodes), or the whole list when many did. v0.0.38 has no state
-list: a look is the `update_time`-guarded poll, 304 while nothing changed.
+each job that left PENDING (its nodes), READERS at a time: never the whole list, which on a
+busy Slurm is megabytes (issue 36). v0.0.38 has no state list: a look is the
+`update_time`-guarded poll, 304 while nothing changed.
 
 Adaptive: every FAST_SECONDS while a pending job is young (submitted within YOUNG_SECONDS:
 slurmctld allocates on its own tick, about once a second, so a new job usually starts within
@@ -42,9 +43,6 @@ SLOW_SECONDS = 2.0
 YOUNG_SECONDS = 10.0
 BACKOFF = 1.5  # the wait grows by this after a look that found no job started
 DUTY = 3.0  # wait at least this many times the last look's own duration
-# Past this share of the listed jobs, one whole list is cheaper than a GET per started job
-# (about 0.5 ms a listed job against 3 ms a GET on 24.11, docs/slurm-versions.md).
-WHOLE_LIST_SHARE = 1 / 6
 READERS = 4  # GETs of started jobs in flight at once: a burst's starts are read in parallel
 
 
@@ -57,6 +55,7 @@ class StartWatch:
         counters: Counters,
         *,
         poll_all: Callable[[], None],
+        read_back: Callable[[str, int, SlurmRestApi], None],
         repack: threading.Event,
         stopping: threading.Event,
         clock: Callable[[], float] = time.time,
@@ -66,6 +65,7 @@ class StartWatch:
         self._queue = queue
         self.counters = counters
         self._poll_all = poll_all  # the safety-net poll, update_time-guarded
+        self._read_back = read_back  # a GET of one job into the cache (job_reads_effects.py)
         self._repack = repack
         self._stopping = stopping
         self._clock = clock  # epoch seconds, as Slurm's submit times
@@ -129,12 +129,9 @@ class StartWatch:
             states = api.job_states()
             self._spent = time.monotonic() - began
             moved = [i for i in pending if states.get(i, "PENDING") != "PENDING"]
-            if len(moved) > max(READERS, len(states) * WHOLE_LIST_SHARE):
-                self._poll_all()
-            else:
-                reads = [self._readers.submit(self._refresh, pending[i], i, api) for i in moved]
-                for read in reads:
-                    read.result()  # a failed read raises here: logged, the next look retries
+            reads = [self._readers.submit(self._refresh, pending[i], i, api) for i in moved]
+            for read in reads:
+                read.result()  # a failed read raises here: logged, the next look retries
         if moved:
             self.counters.starts_seen += len(moved)
             self._repack.set()  # jobs started: the fullest nodes changed
@@ -160,16 +157,5 @@ class StartWatch:
             }
 
     def _refresh(self, key: str, job_id: int, api: SlurmRestApi) -> None:
-        """The job as Slurm has it now, unless the key has moved on or learned more meanwhile
-        (a hook, a list): then that is newer."""
-        asked = time.monotonic()
-        job = api.job(job_id)
-        if job is None:  # purged already: the poll confirms it (job_trust.py)
-            return
-        state = self._state
-        with state.lock:
-            current = state.jobs.get(key)
-            if current is None or current.job_id != job_id or state.learned.get(key, 0) > asked:
-                return
-            state.record_locked(key, job)
-        self._queue.add(key, urgent=True)  # a bind waits behind no new Pod
+        """One started job read back (the benchmark wraps it: keep the name)."""
+        self._read_back(key, job_id, api)

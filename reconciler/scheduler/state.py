@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Collection
 from typing import Any
 
 from reconciler.adapters.slurm.model import SlurmJob
@@ -19,6 +20,7 @@ from reconciler.kuberules.pod_rules import needs_placed_pods
 from reconciler.scheduler.gang_decide import gang_key_of, is_gang_key
 from reconciler.scheduler.jobindex import Merged
 from reconciler.scheduler.pod_decide import recorded_job_id
+from reconciler.scheduler.stages import StageClock, created_at
 
 Obj = dict[str, Any]
 
@@ -49,6 +51,7 @@ class SchedulerState:
         # key -> its job as submitted, in a few words: said by the Event of its bind, or of
         # its announce if it waits (pod_decide.Announce); in memory only, as Events are.
         self.described: dict[str, str] = {}
+        self.stages = StageClock()  # where each waiting Pod's time goes; its own lock
 
     # ---- what the watches bring -------------------------------------------------------
 
@@ -64,6 +67,10 @@ class SchedulerState:
                 self.forget_key_locked(uid)
             else:
                 self.pods[uid] = pod
+            if event == "DELETED":
+                self.stages.drop(uid)
+            elif not (pod.get("spec") or {}).get("nodeName"):  # our bind hands its marks on
+                self.stages.seen(uid, time.time(), created_at(pod))
             keys = self._index_gang_locked(uid, before, None if event == "DELETED" else pod)
             if event != "DELETED" and needs_placed_pods(pod) and not finished(pod):
                 self.rule_pods.add(uid)
@@ -133,6 +140,16 @@ class SchedulerState:
     def record_locked(self, uid: str, job: SlurmJob) -> None:
         self.jobs[uid] = job
         self.learned[uid] = time.monotonic()
+        self._allocated_locked(uid, job)
+
+    def _allocated_locked(self, key: str, job: SlurmJob) -> None:
+        """The key's Pods' stages: Slurm allocated the job (its start time), and we know."""
+        if job.state not in ("RUNNING", "CONFIGURING") or not job.nodes:
+            return
+        uids = self.gang_members.get(key, ()) if is_gang_key(key) else (key,)
+        if job.start_time > 0:
+            self.stages.mark(uids, "allocated", float(job.start_time))
+        self.stages.mark(uids, "seen allocated", time.time())
 
     def forget_locked(self, uid: str, job_id: int) -> None:
         """The Pod has no job now (we cancelled it to submit again, or to refuse the Pod):
@@ -149,8 +166,20 @@ class SchedulerState:
 
     def take_listing_locked(self, merged: Merged, sent: float) -> None:
         self.jobs, self.learned = merged.jobs, merged.learned
+        for key in merged.changed:
+            if (job := self.jobs.get(key)) is not None:
+                self._allocated_locked(key, job)
         self.vanished = dict(merged.vanished)
         self.listed_at = sent
+
+    def prune_locked(self, before: float, listed: Collection[int]) -> None:
+        """What a whole list would have pruned, for a poll that reads none: notes of when a
+        key learned something, older than `before` (no read in flight began that early), and
+        abandoned jobs Slurm no longer lists though it lists later ones (purged: no list or
+        hook can bring them back; one newer than the list may not be in it yet)."""
+        self.learned = {key: at for key, at in self.learned.items() if at >= before}
+        newest = max(listed, default=0)
+        self.abandoned = {i for i in self.abandoned if i in listed or i > newest}
 
     def forget_key_locked(self, key: str) -> None:
         """The key's Pod is gone: what was noted about its job goes with it."""

@@ -208,6 +208,22 @@ class SlurmRestClient:
         items = _listed(f"GET {path}", response.body, "jobs", JobSummary)
         return tuple(items)
 
+    def jobs_where(self, keep: Callable[[SlurmJob], bool]) -> JobsSnapshot:
+        """Every job that `keep` keeps: the list is decoded as it arrives and each job dropped
+        at once unless kept, so what is held follows the kept jobs, not Slurm's list (the
+        scheduler's own placeholders, read at its start and after a gap)."""
+        as_of, path, decode = as_of_now(), self._codec.base + "/jobs", self._codec.job
+
+        def reduce(wire: Wire) -> SlurmJob | None:
+            job = decode(wire)
+            return job if keep(job) else None
+
+        response = self._timed("jobs_where", self._http.listing, path, "jobs", reduce)
+        if response.errors:
+            raise api_error(f"GET {path}", response.status, response.errors)
+        items = _listed(f"GET {path}", response.body, "jobs", (SlurmJob, type(None)))
+        return Snapshot(tuple(j for j in items if j is not None), as_of)
+
     def job_states(self) -> dict[int, str]:
         """Every job's id and state, and nothing else (v0.0.40+): a few ms where the whole
         list takes a hundred (docs/slurm-versions.md). The scheduler asks it while jobs it
@@ -355,7 +371,9 @@ class SlurmRestClient:
         return items[0] if items else None
 
 
-def _listed(endpoint: str, body: Mapping[str, Any], key: str, kind: type = Mapping) -> list[Any]:
+def _listed(
+    endpoint: str, body: Mapping[str, Any], key: str, kind: type | tuple[type, ...] = Mapping
+) -> list[Any]:
     """The objects a list answer holds under `key` (each a `kind`: a streamed answer holds
     them reduced, stream.py). Without the key (or with something else there) the answer is
     not a list at all: read as empty, it would say every job and node is gone, and the

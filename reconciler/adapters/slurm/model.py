@@ -13,7 +13,7 @@ T and with *everything* otherwise, never a per-object delta. So `jobs(since=T)` 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Generic, Literal, Protocol, TypeVar, overload
 
@@ -320,6 +320,7 @@ class SlurmRestApi(Protocol):
     def jobs(self, since: int) -> JobsSnapshot | None: ...
     def job(self, job_id: int) -> SlurmJob | None: ...
     def job_summaries(self) -> tuple[JobSummary, ...]: ...  # every job, few fields: metrics
+    def jobs_where(self, keep: Callable[[SlurmJob], bool]) -> JobsSnapshot: ...  # streamed
     def job_states(self) -> dict[int, str]: ...  # CAN_LIST_JOB_STATES
     def submit(self, spec: JobSpec) -> SubmittedJob: ...
     def update_job(self, job_id: int, update: JobUpdate) -> None: ...
