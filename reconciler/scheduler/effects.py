@@ -191,6 +191,7 @@ class Effects:
         message = f"{step.message}; deleting the Pod"
         self.pods_out.event(pod, step.reason, "Delete", message, "Warning")
         self.pods_out.delete(pod)
+        self._state.note_deleting(pod, self._clock())
         self.counters.pods_deleted += 1
 
     def refuse(self, pod: Obj, message: str) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Collection
+from datetime import UTC, datetime
 from typing import Any
 
 from reconciler.adapters.slurm.model import SlurmJob
@@ -134,6 +135,22 @@ class SchedulerState:
             meta["annotations"] = {**(meta.get("annotations") or {}), **annotations}
             spec = {**cached["spec"], "nodeName": node} if node else cached["spec"]
             self.pods[uid] = {**cached, "metadata": meta, "spec": spec}
+
+    def note_deleting(self, pod: Obj, now: float) -> None:
+        """A delete we asked for, seen at once as the API server records it (deletionTimestamp
+        = now + the Pod's grace): a sync of the same Pod before the watch brings the delete
+        (a job read, a hook, a poll) must not delete it, and tell its Event, a second time."""
+        uid = pod["metadata"]["uid"]
+        with self.pod_changed:
+            cached = self.pods.get(uid)
+            if cached is None or cached["metadata"].get("deletionTimestamp"):
+                return
+            grace = (cached.get("spec") or {}).get("terminationGracePeriodSeconds")
+            grace = 30 if grace is None else int(grace)  # Kubernetes' default
+            stamp = datetime.fromtimestamp(now + grace, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            meta = {**cached["metadata"], "deletionTimestamp": stamp,
+                    "deletionGracePeriodSeconds": grace}  # fmt: skip
+            self.pods[uid] = {**cached, "metadata": meta}
 
     # ---- jobs -------------------------------------------------------------------------
 

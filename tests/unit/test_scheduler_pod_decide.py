@@ -326,3 +326,27 @@ def test_decisions_are_pure(state: str | None, node: str | None, phase: str, gon
 def test_a_refused_pod_never_keeps_a_running_job() -> None:
     job = slurm_job(state="RUNNING", nodes="n1")
     assert steps(refused_pod(), job) == [CancelJob(job.job_id, "its Pod was refused")]
+
+
+def test_a_pod_we_deleted_is_not_deleted_again_before_the_watch_says_so() -> None:
+    """A preempted Pod's job read twice (its start watch, then a hook or a poll) before the
+    Pod watch brings the delete: one delete and one SlurmJobEnded Event, not two (CI saw two
+    under load)."""
+    from reconciler.scheduler.state import SchedulerState
+
+    pod = a_pod(node="slurm-gpu-small-1", annotations={wk.ANNOTATION_JOB_ID: "12"})
+    job = slurm_job(state="PREEMPTED", nodes="slurm-gpu-small-1")
+    state = SchedulerState()
+    state.pods[UID] = pod
+    assert kinds(steps(state.pods[UID], job)) == [DeletePod]
+    state.note_deleting(pod, NOW)
+    noted = state.pods[UID]["metadata"]
+    assert noted["deletionGracePeriodSeconds"] == 5  # the Pod's own grace
+    assert noted["deletionTimestamp"] == "2027-01-15T08:00:05Z"  # NOW + 5 s
+    assert steps(state.pods[UID], job) == []
+    # A job still running while the Pod terminates is cancelled at kill-wait, as for any
+    # delete the watch brought.
+    running = slurm_job(state="RUNNING", nodes="slurm-gpu-small-1")
+    assert steps(state.pods[UID], running, now=NOW + KILL_WAIT + 1)[0].__class__.__name__ == (
+        "CancelJob"
+    )
