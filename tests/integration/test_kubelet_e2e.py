@@ -280,12 +280,17 @@ def test_an_sbatch_job_writes_its_output_on_the_shared_claim(cluster: Cluster) -
     assert lines[-2] in ("slurm-cpu-0", "slurm-cpu-1") and lines[-1] == "root", out
 
 
-def test_ssh_into_the_login_pod_runs_sinfo(cluster: Cluster) -> None:
-    done = cluster.in_netns(
+def _ssh(cluster: Cluster, host: str, command: str) -> subprocess.CompletedProcess[str]:
+    """`ssh root@HOST COMMAND` from inside the cluster's network, with the test's key."""
+    return cluster.in_netns(
         "ssh", "-i", str(cluster.ssh_key), "-o", "StrictHostKeyChecking=no", "-o",
         "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes", "-o", "ConnectTimeout=20",
-        f"root@slurm-login.{NAMESPACE}.svc.cluster.local", "sinfo -h -N -o '%N %T'",
+        f"root@{host}", command,
     )  # fmt: skip
+
+
+def test_ssh_into_the_login_pod_runs_sinfo(cluster: Cluster) -> None:
+    done = _ssh(cluster, f"slurm-login.{NAMESPACE}.svc.cluster.local", "sinfo -h -N -o '%N %T'")
     assert done.returncode == 0, done.stderr
     assert "slurm-cpu-0 idle" in done.stdout, done.stdout
 
@@ -294,11 +299,7 @@ def test_ssh_into_a_compute_pod_reaches_its_slurmd_container(cluster: Cluster) -
     """compute.ssh.enabled (seed 001, issue 37): sshd runs beside slurmd in the slurmd
     container, with the login's authorized keys and host keys made at the Pod's start."""
     address = cluster.pod("slurm-cpu-0")["status"]["podIP"]
-    done = cluster.in_netns(
-        "ssh", "-i", str(cluster.ssh_key), "-o", "StrictHostKeyChecking=no", "-o",
-        "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes", "-o", "ConnectTimeout=20",
-        f"root@{address}", "pgrep -x slurmd >/dev/null && hostname",
-    )  # fmt: skip
+    done = _ssh(cluster, address, "pgrep -x slurmd >/dev/null && hostname")
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["slurm-cpu-0"], done.stdout
 
