@@ -46,11 +46,8 @@ class Env:
         return subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
 
 
-def _pods_with_sssd_ready(
-    kube: Kube, names: list[str], timeout: float = 120, replaced: str | None = None
-) -> None:
-    """`replaced`: the uid of a deleted Pod of that name, which must not count (it reads
-    Ready while it terminates)."""
+def _pods_with_sssd_ready(kube: Kube, names: list[str], timeout: float = 120) -> None:
+    """A terminating Pod does not count (it reads Ready while it goes)."""
     deadline = time.monotonic() + timeout
     waiting = list(names)
     while waiting and time.monotonic() < deadline:
@@ -59,13 +56,31 @@ def _pods_with_sssd_ready(
         status = pod.get("status") or {}
         conditions = {c["type"]: c["status"] for c in status.get("conditions") or []}
         meta = pod.get("metadata") or {}
-        new = not meta.get("deletionTimestamp") and meta.get("uid") != replaced
+        new = not meta.get("deletionTimestamp")
         if new and "sssd" in containers and conditions.get("Ready") == "True":
             waiting.pop(0)
             continue
         time.sleep(0.5)
     if waiting:
         pytest.fail(f"{', '.join(waiting)} not Ready with the sssd sidecar after {timeout} s")
+
+
+def _login_rolled_out(kube: Kube, timeout: float = 120) -> None:
+    """Wait until slurm-login-0 is a Pod of the StatefulSet's update revision, Ready with sssd."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        sts = kube.get("apps/v1", "StatefulSet", "slurm-login", "slurm") or {}
+        status = sts.get("status") or {}
+        # Until the controller has seen the new template, updateRevision is the old one.
+        seen = status.get("observedGeneration", 0) >= sts["metadata"]["generation"]
+        revision = status.get("updateRevision") if seen else None
+        pod = kube.get("v1", "Pod", "slurm-login-0", "slurm") or {}
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        if revision and labels.get("controller-revision-hash") == revision:
+            _pods_with_sssd_ready(kube, ["slurm-login-0"], max(deadline - time.monotonic(), 1))
+            return
+        time.sleep(0.5)
+    pytest.fail(f"slurm-login-0 not replaced by the StatefulSet's new revision after {timeout} s")
 
 
 @pytest.fixture(scope="module")
@@ -209,11 +224,13 @@ def test_a_password_in_values_reaches_sssd_through_a_secret_and_is_never_shown(e
     secret = kube.get("v1", "Secret", "slurm-directory-default-authtok", "slurm") or {}
     snippet = base64.b64decode(secret["data"]["authtok.conf"]).decode()
     assert snippet == f"[domain/default]\nldap_default_authtok = {password}\n"
-    # sssd reads it at start: a new login Pod, which mounts the new Secret, not the old one.
-    old_uid = (kube.get("v1", "Pod", "slurm-login-0", "slurm") or {})["metadata"]["uid"]
-    kube.delete("v1", "Pod", "slurm-login-0", "slurm")
+    # sssd reads it at start. The login StatefulSet's template now names the new Secret, so
+    # its controller replaces slurm-login-0 (RollingUpdate; CI once read the Pod while it was
+    # gone). The old Secret goes first, so the new Pod can only start from the new one.
+    said = applied.stdout + applied.stderr
+    assert "updated StatefulSet slurm/slurm-login" in said, env.stack.cli_output(applied)
     kube.delete("v1", "Secret", SECRET_NAME, "slurm")
-    _pods_with_sssd_ready(kube, ["slurm-login-0"], replaced=old_uid)
+    _login_rolled_out(kube)
     done = env.ssh("alice", "id -un")
     assert done.returncode == 0 and done.stdout.strip() == "alice", done.stderr
     again = env.stack.plan_json()
