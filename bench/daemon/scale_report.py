@@ -40,6 +40,31 @@ def requests_line(waves: list[Wave], bound: int) -> str:
     )
 
 
+def reader_line(waves: list[Wave]) -> str:
+    """How the daemon's Slurm metrics reader stood after each wave: in which waves its last
+    read took the whole job list and in which it counted jobs per state only (above
+    --slurm-metrics-job-detail-limit), the snapshot's age and read time, its failures."""
+    seen = [w for w in waves if "job_detail" in w.reader]
+    if not seen:
+        return "the daemon's Slurm metrics reader: no series (not reading Slurm)"
+    listed = [w.index for w in seen if w.reader["job_detail"]]
+    counted = [w.index for w in seen if not w.reader["job_detail"]]
+    ages = [w.reader.get("age", 0.0) for w in seen]
+    reads = [w.reader.get("read", 0.0) for w in seen]
+    return (
+        f"the daemon's Slurm metrics reader after each wave: whole job list read in "
+        f"{_waves(listed)}, jobs per state only in {_waves(counted)}; snapshot age max "
+        f"{max(ages):.1f} s, read time max {max(reads):.2f} s, failed reads "
+        f"{seen[-1].reader.get('failures', 0):.0f}"
+    )
+
+
+def _waves(indexes: list[int]) -> str:
+    if not indexes:
+        return "no wave"
+    return f"{len(indexes)} waves ({indexes[0]}..{indexes[-1]})"
+
+
 def slope(points: list[tuple[float, float]]) -> float | None:
     """Least-squares slope of y over x; None with fewer than 2 points."""
     if len(points) < 2:
@@ -116,6 +141,7 @@ def report_waves(
         )
     if bound:
         print("  " + requests_line(waves, bound))
+    print("  " + reader_line(waves))
     memory_table(
         print,
         [("baseline: ready, no Pods", baseline), ("end: all waves deleted", end)],

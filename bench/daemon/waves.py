@@ -51,6 +51,14 @@ COUNTERS = ("bound", "refused", "submitted", "jobs_cancelled", "pods_deleted")
 REQUESTS_METRIC = 'reconciler_slurm_request_seconds_count{operation="'
 # Operations that read Slurm's whole job list (SlurmRestClient): none is wanted after start.
 WHOLE_LIST_READS = ("jobs", "jobs_where", "job_summaries")
+# The daemon's Slurm metrics reader (a client of its own, not in the requests above): whether
+# its last read took the whole job list (1) or counted jobs per state (0), and how it stands.
+READER_SERIES = {
+    "job_detail": "reconciler_slurm_metrics_job_detail",
+    "age": "reconciler_slurm_snapshot_age_seconds",
+    "read": "reconciler_slurm_snapshot_read_seconds",
+    "failures": "reconciler_slurm_snapshot_failures_total",
+}
 
 
 def counters(daemon: Daemon) -> dict[str, int]:
@@ -76,6 +84,7 @@ class Wave:
     counted: dict[str, int] = field(default_factory=dict)  # the counters' growth in this wave
     after: Sample | None = None  # the daemon once the wave was cleaned up
     jobs_listed: int = 0  # jobs in Slurm's list then (ended ones stay until MinJobAge)
+    reader: dict[str, float] = field(default_factory=dict)  # READER_SERIES then, by key
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -199,6 +208,8 @@ def run_wave(
     after = counters(daemon)
     wave.counted = {c: after[c] - before.get(c, 0) for c in after}
     wave.after = sample(daemon.pid)
+    values = daemon.metrics()
+    wave.reader = {key: values[name] for key, name in READER_SERIES.items() if name in values}
     return wave
 
 

@@ -29,7 +29,7 @@ from reconciler.errors import ReconcilerError
 from reconciler.pipeline.clients import Clients
 from reconciler.scheduler.loop import PodScheduler
 from reconciler.scheduler.settings import DEFAULT_HOOKS_PORT
-from reconciler.slurm_metrics.reader import SlurmMetricsReader
+from reconciler.slurm_metrics.reader import JOB_DETAIL_LIMIT, SlurmMetricsReader
 from reconciler.sources import Source
 from reconciler.sources.directory import DirectorySource
 from reconciler.sources.flux import FluxArtifactSource
@@ -128,6 +128,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--slurm-metrics-interval", type=float, default=30.0, metavar="SECONDS",
         help="read Slurm's nodes, jobs and scheduler statistics for /metrics every N s (30; "
         "0 turns the slurm_* series off); a scrape serves the last read",
+    )  # fmt: skip
+    run.add_argument(
+        "--slurm-metrics-job-detail-limit", type=_count, default=JOB_DETAIL_LIMIT, metavar="N",
+        help=f"through slurmrestd, read Slurm's whole job list (slurm_jobs per partition, "
+        f"slurm_jobs_pending, slurm_jobs_held) only while it holds at most N jobs "
+        f"({JOB_DETAIL_LIMIT}); above it, jobs are counted per state from GET /jobs/state/",
     )  # fmt: skip
     run.add_argument(
         "--slurmctld-metrics-url", metavar="URL",
@@ -259,6 +265,17 @@ def _node_sync(args: argparse.Namespace, namespace: str, release: str) -> NodeSy
     )  # fmt: skip
 
 
+def _count(value: str) -> int:
+    """A whole number of at least 0, for argparse (which names the flag in its error)."""
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"{number} is below 0")
+    return number
+
+
 def _slurm_metrics(
     args: argparse.Namespace, namespace: str, release: str
 ) -> SlurmMetricsReader | None:
@@ -272,7 +289,9 @@ def _slurm_metrics(
         return None
     url = slurmctld_metrics_url(args, namespace, release, found.profile_of(lambda: ()))
     openmetrics = SlurmctldMetrics(url) if url else None
-    return SlurmMetricsReader(found.slurm, openmetrics=openmetrics)
+    return SlurmMetricsReader(
+        found.slurm, openmetrics=openmetrics, job_detail_limit=args.slurm_metrics_job_detail_limit
+    )
 
 
 def slurmctld_metrics_url(

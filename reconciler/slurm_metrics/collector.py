@@ -40,6 +40,12 @@ class SlurmCollector(Collector):
             source.add_metric([name], 1.0 if name == view.source else 0.0)
         yield source
         yield GaugeMetricFamily(
+            "reconciler_slurm_metrics_job_detail",
+            "1 when the job series have partitions and pending reasons; 0 when more jobs than "
+            "--slurm-metrics-job-detail-limit were counted per state only (through slurmrestd)",
+            value=1.0 if view.job_detail else 0.0,
+        )
+        yield GaugeMetricFamily(
             "reconciler_slurm_snapshot_age_seconds",
             "Seconds since the Slurm series were last read completely (since the first try "
             "while none has completed)",

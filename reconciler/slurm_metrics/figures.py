@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -83,6 +83,8 @@ JOBS_HELD = Family(
     ("partition",),
 )
 HELD_REASONS = frozenset(["JobHeldUser", "JobHeldAdmin"])
+# The partition of a count read from job states alone (`GET /jobs/state/` names none).
+ALL_PARTITIONS = "*"
 
 
 class JobFields(Protocol):
@@ -200,6 +202,16 @@ def job_families(jobs: Iterable[JobFields]) -> tuple[Family, ...]:
         ),
         JOBS_HELD.with_samples(_samples(held)),
     )
+
+
+def job_count_families(counts: Mapping[str, int]) -> tuple[Family, ...]:
+    """job_families' families from jobs per state alone (no partition, no reason): slurm_jobs
+    by state in partition ALL_PARTITIONS; pending reasons and held jobs without samples."""
+    by_state: Counter[tuple[str, str]] = Counter()
+    for state, count in counts.items():
+        by_state[state.lower(), ALL_PARTITIONS] += count
+    jobs, *rest = job_families(())
+    return (jobs.with_samples(_samples(by_state)), *rest)
 
 
 # SlurmDiag field -> (name, kind, help); a name ending in _seconds is a time in Slurm's

@@ -7,14 +7,18 @@ its totals (`openmetrics`), and no job list is read at all. Otherwise, or while 
 answer (asked again every OPENMETRICS_RETRY_SECONDS), or where slurmrestd names a release
 before 25.11 (whose slurmctld logs an error for each HTTP request), one read goes through
 slurmrestd: a
-ping (is slurmctld there), then every node, every job and the scheduler statistics;
-`figures` turns them into families at once, and only the families are kept (a 50,000-job
-answer is not held between reads). Which source gave the families is served beside them and
+ping (is slurmctld there), then every node, the jobs and the scheduler statistics; `figures`
+turns them into families at once, and only the families are kept (a 50,000-job answer is not
+held between reads). Which source gave the families is served beside them and
 logged when it changes. A failed read keeps the last families: the snapshot's age, served
 beside them, says how old they are, and `slurm_controller_up` says whether slurmctld answered.
 
 Reading every job is what costs on REST (slurmrestd writes about 5 KB of JSON per job, which
-is decoded here: bench/README.md has the figures). Jobs are read as summaries
+is decoded here: bench/README.md has the figures), and slurmctld and slurmrestd pay it while
+the scheduler waits on them. So the job states are read first (`GET /jobs/state/`, ids and
+states): above `job_detail_limit` jobs that is all that is read, and jobs are counted per
+state alone (no partition, no pending reason; `job_count_families`). At or below it, and on
+v0.0.38 (no state list), jobs are read as summaries
 (`job_summaries()`: each job's object is reduced to its state, partition and reason as soon
 as it is decoded), so the read's memory is that of one job's JSON at a time, not of the whole
 list. A read that took S seconds is not started again before PAUSE_FACTOR x S seconds have
@@ -30,10 +34,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from reconciler.adapters.slurm.model import SlurmRestApi
+from reconciler.adapters.slurm.model import CAN_LIST_JOB_STATES, SlurmRestApi
 from reconciler.adapters.slurmctld_metrics import SlurmctldMetrics
 from reconciler.errors import ReconcilerError
-from reconciler.slurm_metrics.figures import Family, SlurmReading, slurm_families
+from reconciler.slurm_metrics.figures import (
+    Family,
+    diag_families,
+    job_count_families,
+    job_families,
+    node_families,
+)
 from reconciler.slurm_metrics.openmetrics import ENDPOINTS, ExpositionError, openmetrics_families
 from reconciler.slurm_release import OPENMETRICS_SINCE, SlurmRelease, maybe_release
 
@@ -45,6 +55,9 @@ PAUSE_FACTOR = 3.0  # after a read of S seconds, the next starts S x this later 
 OPENMETRICS_RETRY_SECONDS = 300.0
 SOURCE_OPENMETRICS, SOURCE_REST = "openmetrics", "rest"
 SOURCES = (SOURCE_OPENMETRICS, SOURCE_REST)
+# Above this many jobs a REST read counts them per state only: the whole list of 2,000 jobs
+# is about 10 MB that slurmrestd writes in about 2 s on 24.11 (docs/metrics.md).
+JOB_DETAIL_LIMIT = 2000
 
 
 @dataclass(frozen=True)
@@ -58,6 +71,7 @@ class SlurmView:
     failures: int  # reads that failed since the daemon started
     began_at: float  # the first read's start: the snapshot's age before any read completed
     source: str = SOURCE_REST  # SOURCES: where the last read (complete or not) went
+    job_detail: bool = True  # the job families have partitions and reasons (False: per state)
 
     def age(self, now: float) -> float:
         return max(now - (self.read_at if self.read_at is not None else self.began_at), 0.0)
@@ -70,9 +84,13 @@ class SlurmMetricsReader:
         *,
         openmetrics: SlurmctldMetrics | None = None,
         clock: Callable[[], float] = time.time,
+        job_detail_limit: int = JOB_DETAIL_LIMIT,
     ) -> None:
-        """OPENMETRICS: slurmctld's endpoints, read instead of API while they answer."""
+        """OPENMETRICS: slurmctld's endpoints, read instead of API while they answer.
+        JOB_DETAIL_LIMIT: above this many jobs, REST reads count them per state only."""
         self._api = api
+        self._job_detail_limit = job_detail_limit
+        self._job_detail = True  # the last REST read's; a change is logged
         self._openmetrics = openmetrics
         self._clock = clock
         self._view: SlurmView | None = None  # replaced whole: a scrape reads one or the other
@@ -108,17 +126,48 @@ class SlurmMetricsReader:
                 except ReconcilerError as error:
                     return self._failed(last, "read", error, controller_up=True, source=source)
             seconds = time.perf_counter() - started
+            detail = self._job_detail or source == SOURCE_OPENMETRICS
             self._view = SlurmView(
-                families, self._clock(), seconds, True, last.failures, last.began_at, source
-            )
+                families, self._clock(), seconds, True, last.failures, last.began_at, source,
+                detail,
+            )  # fmt: skip
             if self._said:
                 log.info("slurm metrics: Slurm answers again (read in %.2f s)", seconds)
                 self._said = ""
             return self._view
 
     def _from_rest(self) -> tuple[Family, ...]:
-        reading = SlurmReading(self._api.nodes().items, self._api.job_summaries(), self._api.diag())
-        return slurm_families(reading)  # the answers go now; only the families stay
+        # slurm_families' order; each answer goes as soon as its families are made
+        nodes = node_families(self._api.nodes().items)
+        jobs = self._job_families()
+        return (*nodes, *jobs, *diag_families(self._api.diag()))
+
+    def _job_families(self) -> tuple[Family, ...]:
+        """Every job in full (partition, pending reason) up to the limit; above it, jobs per
+        state from the state list alone, and the whole list is not read."""
+        if CAN_LIST_JOB_STATES not in self._api.capabilities:  # v0.0.38: the list or nothing
+            return job_families(self._api.job_summaries())
+        counts = self._api.job_state_counts()
+        total = sum(counts.values())
+        detail = total <= self._job_detail_limit
+        if detail != self._job_detail:
+            self._job_detail = detail
+            if detail:
+                log.info(
+                    "slurm metrics: %d jobs, at most %d: jobs are read in full again "
+                    "(partitions, pending reasons)", total, self._job_detail_limit,
+                )  # fmt: skip
+            else:
+                log.warning(
+                    "slurm metrics: %d jobs, more than %d (--slurm-metrics-job-detail-limit): "
+                    "jobs are counted per state only (slurm_jobs in partition '*', no "
+                    "slurm_jobs_pending or slurm_jobs_held) and Slurm's whole job list is not "
+                    "read; Slurm 25.11's OpenMetrics give them without it",
+                    total, self._job_detail_limit,
+                )  # fmt: skip
+        if not detail:
+            return job_count_families(counts)
+        return job_families(self._api.job_summaries())
 
     def _from_openmetrics(self, now: float) -> tuple[Family, ...] | None:
         """The families from slurmctld's OpenMetrics; None where they are not asked or did
@@ -172,7 +221,7 @@ class SlurmMetricsReader:
             self._said = said
         self._view = SlurmView(
             last.families, last.read_at, last.read_seconds, controller_up, last.failures + 1,
-            last.began_at, source,
+            last.began_at, source, last.job_detail,
         )  # fmt: skip
         return self._view
 

@@ -29,6 +29,8 @@ ROOT = Path(__file__).resolve().parents[2]
 FIXTURE_REPO = ROOT / "fixtures" / "config-repo"
 INTERVAL = 1.0  # --slurm-metrics-interval for these tests (the default is 30 s)
 Series = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+METRICS_ONLY = ("--no-scheduler", "--node-sync-interval", "0", "--slurm-metrics-interval",
+                str(INTERVAL))  # fmt: skip
 
 
 @dataclass
@@ -37,6 +39,7 @@ class Env:
     admin: Kube
     port: int
     log: Path
+    daemon_args: tuple[Path, Path, Path]  # repo, runtime, work: for a daemon of other flags
 
     def scrape(self) -> Series:
         text = http_get(self.port, "/metrics")
@@ -62,10 +65,9 @@ def env(stack_timings: dict[str, float]) -> Iterator[Env]:
         ) as running:  # fmt: skip
             admin = Kube.from_kubeconfig(running.stack.kube_paths.kubeconfig, field_manager="test")
             with reconciler_run(
-                repo, running.runtime, work, "--no-scheduler", "--node-sync-interval", "0",
-                "--slurm-metrics-interval", str(INTERVAL),
+                repo, running.runtime, work, *METRICS_ONLY,
             ) as (port, log):  # fmt: skip
-                yield Env(running.slurm, admin, port, log)
+                yield Env(running.slurm, admin, port, log, (repo, running.runtime, work))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -208,6 +210,47 @@ def test_the_series_agree_with_sinfo_squeue_and_sdiag(env: Env) -> None:
         for job_id in submitted:
             env.run("scancel", job_id.strip().split(";")[0])
         env.run("scontrol", "update", "NodeName=slurm-cpu-0", "State=RESUME")
+
+
+def test_above_the_job_detail_limit_jobs_are_counted_per_state_as_squeue_counts(
+    env: Env,
+) -> None:
+    """A daemon of `--slurm-metrics-job-detail-limit 0` through slurmrestd (its OpenMetrics
+    off, on any release): jobs by state from the state list, in partition "*", as squeue
+    counts them; no pending reasons or held jobs; said by the gauge and the log."""
+    sbatch = ("sbatch", "--parsable", "-o", "/dev/null")
+    submitted = [env.run(*sbatch, "-H", "-p", "all", "--wrap", "true"),
+                 env.run(*sbatch, "-p", "all", "--wrap", "sleep 300")]  # fmt: skip
+    repo, runtime, work = env.daemon_args
+    flags = ("--slurm-metrics-job-detail-limit", "0", "--slurmctld-metrics-url", "off")
+    (work / "limited").mkdir(exist_ok=True)
+    try:
+        with reconciler_run(repo, runtime, work / "limited", *METRICS_ONLY, *flags) as (port, log):
+            limited = Env(env.slurm, env.admin, port, log, env.daemon_args)
+            differs = ""
+
+            def agree() -> bool:
+                nonlocal differs
+                got = limited.scrape()
+                counted = Counter({(s.lower(), "*"): n for (s,), n in
+                                   squeue(env, "%T", "-t", "all").items()})  # fmt: skip
+                differs = matches(env, {
+                    "jobs": (by(got, "slurm_jobs", "state", "partition"), counted),
+                    "detail": (got.get(("reconciler_slurm_metrics_job_detail", ())), 0),
+                })  # fmt: skip
+                return not differs
+
+            try:
+                wait_for(agree, 20, "jobs counted per state to agree with squeue")
+            except AssertionError as error:
+                raise AssertionError(f"{error}: {differs}") from None
+            got = limited.scrape()
+            assert source(got) == "rest"
+            assert not [key for key in got if key[0] in ("slurm_jobs_pending", "slurm_jobs_held")]
+            assert "counted per state only" in log.read_text()
+    finally:
+        for job_id in submitted:
+            env.run("scancel", job_id.strip().split(";")[0])
 
 
 def test_a_stopped_slurmctld_is_controller_down_and_ages_the_snapshot(env: Env) -> None:

@@ -167,3 +167,24 @@ def test_the_request_is_timed_as_job_summaries(slurm: CannedSlurm) -> None:
     with pytest.raises(SlurmApiError):
         client.job_summaries()
     assert seen == [("job_summaries", True), ("job_summaries", False)]
+
+
+@pytest.mark.parametrize("version", [v for v in SUPPORTED_VERSIONS if codec_for(v).job_state])
+def test_the_state_counts_are_those_of_the_summaries_and_count_array_tasks(
+    slurm: CannedSlurm, version: str
+) -> None:
+    """Above the job detail limit the metrics count `GET /jobs/state/` instead of the list:
+    the same state words, every entry counted; the scheduler's job_states() leaves out array
+    and heterogeneous jobs, which are never its placeholders."""
+    jobs = [CAPTURED[version], *variants(version)]
+    ids = [str(n) for n in range(1, len(jobs) - 1)] + ["9_1", "9+0"]
+    listed = [{"job_id": i, "state": job["job_state"]} for i, job in zip(ids, jobs, strict=True)]
+    slurm.answers[f"/slurm/{version}/jobs/state/"] = (200, {"jobs": listed, "errors": []})
+    slurm.answers[f"/slurm/{version}/jobs"] = (200, {"jobs": jobs, "last_update": 1})
+    client = client_of(slurm, version)
+    counts = client.job_state_counts()
+    summed: dict[str, int] = {}
+    for summary in client.job_summaries():
+        summed[summary.state] = summed.get(summary.state, 0) + 1
+    assert counts == summed
+    assert sorted(client.job_states()) == list(range(1, len(jobs) - 1))

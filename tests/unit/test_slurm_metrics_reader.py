@@ -46,15 +46,16 @@ def slurm() -> Iterator[CannedSlurm]:
         server.answers.update({
             f"{BASE}/ping": (200, UP),
             f"{BASE}/nodes": (200, {"nodes": [CAPTURED["node_draining"]], "last_update": 1}),
+            f"{BASE}/jobs/state/": (200, {"jobs": [{"job_id": "2", "state": ["RUNNING"]}]}),
             f"{BASE}/jobs": (200, {"jobs": [CAPTURED["job_running"]], "last_update": 1}),
             f"{BASE}/diag": (200, CAPTURED["diag"]),
         })  # fmt: skip
         yield server
 
 
-def reader_of(server: CannedSlurm, clock: Clock) -> SlurmMetricsReader:
+def reader_of(server: CannedSlurm, clock: Clock, **settings: int) -> SlurmMetricsReader:
     api = SlurmRestClient(Transport(server.url, StaticToken(), timeout=5), codec_for("v0.0.42"))
-    return SlurmMetricsReader(api, clock=clock)
+    return SlurmMetricsReader(api, clock=clock, **settings)
 
 
 def scrape(registry: CollectorRegistry) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -86,7 +87,7 @@ def test_a_read_is_served_with_its_age_until_the_next(slurm: CannedSlurm) -> Non
     assert found[("slurm_jobs", (("partition", "all"), ("state", "running")))] == 1
     assert found[("slurm_scheduler_jobs_started_total", ())] == 1
     assert [path.split("?")[0] for _, path in slurm.requests] == [
-        f"{BASE}/ping", f"{BASE}/nodes", f"{BASE}/jobs", f"{BASE}/diag",
+        f"{BASE}/ping", f"{BASE}/nodes", f"{BASE}/jobs/state/", f"{BASE}/jobs", f"{BASE}/diag",
     ]  # fmt: skip
     slurm.requests.clear()
     served(reader, clock)
@@ -136,7 +137,41 @@ def test_a_long_read_is_not_repeated_before_three_times_its_length(slurm: Canned
     assert slurm.requests == []
     clock.now = first.read_at + PAUSE_FACTOR * first.read_seconds * 1.1
     assert reader.refresh().read_at == clock.now
-    assert len(slurm.requests) == 4
+    assert len(slurm.requests) == 5
+
+
+def test_above_the_job_detail_limit_jobs_are_counted_per_state_without_the_whole_list(
+    slurm: CannedSlurm, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The whole job list is what loads slurmctld and slurmrestd (issue 36): above the limit
+    only the state list is read, every entry counted (an array task too), and said once."""
+    states = [{"job_id": str(i), "state": ["PENDING"]} for i in range(1, 4)]
+    states.append({"job_id": "9_1", "state": ["RUNNING"]})
+    slurm.answers[f"{BASE}/jobs/state/"] = (200, {"jobs": states})
+    clock = Clock()
+    reader = reader_of(slurm, clock, job_detail_limit=3)
+    with caplog.at_level(logging.INFO):
+        reader.refresh()
+        clock.now += 30
+        reader.refresh()
+    paths = [path.split("?")[0] for _, path in slurm.requests]
+    assert f"{BASE}/jobs" not in paths and paths.count(f"{BASE}/jobs/state/") == 2
+    found = served(reader, clock)
+    assert found[("slurm_jobs", (("partition", "*"), ("state", "pending")))] == 3
+    assert found[("slurm_jobs", (("partition", "*"), ("state", "running")))] == 1
+    assert not [key for key in found if key[0] in ("slurm_jobs_pending", "slurm_jobs_held")]
+    assert found[("reconciler_slurm_metrics_job_detail", ())] == 0
+    said = [r.getMessage() for r in caplog.records if "counted per state only" in r.getMessage()]
+    assert len(said) == 1 and "4 jobs, more than 3" in said[0], said
+
+    slurm.answers[f"{BASE}/jobs/state/"] = (200, {"jobs": states[:3]})  # back to the limit
+    clock.now += 30
+    with caplog.at_level(logging.INFO):
+        reader.refresh()
+    found = served(reader, clock)
+    assert found[("slurm_jobs", (("partition", "all"), ("state", "running")))] == 1
+    assert found[("reconciler_slurm_metrics_job_detail", ())] == 1
+    assert any("read in full again" in r.getMessage() for r in caplog.records)
 
 
 def test_a_slurm_never_read_ages_from_the_first_try() -> None:

@@ -151,7 +151,7 @@ def test_a_job_whose_requeue_is_expedited_reads_as_slurm_names_it(version: str) 
     assert _answer_problems(version, "job", entry) == []
     assert codec_for(version).job(entry).state == "EXPEDITING"
     assert codec_for(version).job_state({"job_id": "7", "state": ["PENDING", "EXPEDITING"]}) == (
-        7, "EXPEDITING",
+        "7", "EXPEDITING",
     )  # fmt: skip
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import Counter
 from collections.abc import Callable, Mapping
 from time import perf_counter
 from typing import Any, TypeVar, cast, overload
@@ -227,7 +228,17 @@ class SlurmRestClient:
     def job_states(self) -> dict[int, str]:
         """Every job's id and state, and nothing else (v0.0.40+): a few ms where the whole
         list takes a hundred (docs/slurm-versions.md). The scheduler asks it while jobs it
-        submitted are pending, to bind their Pods as soon as Slurm allocates."""
+        submitted are pending, to bind their Pods as soon as Slurm allocates. Array and
+        heterogeneous jobs ("7_1", "7+0") are left out: they are never placeholders."""
+        return {int(i): state for i, state in self._job_state_entries() if i.isascii() and
+                i.isdigit()}  # fmt: skip
+
+    def job_state_counts(self) -> dict[str, int]:
+        """How many jobs are in each state, every job counted (the same read as job_states):
+        the metrics' job figures without the whole list."""
+        return dict(Counter(state for _, state in self._job_state_entries()))
+
+    def _job_state_entries(self) -> list[tuple[str, str]]:
         decode = self._codec.job_state
         if decode is None:
             raise self._unsupported(
@@ -235,7 +246,7 @@ class SlurmRestClient:
             )
         body = self._timed("job_states", self._checked, "GET", "/jobs/state/")
         entries = _listed(f"GET {self._codec.base}/jobs/state/", body, "jobs")
-        return dict(pair for entry in entries if (pair := decode(entry)) is not None)
+        return [decode(entry) for entry in entries]
 
     def submit(self, spec: JobSpec) -> SubmittedJob:
         return self._timed("submit", self._submit, self._codec.submission(spec))

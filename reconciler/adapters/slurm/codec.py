@@ -46,8 +46,9 @@ class Codec:
     job_update: Callable[[JobUpdate], dict[str, Any]]
     diag: Callable[[Wire], SlurmDiag]  # the `statistics` of `GET /diag`
     node_update: Callable[[NodeUpdate], dict[str, Any]] | None = None
-    # An entry of `GET /jobs/state/` as (job id, state); None where the version has no such list.
-    job_state: Callable[[Wire], tuple[int, str] | None] | None = None
+    # An entry of `GET /jobs/state/` as (job id as written, state); None where the version
+    # has no such list.
+    job_state: Callable[[Wire], tuple[str, str]] | None = None
     # How `?update_time=` carries seconds since the epoch.
     since: Callable[[int], str | int] = int
 

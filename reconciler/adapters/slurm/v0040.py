@@ -86,13 +86,10 @@ def _job_state(value: Any) -> str:
     return next((s for s in JOB_FLAG_STATES if s in states), states[0] if states else "")
 
 
-def job_state_from_wire(d: Wire) -> tuple[int, str] | None:
-    """One entry of `GET /jobs/state/` ({"job_id": "7", "state": ["RUNNING"]}); None for an
-    array or heterogeneous job's ("7_1", "7+0"), which are never placeholders."""
-    job_id = text(d.get("job_id"))
-    if not job_id.isascii() or not job_id.isdigit():
-        return None
-    return int(job_id), _job_state(d.get("state"))
+def job_state_from_wire(d: Wire) -> tuple[str, str]:
+    """One entry of `GET /jobs/state/` ({"job_id": "7", "state": ["RUNNING"]}) as (id, state);
+    an array or heterogeneous job's id as Slurm writes it ("7_1", "7+0")."""
+    return text(d.get("job_id")), _job_state(d.get("state"))
 
 
 def _exit_code(value: Any) -> int | None:
