@@ -23,6 +23,16 @@ from reconciler.scheduler.placeholder import pod_uid_of
 from reconciler.scheduler.stages import PodStages
 
 
+@dataclass(frozen=True)
+class Look:
+    """One look of the scheduler's start watch (starts.py), our clock."""
+
+    began: float
+    state_list: float  # seconds its `GET /jobs/state/` took
+    ended: float  # the reads of the jobs it found started included
+    started: int  # jobs it found started (each read by itself)
+
+
 @dataclass
 class Instrument:
     """Times recorded by thin wrappers around the scheduler (they only record, then call on):
@@ -53,6 +63,7 @@ class Instrument:
     # The scheduler's own stage marks of each Pod it bound (PodScheduler.observe(stages=)).
     stages: list[PodStages] = field(default_factory=list)
     whole_lists_at_start: int = 0  # whole job-list reads the scheduler's start() made
+    looks: list[Look] = field(default_factory=list)  # the start watch's, in order
     lock: threading.Lock = field(default_factory=threading.Lock)
     # Set while the scheduler's poll runs on this thread: the uids flagged by its jobs() call.
     _polling: threading.local = field(default_factory=threading.local)
@@ -135,6 +146,16 @@ class Instrument:
                     self.start_seen.setdefault(key, time.time())
 
         starts._refresh = timed_refresh  # type: ignore[method-assign]
+        look = starts.look
+
+        def timed_look() -> int:
+            began = time.time()
+            started = look()
+            with self.lock:
+                self.looks.append(Look(began, starts._spent, time.time(), started))
+            return started
+
+        starts.look = timed_look  # type: ignore[method-assign]
         bind_pod = kube.bind_pod
 
         def timed_bind(*args: Any, **kwargs: Any) -> None:

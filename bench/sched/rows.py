@@ -80,11 +80,37 @@ def scheduler_stage_rows(
     out(f"  {'stage (s)':<44}{'p50':>8}{'p99':>8}{'Pods':>8}")
     for row in stage_table(records):
         out(f"  {row.label:<44}{row.p50:>8.3f}{row.p99:>8.3f}{row.count:>8}")
+    start_watch_row(out, pods, inst)
     made = {op: n for op, n in counters.slurm_requests.items() if op in WHOLE_LIST_READS}
     after = whole_list_reads(made) - inst.whole_lists_at_start
     kinds = ", ".join(f"{op} {n}" for op, n in sorted(made.items())) or "none"
     out(f"  whole job-list reads after the scheduler's start: {after} (all so far, by kind: "
         f"{kinds}; {inst.whole_lists_at_start} at its start)")
+
+
+def start_watch_row(out: Callable[..., None], pods: list[PodTimes], inst: Instrument) -> None:
+    """The start watch's looks from the phase's first create to its last bind: what a look
+    took (its state list, then the GETs of the jobs it found started) and the wait between
+    looks (FAST_SECONDS, or DUTY x the last state list), which together make the stage
+    'allocated -> seen allocated'."""
+    bound = [p.bound for p in pods if p.bound]
+    if not pods or not bound:
+        return
+    first, last = min(p.sent for p in pods), max(bound)
+    with inst.lock:
+        looks = [k for k in inst.looks if first <= k.began <= last]
+    if len(looks) < 2:
+        out(f"  the start watch: {len(looks)} looks in the phase")
+        return
+    took = [k.ended - k.began for k in looks]
+    gaps = [b.began - a.ended for a, b in itertools.pairwise(looks)]
+    out(f"  the start watch: {len(looks)} looks in {last - first:.1f} s; a look took p50 "
+        f"{statistics.median(took):.3f} s, max {max(took):.3f} s (its state list p50 "
+        f"{statistics.median(k.state_list for k in looks):.3f} s, max "
+        f"{max(k.state_list for k in looks):.3f} s; jobs found started and read per look p50 "
+        f"{statistics.median(k.started for k in looks):.0f}, max "
+        f"{max(k.started for k in looks)}); the wait between looks p50 "
+        f"{statistics.median(gaps):.3f} s, max {max(gaps):.3f} s")  # fmt: skip
 
 
 def between_marks_rows(
