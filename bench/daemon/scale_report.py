@@ -52,8 +52,9 @@ def reader_line(waves: list[Wave]) -> str:
     ages = [w.reader.get("age", 0.0) for w in seen]
     reads = [w.reader.get("read", 0.0) for w in seen]
     return (
-        f"the daemon's Slurm metrics reader after each wave: whole job list read in "
-        f"{_waves(listed)}, jobs per state only in {_waves(counted)}; snapshot age max "
+        f"the daemon's Slurm metrics reader, its last read after each wave: the whole job "
+        f"list after {_waves(listed)}, jobs per state only after {_waves(counted)}; snapshot "
+        f"age max "
         f"{max(ages):.1f} s, read time max {max(reads):.2f} s, failed reads "
         f"{seen[-1].reader.get('failures', 0):.0f}"
     )

@@ -56,7 +56,7 @@ OPENMETRICS_RETRY_SECONDS = 300.0
 SOURCE_OPENMETRICS, SOURCE_REST = "openmetrics", "rest"
 SOURCES = (SOURCE_OPENMETRICS, SOURCE_REST)
 # Above this many jobs a REST read counts them per state only: the whole list of 2,000 jobs
-# is about 10 MB that slurmrestd writes in about 2 s on 24.11 (docs/metrics.md).
+# is 10 to 25 MB that slurmrestd writes in 2 s idle, 25 s saturated, on 24.11 (docs/metrics.md).
 JOB_DETAIL_LIMIT = 2000
 
 
