@@ -20,18 +20,12 @@ class StateLook:
 
 
 def look_at_states(
-    known: Mapping[str, SlurmJob],
-    states: Mapping[int, str],
-    *,
-    skip: Collection[str] = (),
-    start_watched: Collection[int] = (),
+    known: Mapping[str, SlurmJob], states: Mapping[int, str], *, skip: Collection[str] = ()
 ) -> StateLook:
     """Our jobs (`known`: key -> job) against every job's state as Slurm lists it. Keys in
     `skip` (learned of after the list was asked for, or a submit in flight) are newer than
     it and left alone. A job still holding resources that the list lacks is `vanished`, to be
-    confirmed with Slurm before its Pod is touched (job_trust.py), as after a whole list.
-    A job of `start_watched` that left PENDING is the start watch's to read (starts.py): read
-    here too, a burst's starts were read twice (1.5 GETs per Pod, issue 36)."""
+    confirmed with Slurm before its Pod is touched (job_trust.py), as after a whole list."""
     look = StateLook()
     for key, job in known.items():
         if key in skip:
@@ -42,7 +36,7 @@ def look_at_states(
                 look.vanished[key] = job.job_id
             else:
                 look.purged.append(key)
-        elif state != job.state and job.job_id not in start_watched:
+        elif state != job.state:
             look.reread[key] = job.job_id
     return look
 
