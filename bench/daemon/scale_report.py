@@ -54,8 +54,7 @@ def reader_line(waves: list[Wave]) -> str:
     return (
         f"the daemon's Slurm metrics reader, its last read after each wave: the whole job "
         f"list after {_waves(listed)}, jobs per state only after {_waves(counted)}; snapshot "
-        f"age max "
-        f"{max(ages):.1f} s, read time max {max(reads):.2f} s, failed reads "
+        f"age max {max(ages):.1f} s, read time max {max(reads):.2f} s, failed reads "
         f"{seen[-1].reader.get('failures', 0):.0f}"
     )
 

@@ -113,6 +113,8 @@ def _typed(action: argparse.Action, raw: Any, option: str) -> Any:
         return [str(v) for v in raw] if isinstance(raw, list) else str(raw).split(",")
     try:
         return action.type(str(raw)) if callable(action.type) else str(raw)
+    except argparse.ArgumentTypeError as error:  # the type's own words, as argparse says them
+        raise ReconcilerError(f"{option}: invalid value {raw!r}: {error}") from None
     except (TypeError, ValueError):
         raise ReconcilerError(f"{option}: invalid value {raw!r}") from None
 

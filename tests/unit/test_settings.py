@@ -57,3 +57,20 @@ def test_config_file_mistakes_are_named(tmp_path: Path, text: str, error: str) -
     config.write_text(text)
     with pytest.raises(ReconcilerError, match=error):
         parse(["run", "--config", str(config)], {})
+
+
+def test_a_value_its_flag_refuses_is_named_from_the_environment_and_the_file(
+    tmp_path: Path,
+) -> None:
+    """A type that says why (argparse.ArgumentTypeError) failed with a traceback when the
+    value came from the environment or the config file instead of the command line."""
+    environ = {"RECONCILER_SLURM_METRICS_JOB_DETAIL_LIMIT": "-3"}
+    said = "job-detail-limit: invalid value '-3': -3 is below 0"
+    with pytest.raises(ReconcilerError, match=said):
+        parse(["run"], environ)
+    config = tmp_path / "run.yaml"
+    config.write_text("slurm-metrics-job-detail-limit: -3\n")
+    with pytest.raises(ReconcilerError, match="-3 is below 0"):
+        parse(["run", "--config", str(config)], {})
+    args = parse(["run"], {"RECONCILER_SLURM_METRICS_JOB_DETAIL_LIMIT": "5"})
+    assert args.slurm_metrics_job_detail_limit == 5  # type: ignore[attr-defined]
