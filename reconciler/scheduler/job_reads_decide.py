@@ -20,12 +20,18 @@ class StateLook:
 
 
 def look_at_states(
-    known: Mapping[str, SlurmJob], states: Mapping[int, str], *, skip: Collection[str] = ()
+    known: Mapping[str, SlurmJob],
+    states: Mapping[int, str],
+    *,
+    skip: Collection[str] = (),
+    start_watched: Collection[int] = (),
 ) -> StateLook:
     """Our jobs (`known`: key -> job) against every job's state as Slurm lists it. Keys in
     `skip` (learned of after the list was asked for, or a submit in flight) are newer than
     it and left alone. A job still holding resources that the list lacks is `vanished`, to be
-    confirmed with Slurm before its Pod is touched (job_trust.py), as after a whole list."""
+    confirmed with Slurm before its Pod is touched (job_trust.py), as after a whole list.
+    A job of `start_watched` that left PENDING is the start watch's to read (starts.py): read
+    here too, a burst's starts were read twice (1.5 GETs per Pod, issue 36)."""
     look = StateLook()
     for key, job in known.items():
         if key in skip:
@@ -36,7 +42,7 @@ def look_at_states(
                 look.vanished[key] = job.job_id
             else:
                 look.purged.append(key)
-        elif state != job.state:
+        elif state != job.state and job.job_id not in start_watched:
             look.reread[key] = job.job_id
     return look
 

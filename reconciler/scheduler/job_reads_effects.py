@@ -168,7 +168,10 @@ class JobReads:
         state = self._state
         with state.lock:
             fresh = {key for key, at in state.learned.items() if at > sent}
-            look = look_at_states(dict(state.jobs), states, skip=fresh | state.submitting)
+            look = look_at_states(
+                dict(state.jobs), states, skip=fresh | state.submitting,
+                start_watched=state.start_watched_locked(),
+            )  # fmt: skip
         reads = [self._readers.submit(self.refresh, k, i, api) for k, i in look.reread.items()]
         for read in reads:
             try:

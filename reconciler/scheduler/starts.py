@@ -149,12 +149,7 @@ class StartWatch:
     def _pending(self) -> dict[int, str]:
         """Job id -> key, of the PENDING jobs we hold for Pods (or gangs)."""
         with self._state.lock:
-            abandoned = self._state.abandoned
-            return {
-                job.job_id: key
-                for key, job in self._state.jobs.items()
-                if job.state == "PENDING" and job.job_id not in abandoned
-            }
+            return self._state.start_watched_locked()
 
     def _refresh(self, key: str, job_id: int, api: SlurmRestApi) -> None:
         """One started job read back (the benchmark wraps it: keep the name)."""

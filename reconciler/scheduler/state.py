@@ -227,6 +227,13 @@ class SchedulerState:
         with self.lock:
             return dict(self.jobs)
 
+    def start_watched_locked(self) -> dict[int, str]:
+        """Job id -> key of the jobs the start watch reads when they leave PENDING (starts.py):
+        our PENDING jobs, but for abandoned ones."""
+        abandoned = self.abandoned
+        return {job.job_id: key for key, job in self.jobs.items()
+                if job.state == "PENDING" and job.job_id not in abandoned}  # fmt: skip
+
     def nodes(self) -> tuple[dict[str, str], dict[str, dict[str, str]], dict[str, NodeFacts]]:
         """A copy of (Slurm node -> Node, Node -> labels, Node -> its facts for node_fit)."""
         with self.lock:

@@ -209,7 +209,12 @@ def _delete_all(env: Env, pods: list[str]) -> None:
     for name in pods:
         _wait_gone(env, name)
     pods.clear()
-    wait_for(lambda: not _live_placeholders(env), 30, "placeholder jobs to end")
+    try:
+        wait_for(lambda: not _live_placeholders(env), 30, "placeholder jobs to end")
+    except AssertionError as exc:  # which jobs, and what the scheduler holds of them
+        live = [(j.job_id, j.name, j.state, j.nodes) for j in _live_placeholders(env)]
+        held = {k: (j.job_id, j.state) for k, j in env.scheduler.known_jobs().items()}
+        raise AssertionError(f"{exc}: live {live}; the scheduler holds {held}") from None
 
 
 def test_bin_packing_fills_two_nodes_where_slurm_alone_spreads_over_four(

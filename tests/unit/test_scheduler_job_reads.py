@@ -48,3 +48,20 @@ def test_a_poll_prunes_old_notes_and_abandoned_jobs_slurm_purged() -> None:
     with state.lock:
         state.prune_locked(before=50.0, listed={2: "CANCELLED", 5: "RUNNING"})
     assert (state.learned, state.abandoned) == ({"new": 95.0}, {2, 9})
+
+
+def test_a_job_leaving_pending_is_left_to_the_start_watch() -> None:
+    """The start watch reads each job that leaves PENDING; the poll reading it too made a
+    burst's starts two GETs each. A job the start watch does not watch is read here."""
+    known = {A: job(A, 1), B: job(B, 2), C: job(C, 3, "RUNNING", "n1")}
+    states = {1: "RUNNING", 2: "CANCELLED", 3: "COMPLETING"}
+    assert look_at_states(known, states, start_watched={1}) == StateLook(reread={B: 2, C: 3})
+
+
+def test_the_start_watch_watches_pending_jobs_but_abandoned_ones() -> None:
+    state = SchedulerState()
+    with state.lock:
+        for key, held in ((A, job(A, 1)), (B, job(B, 2)), (C, job(C, 3, "RUNNING", "n1"))):
+            state.record_locked(key, held)
+        state.abandoned.add(2)
+        assert state.start_watched_locked() == {1: A}
