@@ -18,8 +18,9 @@ from bench.sched.common import HOLDING, RAW_CPUS, RAW_MEMORY_MB, RAW_SCRIPT, SET
 from reconciler import wellknown as wk
 from reconciler.adapters.slurm.client import connect
 from reconciler.adapters.slurm.jwt import MintedTokens
-from reconciler.adapters.slurm.model import JobSpec
+from reconciler.adapters.slurm.model import JobSpec, SlurmRestApi
 from reconciler.scheduler.placeholder import JOB_PATH, PLACEHOLDER_SCRIPT
+from reconciler.scheduler.starts import READERS
 
 
 @dataclass
@@ -35,6 +36,9 @@ class RawResult:
     mem_drop: int
     cancel_seconds: float
     settled_after: float | None
+    # `GET /job/<id>` of every job, READERS at a time, once all run: what one job's read costs
+    # while slurmctld starts nothing (the start watch reads each started job so: starts.py)
+    reads_per_second: float | None = None
 
     @property
     def rate(self) -> float:
@@ -139,6 +143,7 @@ def _run_raw(
         processes_after = time.perf_counter() - started if up else None
         memory = job_memory(reaper)
         mem_drop = before - mem_available()
+        reads_per_second = _read_each(api, ids) if running else None
 
         say(f"raw: cancelling {count} jobs")
         started = time.perf_counter()
@@ -158,4 +163,14 @@ def _run_raw(
         api.close()
     return RawResult(count, nodes, hooks_url is not None, submit_seconds, per_submit,
                      all_running, processes_after, memory, mem_drop, cancel_seconds,
-                     settled_after)  # fmt: skip
+                     settled_after, reads_per_second)  # fmt: skip
+
+
+def _read_each(api: SlurmRestApi, ids: list[int]) -> float:
+    """Jobs read per second, one `GET /job/<id>` each, READERS in flight, as the start watch
+    reads the jobs it finds started."""
+    say(f"raw: reading {len(ids)} jobs one GET each, {READERS} at a time")
+    began = time.perf_counter()
+    with ThreadPoolExecutor(READERS, thread_name_prefix="bench-raw-read") as pool:
+        list(pool.map(api.job, ids))
+    return len(ids) / (time.perf_counter() - began)

@@ -21,6 +21,7 @@ from bench.sched.raw import RawResult
 from reconciler.scheduler.counters import WHOLE_LIST_READS, whole_list_reads
 from reconciler.scheduler.loop import Counters
 from reconciler.scheduler.stages import stage_table
+from reconciler.scheduler.starts import READERS
 
 
 def gang_check_rows(out: Callable[..., None], c: Counters, checks: list[str], checked: str) -> None:
@@ -111,6 +112,11 @@ def start_watch_row(out: Callable[..., None], pods: list[PodTimes], inst: Instru
         f"{statistics.median(k.started for k in looks):.0f}, max "
         f"{max(k.started for k in looks)}); the wait between looks p50 "
         f"{statistics.median(gaps):.3f} s, max {max(gaps):.3f} s")  # fmt: skip
+    reading = [(k.started, k.ended - k.began - k.state_list) for k in looks if k.started]
+    if reading:  # compare with the raw phase's reads of running jobs
+        jobs, seconds = sum(n for n, _ in reading), sum(t for _, t in reading)
+        out(f"  the start watch read {jobs} started jobs, one `GET /job/<id>` each, {READERS} "
+            f"at a time, in {seconds:.1f} s: {jobs / max(seconds, 1e-9):.1f} jobs/s")  # fmt: skip
 
 
 def between_marks_rows(
@@ -291,6 +297,9 @@ def raw_rows(out: Callable[..., None], title: str, raw: RawResult, workers: int)
     if raw.memory is not None:
         out(f"  while running: {raw.memory.text(raw.count)}; MemAvailable "
             f"{raw.mem_drop / 2**30:+.2f} GiB lower")  # fmt: skip
+    if raw.reads_per_second is not None:
+        out(f"  all {raw.count} read back, one `GET /job/<id>` each, {READERS} at a time: "
+            f"{raw.reads_per_second:.1f} jobs/s (while slurmctld starts nothing)")  # fmt: skip
     settled = f"{raw.settled_after:.1f} s" if raw.settled_after is not None else "never"
     out(f"  cancelled in {raw.cancel_seconds:.2f} s; no job left and every CPU free after "
         f"{settled}")  # fmt: skip
