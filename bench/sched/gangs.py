@@ -129,14 +129,14 @@ def gang_stage_rows(
         ("all seen by the scheduler", lambda m: each([inst.seen.get(p.uid) for p in m], max)),
         ("submit sent", lambda m: inst.submit_sent.get(key(m))),
         ("job submitted", lambda m: inst.submitted.get(key(m))),
-        ("`started` hook", lambda m: inst.started_hook.get(key(m))),
+        ("allocation known", lambda m: inst.allocation_known(key(m))),
         ("first bind sent", lambda m: each([inst.bind_sent.get(p.uid) for p in m], min)),
         ("last bind returned", lambda m: each([inst.bind_returned.get(p.uid) for p in m], max)),
         ("all seen bound", lambda m: each([p.bound for p in m], max)),
     ]
     complete = [m for m in _groups(pods).values() if all(p.bound for p in m)]
-    out("  where a gang's time goes, per fully bound gang (its job's submit and `started` hook, "
-        "its members' watch events and binds):")  # fmt: skip
+    out("  where a gang's time goes, per fully bound gang (its job's submit and when the "
+        "scheduler first held it RUNNING, its members' watch events and binds):")  # fmt: skip
     between_marks_rows(out, marks, complete, 50)
 
 
@@ -248,8 +248,8 @@ def dump_times(
         return gang_key(POD_NAMESPACE, pod.group) if pod.group else ""
 
     def rows(pods: list[PodTimes], inst: Instrument) -> list[dict[str, Any]]:
-        stages = ("seen", "submit_sent", "submitted", "started_hook", "bind_sent",
-                  "bind_returned")  # fmt: skip
+        stages = ("seen", "submit_sent", "submitted", "start_seen", "started_hook",
+                  "bind_sent", "bind_returned")  # fmt: skip
         return [
             {"name": p.name, "uid": p.uid, "group": p.group, "sent": p.sent,
              "created": p.created,

@@ -229,9 +229,8 @@ def report(
             if raw.processes_after:
                 text, _ = ratio_text(backlog.throughput, raw.count / raw.processes_after)
                 out(
-                    f"  throughput / raw submit -> all processes up: {text} (not a target; a Pod "
-                    "is bound after its job's script has called the `started` hook, which is "
-                    "later than RUNNING)"
+                    f"  throughput / raw submit -> all processes up: {text} (not a target: a Pod "
+                    "is bound on its job's allocation, before the job's processes are up)"
                 )
             out()
             cpu_rows(out, backlog.cpu, backlog.seconds, "from its start to the last bind")

@@ -1,8 +1,8 @@
 """What the scheduler answers a placeholder job's hook call (hook_server.py serves them): a
-start the scheduler has not seen yet is a hint for the start watch to look at Slurm now
-(starts.py: only Slurm's word binds a Pod, and a burst of scripts calling back costs no GET
-each); a signal is noted (job_trust.py) and answered `gone` only once the Pods the job holds are
-released."""
+start the scheduler has not seen yet (sent only by scripts of jobs an older version submitted:
+placeholder.py) is a hint for the start watch to look at Slurm now (starts.py: only Slurm's
+word binds a Pod, and a burst of scripts calling back costs no GET each); a signal is noted
+(job_trust.py) and answered `gone` only once the Pods the job holds are released."""
 
 from __future__ import annotations
 

@@ -1,11 +1,10 @@
 """The placeholder Slurm job of a Pod: its name, its script and its JobSpec. Pure.
 
 The job holds the Pod's resources in Slurm for as long as the Pod exists. Its script tells the
-scheduler's hooks API when Slurm starts it (so the Pod is bound at once, not at the next poll)
-and when Slurm signals it (cancel, time limit, preemption: the scheduler deletes the Pod). Then
-it stays alive until the Pod is gone, so Slurm never hands the Pod's CPUs, memory or GPUs to
-another job while the Pod still runs (Slurm waits for the script through KillWait, and the
-Pod's grace period is below KillWait minus 5 s).
+scheduler's hooks API when Slurm signals it (cancel, time limit, preemption: the scheduler
+deletes the Pod), then stays alive until the Pod is gone, so Slurm never hands the Pod's CPUs,
+memory or GPUs to another job while the Pod still runs (Slurm waits for the script through
+KillWait, and the Pod's grace period is below KillWait minus 5 s).
 """
 
 from __future__ import annotations
@@ -29,7 +28,9 @@ _SHARED: dict[str, Shared] = {
 JOB_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 # POSIX sh and curl, which slurmd images carry. Every call is retried: the scheduler may be
-# restarting or failing over, and the job must not end while its Pod exists.
+# restarting or failing over, and the job must not end while its Pod exists. No call when the
+# job starts: the start watch sees that in Slurm (starts.py), and a curl per job start halved
+# the rate Slurm started a burst's jobs at on a 2-core machine (bench/README.md, issue 36).
 PLACEHOLDER_SCRIPT = r"""#!/bin/sh
 # Placeholder for Kubernetes Pod $SUNK_POD (uid $SUNK_POD_UID), created by the sunk-reconciler
 # Pod scheduler. It holds this allocation while the Pod runs; do not cancel it by hand unless
@@ -43,10 +44,6 @@ signalled=0
 # scancel --signal must not end it while the Pod runs.
 trap 'signalled=1' TERM
 trap '' HUP INT USR1 USR2
-n=0
-until hook started >/dev/null 2>&1 || [ $signalled = 1 ] || [ $n -ge 30 ]; do
-  n=$((n + 1)); sleep 1
-done
 while [ $signalled = 0 ]; do sleep 3600 & wait $!; done
 # Slurm is ending this job: the Pod goes first (its grace period), then this script.
 while :; do

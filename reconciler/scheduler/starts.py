@@ -14,7 +14,8 @@ one); once every pending job is older (they wait for resources), each look that 
 waits longer, up to SLOW_SECONDS. Never sooner than DUTY times the last look's own duration, so
 a loaded slurmrestd is not asked faster than it answers. With nothing pending it sleeps until
 the next submit. A job's `started` hook makes it look at once (still paced): the hook is a
-hint, never believed itself. The safety-net poll stays: whichever tells first binds the Pod.
+hint, never believed itself, and only scripts of jobs an older version submitted still send it
+(placeholder.py). The safety-net poll stays: whichever tells first binds the Pod.
 
 The job holds the node from its allocation until the Pod is gone, script started or not: a
 Pod deleted before the script starts is released like any other (its job is cancelled once

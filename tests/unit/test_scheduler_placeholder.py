@@ -231,11 +231,13 @@ def test_credentials_repr_hides_the_key() -> None:
     assert "a-secret-key" not in str(HOOKS)
 
 
-def test_script_calls_both_hooks_with_the_token() -> None:
+def test_script_calls_the_signalled_hook_with_the_token_and_nothing_at_start() -> None:
+    """A start is seen in Slurm; a curl per job start halved a burst's start rate (issue 36)."""
     script = job_for(request()).script
     assert script.startswith("#!/bin/sh")
-    for word in ("started", "signalled", "$SUNK_HOOK_TOKEN", wk.HOOKS_PATH_PREFIX):
+    for word in ("hook signalled", "$SUNK_HOOK_TOKEN", wk.HOOKS_PATH_PREFIX):
         assert word in script
+    assert "hook started" not in script
 
 
 # ---- job names ------------------------------------------------------------------------------
