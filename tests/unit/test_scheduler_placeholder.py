@@ -232,7 +232,7 @@ def test_credentials_repr_hides_the_key() -> None:
 
 
 def test_script_calls_the_signalled_hook_with_the_token_and_nothing_at_start() -> None:
-    """A start is seen in Slurm; a curl per job start halved a burst's start rate (issue 36)."""
+    """A start is seen in Slurm; a curl per job start slowed a burst's starts (issue 36)."""
     script = job_for(request()).script
     assert script.startswith("#!/bin/sh")
     for word in ("hook signalled", "$SUNK_HOOK_TOKEN", wk.HOOKS_PATH_PREFIX):
