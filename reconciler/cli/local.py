@@ -154,8 +154,10 @@ def run_up(args: argparse.Namespace) -> int:
         state = compile_shape(config, site_profile(site))
         wait_ready(stack, kube, state, timeout=READY_TIMEOUT_SECONDS)
         ready = True
-        _progress(f"ready in {time.monotonic() - started:.1f} s")
+        took = time.monotonic() - started
+        # "ready in" last: who waits for it (scripts, tests) finds every line above printed
         _print_ready(stack, state, scheduler)
+        _progress(f"ready in {took:.1f} s")
         _wait_for_stop(stack)
     except KeyboardInterrupt:
         if not ready:
