@@ -41,8 +41,11 @@ def cgroup_plugins(slurm_conf: str) -> tuple[str, ...]:
 def render_cgroup_conf(plugins: tuple[str, ...], values: dict[str, Any]) -> str:
     settings = {"CgroupPlugin": "autodetect", "IgnoreSystemd": "yes"}
     if any(p.startswith("task/") for p in plugins):
-        # task/cgroup confines each step to the cores and memory Slurm gave it.
-        settings.update({"ConstrainCores": "yes", "ConstrainRAMSpace": "yes"})
+        # task/cgroup confines each step to the cores, memory and devices Slurm gave it: a
+        # GPU gres.conf lists (File=, or found by AutoDetect) and the job was not given is
+        # denied (a devices cgroup on v1, an eBPF program on v2: the privileged slurmd's).
+        settings.update({"ConstrainCores": "yes", "ConstrainRAMSpace": "yes",
+                         "ConstrainDevices": "yes"})  # fmt: skip
     # write_lines refuses a control character in the added lines (checked when loaded too).
     extra = apply_setting_lines(settings, cgroup_config(values))
     return write_lines(CGROUP_CONF, [HEADER, *(f"{k}={v}" for k, v in settings.items()), *extra])

@@ -51,6 +51,7 @@ from reconciler.compile.slurm_conf import (
 from reconciler.compile.slurm_keys import release_warnings
 from reconciler.compile.slurm_nodes import SlurmNodeSpec, slurm_node_specs
 from reconciler.compile.slurmdbd import accounting_plan, render_slurmdbd_conf
+from reconciler.compile.sshd import compute_ssh_warnings
 from reconciler.compile.target_release import (
     DEFAULT_RELEASE,
     NEWEST_KNOWN,
@@ -145,7 +146,8 @@ def compile_desired_state(
         release, values, specs, partitions, profile, (d for _, d in empty), target.release
     )
     warnings += [*openmetrics_warnings(slurm_conf, target.release),
-                 *memory_warnings(values, specs, slurm_conf)]  # fmt: skip
+                 *memory_warnings(values, specs, slurm_conf),
+                 *compute_ssh_warnings(values, slurm_conf)]  # fmt: skip
     check_lua_settings(slurm_conf, values)
     gres_conf = render_gres_conf(specs, profile, values)
     if gres_config(values) and not gpu_node_specs(specs):

@@ -21,7 +21,6 @@ from reconciler.compile.s6_services import s6_services, s6_volume, s6_volume_mou
 from reconciler.compile.slurm_nodes import SlurmNodeSpec
 from reconciler.compile.sshd import (
     SSHD_PORT,
-    authorized_keys,
     compute_ssh_enabled,
     sshd_beside,
     sshd_mount,
@@ -202,7 +201,7 @@ def _slurmd_container(release: str, definition: dict[str, Any], values: dict[str
     args = ["slurmd", "-D", *_boot_flag(values), "-N", "$(POD_NAME)"]
     if compute_ssh_enabled(values):
         ports.append({"name": "sshd", "containerPort": SSHD_PORT, "protocol": "TCP"})
-        args = ["sh", "-c", sshd_beside(args)]
+        args = ["sh", "-c", sshd_beside(args, values)]
     container: dict[str, Any] = {
         "name": SLURMD_CONTAINER,
         "image": compute_image(values, definition),
@@ -252,7 +251,7 @@ def _volume_mounts(
     mounts += s6_volume_mounts(s6_services(values))
     mounts.append({"name": "dshm", "mountPath": "/dev/shm"})
     if compute_ssh_enabled(values):
-        mounts += [sshd_mount(), *authorized_keys(values)[0]]
+        mounts.append(sshd_mount())  # no root keys: PermitRootLogin no (compile/sshd.py)
     for mount in compute.get("mounts") or []:
         mounts.append({"name": pvc_volume_name(mount["pvc"]), "mountPath": mount["name"]})
     return [*mounts, *(definition.get("volumeMounts") or [])]
@@ -277,7 +276,7 @@ def _volumes(
         volumes.append(s6_volume(release, services))
     volumes.append({"name": "dshm", "emptyDir": {"medium": "Memory"}})
     if compute_ssh_enabled(values):
-        volumes += [sshd_volume(), *authorized_keys(values)[1]]
+        volumes.append(sshd_volume())
     for mount in compute.get("mounts") or []:
         volumes.append(
             {

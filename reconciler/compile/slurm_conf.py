@@ -15,6 +15,7 @@ from reconciler.compile.power import power_conf
 from reconciler.compile.profile import Profile
 from reconciler.compile.slurm_nodes import SlurmNodeSpec
 from reconciler.compile.slurmdbd import accounting_plan
+from reconciler.compile.sshd import slurm_conf_settings as ssh_settings
 from reconciler.compile.target_release import DEFAULT_RELEASE
 from reconciler.config.control_chars import control_character
 from reconciler.config.defaults import DEFAULT_KILL_WAIT_SECONDS
@@ -146,6 +147,7 @@ def render_slurm_conf(
     settings = _settings(release, values, profile, target, has_gpus=any(s.gres for s in specs))
     settings.update(power_conf(values, specs, profile.conf_dir))
     settings.update(lua_settings(values))
+    settings.update(ssh_settings(values))  # compute.ssh.pamSlurmAdopt (compile/sshd.py)
     if target >= OPENMETRICS_SINCE:
         settings["MetricsType"] = OPENMETRICS_PLUGIN  # the daemon reads its figures there
     # extraConfig wins: its KEY=VALUE lines replace ours in place; object lines (NodeName=,

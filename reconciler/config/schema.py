@@ -14,6 +14,7 @@ from typing import Any
 
 from reconciler import wellknown as wk
 from reconciler.config.cluster_labels import CLUSTER_LABEL_VALUES, check_cluster_labels
+from reconciler.config.compute_ssh import COMPUTE_SSH_VALUES, check_compute_ssh
 from reconciler.config.control_plane import (
     CONTROL_PLANE_VALUES,
     check_control_plane,
@@ -110,8 +111,6 @@ VALUES: dict[str, str] = {
     "compute.pyxis.required": "boolean",
     "compute.pyxis.pluginPath": "string",
     "compute.pyxis.credentialsSecret": "string",
-    "compute.ssh": "mapping",
-    "compute.ssh.enabled": "boolean",
     "compute.securityContext": "mapping",
     "scheduler": "mapping",
     "scheduler.enabled": "boolean",
@@ -135,6 +134,7 @@ ALL_VALUES.update(RELEASE_VALUES)  # slurmConfig.release (config/release_key.py)
 ALL_VALUES.update(POD_VALUES)  # image, sidecars, clusterDomain (config/pods.py)
 ALL_VALUES.update(CLUSTER_LABEL_VALUES)  # compute.clusterLabels (config/cluster_labels.py)
 ALL_VALUES.update(LUA_VALUES)  # slurmConfig.luaPlugins (config/lua_plugins.py)
+ALL_VALUES.update(COMPUTE_SSH_VALUES)  # compute.ssh (config/compute_ssh.py)
 MOUNT: dict[str, str] = {"name": "string", "pvc": "string"}
 S6_SCRIPT: dict[str, str] = {"type": "string", "script": "string"}
 S6_TYPES = ("oneshot", "longrun")
@@ -175,6 +175,7 @@ def check_values_file(doc: YamlFile, warnings: list[Warning_]) -> None:
     check_pod_values(doc)
     check_cluster_labels(doc)
     check_lua_plugins(doc)
+    check_compute_ssh(doc)
     for name, definition in (compute.get("nodes") or {}).items():
         _check_name(doc, ("compute", "nodes", name), name)
         check_node_definition(doc, ("compute", "nodes", name), definition, warnings)

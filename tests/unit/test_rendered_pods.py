@@ -166,6 +166,17 @@ def test_cgroup_plugins_come_with_cgroup_conf_and_a_privileged_slurmd(values: st
     assert mounts(slurmd)["/etc/slurm"]["name"] == "slurm-conf"  # cgroup.conf beside slurm.conf
 
 
+def test_task_cgroup_confines_each_job_to_the_gpus_it_was_given() -> None:
+    """Without ConstrainDevices a job sees every GPU of its node, whatever --gres it asked."""
+    values = "slurmConfig: {slurmCtld: {taskPlugin: 'task/affinity,task/cgroup'}}\n"
+    conf = next(o for o in render(values) if o["metadata"]["name"] == "slurm-slurm-conf")["data"]
+    assert "ConstrainDevices=yes" in conf["cgroup.conf"].splitlines()
+    # proctrack/cgroup alone confines nothing: it only tracks a job's processes.
+    values = "slurmConfig: {slurmCtld: {procTrackType: proctrack/cgroup}}\n"
+    conf = next(o for o in render(values) if o["metadata"]["name"] == "slurm-slurm-conf")["data"]
+    assert "ConstrainDevices" not in conf["cgroup.conf"]
+
+
 def test_without_cgroup_plugins_slurmd_is_not_privileged() -> None:
     objects = render()
     conf = next(o for o in objects if o["metadata"]["name"] == "slurm-slurm-conf")["data"]
