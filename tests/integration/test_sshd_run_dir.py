@@ -28,6 +28,13 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+@pytest.fixture(autouse=True)
+def _privsep_dir() -> None:
+    """The mount point the tests bind an emptyDir over: Debian's sshd package makes it only
+    when systemd runs it, and a fresh machine may not have it (the local stack makes it too)."""
+    Path(SSHD_PRIVSEP_DIR).mkdir(mode=0o755, parents=True, exist_ok=True)
+
+
 def rendered_start() -> str:
     state = compile_desired_state(config_from(""))
     login = next(o for o in state.kube_objects
