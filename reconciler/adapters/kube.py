@@ -27,7 +27,7 @@ from kubernetes import config as kube_config
 from kubernetes.client import ApiClient
 from kubernetes.client import Configuration as KubeConfiguration
 
-from reconciler.adapters.kube_watch import KubeWatch
+from reconciler.adapters.kube_watch import KubeWatch, Shape, decode_list
 from reconciler.adapters.kube_wire import (
     Obj,
     ObjectList,
@@ -47,6 +47,9 @@ DEFAULT_TIMEOUT_SECONDS = 30.0
 CONNECTION_POOL_SIZE = 32
 APPLY_CONTENT_TYPE = "application/apply-patch+yaml"
 _LIST_PAGE = 500
+# A shaped list keeps little of each object, but a page is read whole first (its bytes and
+# their text): at etcd's 1.5 MiB per object, 32 objects are under 100 MiB at once.
+_SHAPED_PAGE = 32
 
 
 class Kube:
@@ -122,16 +125,20 @@ class Kube:
         *,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        shape: Shape | None = None,
     ) -> ObjectList:
-        """All matching objects, each with its apiVersion and kind filled in."""
+        """All matching objects, each with its apiVersion and kind filled in; each passed
+        through `shape` (the object, its JSON's size) as it is decoded, if given."""
         path = self.resource(api_version, kind).path(namespace)
-        return self.list_path(path, selector_query(label_selector, field_selector))
+        return self.list_path(path, selector_query(label_selector, field_selector), shape=shape)
 
-    def list_path(self, path: str, selectors: list[tuple[str, str]]) -> ObjectList:
+    def list_path(
+        self, path: str, selectors: list[tuple[str, str]], *, shape: Shape | None = None
+    ) -> ObjectList:
         """List a resource path page by page; restarts when a continue token expires (410)."""
         while True:
             try:
-                return self._list_pages(path, selectors)
+                return self._list_pages(path, selectors, shape)
             except KubeApiError as error:
                 if error.status != 410:
                     raise
@@ -222,6 +229,7 @@ class Kube:
         field_selector: str | None = None,
         resource_version: str | None = None,
         timeout_seconds: float | None = None,
+        shape: Shape | None = None,
     ) -> KubeWatch:
         """(event_type, object) pairs that survive 410 Gone by relisting; see KubeWatch."""
         resource = self.resource(api_version, kind)
@@ -231,6 +239,7 @@ class Kube:
             selectors=selector_query(label_selector, field_selector),
             resource_version=resource_version,
             timeout_seconds=timeout_seconds,
+            shape=shape,
         )
 
     def bind_pod(
@@ -344,14 +353,23 @@ class Kube:
         decoded = json.loads(payload) if payload else {}
         return decoded if isinstance(decoded, dict) else {"items": decoded}
 
-    def _list_pages(self, path: str, selectors: list[tuple[str, str]]) -> ObjectList:
+    def _list_pages(
+        self, path: str, selectors: list[tuple[str, str]], shape: Shape | None
+    ) -> ObjectList:
         items: list[Obj] = []
         token = ""
         while True:
-            query = [*selectors, ("limit", str(_LIST_PAGE))]
+            query = [*selectors, ("limit", str(_LIST_PAGE if shape is None else _SHAPED_PAGE))]
             if token:
                 query.append(("continue", token))
-            page = self.request_json("GET", path, query=query, target=path)
+            if shape is None:
+                page = self.request_json("GET", path, query=query, target=path)
+            else:
+                response = self._call("GET", path, query=query)
+                payload = response.read()
+                if not 200 <= response.status < 300:
+                    raise api_error(response.status, payload, path)
+                page = decode_list(payload, shape)
             items.extend(typed_items(page))
             meta = page.get("metadata") or {}
             token = meta.get("continue") or ""

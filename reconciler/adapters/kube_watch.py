@@ -7,7 +7,10 @@ difference against what it has yielded so far: objects that appeared or changed 
 MODIFIED, objects that vanished in the gap come as DELETED (with a stub: apiVersion, kind and
 metadata name/namespace/uid/resourceVersion). A caller that starts from its own
 resource_version and gets a 410 sees every live object as ADDED: treat ADDED as an upsert.
-Only keys and resourceVersions are remembered, never whole objects.
+Only keys and resourceVersions are remembered, never whole objects. A `shape` (the object and
+the size of its JSON -> what the caller keeps) is applied to each object as it is decoded, in a
+list page (`decode_list`) as in an event, so a caller that keeps a small part of large objects
+never holds more than one of them whole.
 
 A caller that lists first and reconnects with new watches (after an error, an API server
 outage) hands each one the same WatchMemory (`carry`): the watch resumes from the last version
@@ -31,6 +34,7 @@ from reconciler.errors import KubeApiError
 
 Obj = dict[str, Any]
 Event = tuple[str, Obj]
+Shape = Callable[[Obj, int], Obj]
 MAX_CONNECTION_SECONDS = 300
 _READ_SLACK_SECONDS = 15.0
 
@@ -38,7 +42,9 @@ _READ_SLACK_SECONDS = 15.0
 class WatchSource(Protocol):
     """What a watch needs from the client (kube.Kube provides it)."""
 
-    def list_path(self, path: str, selectors: list[tuple[str, str]]) -> Any: ...
+    def list_path(
+        self, path: str, selectors: list[tuple[str, str]], *, shape: Shape | None = None
+    ) -> Any: ...
 
     def open_stream(self, path: str, query: list[tuple[str, str]], read_timeout: float) -> Any: ...
 
@@ -75,6 +81,54 @@ def relist_events(known: dict[str, Obj], items: tuple[Obj, ...]) -> list[Event]:
         elif before["metadata"].get("resourceVersion") != now["metadata"].get("resourceVersion"):
             events.append(("MODIFIED", item))
     return events
+
+
+def decode_list(payload: bytes, shape: Shape) -> Obj:
+    """A list response, each of its items shaped as soon as it is decoded: beside the text,
+    one whole item at a time (json.loads would hold the whole page's objects at once)."""
+    text = payload.decode("utf-8")
+    decoder = json.JSONDecoder()
+    out: Obj = {}
+    at = _past(text, _space(text, 0), "{")
+    while text[_space(text, at)] != "}":
+        key, at = decoder.raw_decode(text, _space(text, at))
+        at = _space(text, _past(text, _space(text, at), ":"))
+        if key == "items" and text.startswith("[", at):
+            out["items"], at = _shaped_items(text, at + 1, decoder, shape)
+        else:
+            out[key], at = decoder.raw_decode(text, at)
+        at = _space(text, at)
+        if text.startswith(",", at):
+            at += 1
+    return out
+
+
+def _shaped_items(
+    text: str, at: int, decoder: json.JSONDecoder, shape: Shape
+) -> tuple[list[Obj], int]:
+    items: list[Obj] = []
+    at = _space(text, at)
+    while not text.startswith("]", at):
+        item, end = decoder.raw_decode(text, at)
+        items.append(shape(item, end - at))
+        at = _space(text, end)
+        if text.startswith(",", at):
+            at = _space(text, at + 1)
+    return items, at + 1
+
+
+def _space(text: str, at: int) -> int:
+    while at < len(text) and text[at] in " \t\r\n":
+        at += 1
+    if at >= len(text):
+        raise ValueError("a list response ended early")
+    return at
+
+
+def _past(text: str, at: int, token: str) -> int:
+    if not text.startswith(token, at):
+        raise ValueError(f"a list response has {text[at:at + 20]!r} where {token!r} belongs")
+    return at + 1
 
 
 def lines_of(stream: Any, chunk_size: int = 64 * 1024) -> Iterator[bytes]:
@@ -114,8 +168,10 @@ class KubeWatch:
         resource_version: str | None,
         timeout_seconds: float | None,
         clock: Callable[[], float] = time.monotonic,
+        shape: Shape | None = None,
     ) -> None:
         self._source = source
+        self._shape = shape
         self._path = path
         self._selectors = selectors
         self._clock = clock
@@ -154,7 +210,7 @@ class KubeWatch:
         return self._stopped or (self._deadline is not None and self._clock() >= self._deadline)
 
     def _relist(self) -> Iterator[Event]:
-        listing = self._source.list_path(self._path, self._selectors)
+        listing = self._source.list_path(self._path, self._selectors, shape=self._shape)
         events = relist_events(self._known, listing.items)
         self._moved_to(listing.resource_version)
         yield from events
@@ -204,6 +260,8 @@ class KubeWatch:
             return None
         event = json.loads(line)
         kind, obj = event.get("type"), event.get("object") or {}
+        if self._shape is not None and kind in ("ADDED", "MODIFIED", "DELETED"):
+            obj = self._shape(obj, len(line))
         if kind == "ERROR":
             if obj.get("code") == 410:
                 raise _Gone

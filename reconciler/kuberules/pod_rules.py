@@ -39,6 +39,24 @@ UNSUPPORTED_SPREAD_FIELDS: Final = {
     "affinity, tainted or not, as Kubernetes 1.20 does (the default, Ignore)",
     "matchLabelKeys": "remove it and put those labels (with their values) in labelSelector",
 }
+# Kubernetes caps none of these lists; each rule is matched against every placed Pod and Node,
+# so a Pod with 15,000 terms costs a worker 15,000 times one. Real manifests use 1 to 3 terms
+# (a zone and a hostname) and kube-scheduler's documentation ("Assigning Pods to Nodes") warns
+# that inter-pod affinity slows scheduling in clusters past a few hundred Nodes: 16 terms per
+# list, 8 spread constraints (the API server already keeps each topologyKey and
+# whenUnsatisfiable pair unique) and 16 namespaces named across a Pod's rules (each is a
+# namespace whose Pods the scheduler follows) leave room for every real use.
+MAX_TERMS: Final = 16
+MAX_SPREAD_CONSTRAINTS: Final = 8
+MAX_RULE_NAMESPACES: Final = 16
+_TERM_LISTS: Final = (
+    ("nodeAffinity", REQUIRED, "nodeSelectorTerms"),
+    ("nodeAffinity", PREFERRED, None),
+    ("podAffinity", REQUIRED, None),
+    ("podAffinity", PREFERRED, None),
+    ("podAntiAffinity", REQUIRED, None),
+    ("podAntiAffinity", PREFERRED, None),
+)
 
 Obj = Mapping[str, Any]
 
@@ -82,6 +100,41 @@ def selector_queries(pod: Obj) -> list[tuple[str, str]]:
         for namespace in rule.namespaces:
             queries[(namespace, text)] = None
     return list(queries)
+
+
+def count_problems(pod: Obj) -> list[Problem]:
+    """Lists of rules longer than we evaluate (MAX_TERMS, MAX_SPREAD_CONSTRAINTS, and the
+    namespaces the rules name, MAX_RULE_NAMESPACES): counted, never evaluated, so a Pod with
+    thousands of terms is refused at the cost of a len()."""
+    spec = pod.get("spec") or {}
+    affinity = spec.get("affinity") if isinstance(spec.get("affinity"), Mapping) else {}
+    lists: list[tuple[str, Any, int]] = []
+    for kind, when, inner in _TERM_LISTS:
+        part = (affinity.get(kind) or {}) if isinstance(affinity.get(kind), Mapping) else {}
+        terms = part.get(when)
+        field = f"spec.affinity.{kind}.{when}"
+        if inner is not None:
+            terms = terms.get(inner) if isinstance(terms, Mapping) else None
+            field = f"{field}.{inner}"
+        lists.append((field, terms, MAX_TERMS))
+    lists.append((SPREAD, spec.get("topologySpreadConstraints"), MAX_SPREAD_CONSTRAINTS))
+    problems = [
+        Problem(field, f"has {len(items):,} entries; at most {cap} are accepted here")
+        for field, items, cap in lists
+        if isinstance(items, list) and len(items) > cap
+    ]
+    if problems:
+        return problems
+    named = {namespace for rule in _hard_rules(pod) for namespace in rule.namespaces}
+    if len(named) > MAX_RULE_NAMESPACES:
+        problems.append(
+            Problem(
+                "spec.affinity",
+                f"the pod (anti-)affinity terms name {len(named):,} namespaces; at most "
+                f"{MAX_RULE_NAMESPACES} are accepted here",
+            )
+        )
+    return problems
 
 
 def topology_problems(pod: Obj) -> list[Problem]:

@@ -23,6 +23,7 @@ from reconciler import hostlists
 from reconciler import wellknown as wk
 from reconciler.config.defaults import MAX_UNIX_ID
 from reconciler.kuberules.pod_requests import pod_requests
+from reconciler.kuberules.pod_rules import count_problems
 from reconciler.kuberules.problem import Problem
 from reconciler.kuberules.quantity import QuantityError, manifest_quantity
 
@@ -41,6 +42,9 @@ STATUS_ANNOTATIONS = frozenset(
 )
 
 Obj = Mapping[str, Any]
+# The key the scheduler's cache adds to a Pod it kept only part of (pod_cache.py): the whole
+# Pod's size and fingerprint, and, for one too large to cache, why it is refused.
+CACHE_NOTE = "reconcilerCache"
 
 
 @dataclass(frozen=True)
@@ -92,6 +96,7 @@ def admit(
     cpus, memory, gpus = _resources(spec, problems)
     grace = _grace(spec, kill_wait_seconds, problems)
     fields = _annotations(annotations, slurm_version, problems)
+    problems.extend(count_problems(pod))
     if wk.ANNOTATION_USER_ID not in annotations and default_user_id is not None:
         fields["user_id"] = default_user_id
     if problems:
@@ -107,7 +112,11 @@ def admit(
 
 def fingerprint(pod: Obj) -> str:
     """What admission looked at (spec and the users' annotations), hashed: a refused Pod is
-    looked at again only when this changes."""
+    looked at again only when this changes. Of the whole Pod, also for one the cache slimmed
+    (taken before, pod_cache.py)."""
+    noted = (pod.get(CACHE_NOTE) or {}).get("fingerprint")
+    if noted is not None:
+        return str(noted)
     meta = pod.get("metadata") or {}
     annotations = {
         k: v for k, v in (meta.get("annotations") or {}).items() if k not in STATUS_ANNOTATIONS

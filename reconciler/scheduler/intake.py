@@ -16,6 +16,8 @@ from reconciler.scheduler.admission import PodRequest, Rejection, admit
 from reconciler.scheduler.clients import SlurmClients
 from reconciler.scheduler.effects import Effects
 from reconciler.scheduler.placement import Placement
+from reconciler.scheduler.pod_cache import refusal as cache_refusal
+from reconciler.scheduler.pod_cache import slimmed
 from reconciler.scheduler.pod_policies import PodPolicies
 from reconciler.scheduler.settings import SchedulerSettings
 
@@ -47,6 +49,10 @@ class Intake:
     def request_of(self, pod: Obj, problems: Sequence[Problem] = ()) -> PodRequest | None:
         """The Pod's request to Slurm, or None after refusing it: policies, admission, its pod
         rules, and `problems` the caller found (a gang's rules between members)."""
+        too_large = cache_refusal(pod)
+        if too_large is not None:
+            self._effects.refuse(pod, too_large)
+            return None
         if not self._passes_policies(pod):
             return None
         admission = self.admission(pod)
@@ -73,7 +79,10 @@ class Intake:
         if not policies.policies:
             return True
         namespace = self._namespace(pod) if policies.reads_namespace else None
-        verdict = policies.judge(pod, namespace)
+        whole = self._whole(pod) if slimmed(pod) else pod
+        if whole is None:
+            return False  # gone, or replaced by a Pod of the same name: its own event comes
+        verdict = policies.judge(whole, namespace)
         for finding in verdict.audits:
             log.info("scheduler: policy audit: %s", finding)
         refusal = verdict.refusal()
@@ -86,6 +95,15 @@ class Intake:
                 pod, wk.EVENT_POLICY_WARNING, "Scheduling", message, "Warning"
             )
         return True
+
+    def _whole(self, pod: Obj) -> Obj | None:
+        """The whole Pod, for policies that may read any field: the cache kept only part of
+        a large one (pod_cache.py). Read once per admission, and dropped after."""
+        meta = pod["metadata"]
+        whole = self._kube.get("v1", "Pod", meta["name"], meta["namespace"])
+        if whole is None or whole["metadata"].get("uid") != meta["uid"]:
+            return None
+        return whole
 
     def _namespace(self, pod: Obj) -> Obj | None:
         """The Pod's Namespace for `namespaceObject`, read at most every NAMESPACE_TTL s."""

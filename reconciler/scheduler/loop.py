@@ -25,7 +25,7 @@ from typing import Any
 
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
-from reconciler.adapters.kube_watch import WatchMemory
+from reconciler.adapters.kube_watch import Shape, WatchMemory
 from reconciler.adapters.slurm.model import SlurmJob
 from reconciler.adapters.slurm.transport import SlurmObserver
 from reconciler.errors import ReconcilerError
@@ -42,8 +42,10 @@ from reconciler.scheduler.job_trust import JobTrust
 from reconciler.scheduler.packing_decide import Fragmentation
 from reconciler.scheduler.packing_effects import Packer
 from reconciler.scheduler.parts import Parts
+from reconciler.scheduler.placed_pods import PlacedPods
 from reconciler.scheduler.placeholder import HookCredentials
 from reconciler.scheduler.placement import Placement
+from reconciler.scheduler.pod_cache import cache_form
 from reconciler.scheduler.pod_effects import PodSteps
 from reconciler.scheduler.pod_policies import PodPolicies
 from reconciler.scheduler.pod_writer import PodWriter, load_hooks_key
@@ -105,7 +107,8 @@ class PodScheduler:
             repack=self._packer.repack, stopping=self._stopping,
         )  # fmt: skip
         self._effects.on_submitted = self._starts.nudge
-        placement = Placement(self._state, kube)
+        self._placed = PlacedPods(kube, self._spawn)
+        placement = Placement(self._state, self._placed)
         self._intake = Intake(kube, slurm, settings, self._effects, placement, clock)
         parts = Parts(
             self._state, self._effects, self._intake, placement, self._trust, self._queue,
@@ -150,7 +153,7 @@ class PodScheduler:
             self._spawn("packer", self._packer.pack_forever)
         ours = f"spec.schedulerName={self.settings.name}"
         for namespace in self.settings.watch_namespaces or (None,):
-            self._mirror("Pod", namespace, self._on_pod, field_selector=ours)
+            self._mirror("Pod", namespace, self._on_pod, field_selector=ours, shape=cache_form)
         slurmd = f"{wk.LABEL_NAME}=slurmd,{wk.LABEL_MANAGED_BY}={wk.MANAGED_BY_VALUE}"
         self._mirror("Pod", self.settings.namespace, self._on_slurmd_pod, label_selector=slurmd)
         self._mirror("Node", None, self._on_node)
@@ -188,6 +191,7 @@ class PodScheduler:
         self._queue.close()
         for watch in list(self._watches):
             watch.stop()
+        self._placed.stop()
         if self.hooks is not None:
             self.hooks.stop()
         self._pods_out.close()
@@ -242,15 +246,17 @@ class PodScheduler:
         *,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        shape: Shape | None = None,
     ) -> None:
-        """List now (so start() returns with a full picture), then follow a watch."""
+        """List now (so start() returns with a full picture), then follow a watch. `shape`
+        is what is kept of each object (pod_cache.cache_form for the Pods we schedule)."""
         selectors = {"label_selector": label_selector, "field_selector": field_selector}
-        listing = self._kube.list("v1", kind, namespace, **selectors)
+        listing = self._kube.list("v1", kind, namespace, **selectors, shape=shape)
         memory = WatchMemory.of_listing(listing.items, listing.resource_version)
         for obj in listing.items:
             handle("ADDED", _slimmed(obj))
         name = f"{kind.lower()}s-{namespace or 'all'}"
-        self._spawn(name, self._follow, kind, namespace, selectors, memory, handle)
+        self._spawn(name, self._follow, kind, namespace, selectors, memory, handle, shape)
 
     def _follow(
         self,
@@ -259,11 +265,12 @@ class PodScheduler:
         selectors: dict[str, str | None],
         memory: WatchMemory,
         handle: Callable[[str, Obj], None],
+        shape: Shape | None = None,
     ) -> None:
         """Each new watch (after an error, an API server outage) resumes from `memory`: a
         relist after a 410 then reports the objects deleted meanwhile, so a Pod deleted during
         a long outage still releases its job."""
-        watch = self._kube.watch("v1", kind, namespace, **selectors)
+        watch = self._kube.watch("v1", kind, namespace, **selectors, shape=shape)
         watch.carry(memory)
         self._watches.append(watch)
         for event, obj in watch:

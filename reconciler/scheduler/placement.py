@@ -8,30 +8,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.adapters.kube import Kube
 from reconciler.kuberules.node_fit import NodeFacts, node_fit
-from reconciler.kuberules.pod_affinity_spread import (
-    PlacedPod,
-    excluded_by_placed_rules,
-    placed_pod,
-)
+from reconciler.kuberules.pod_affinity_spread import PlacedPod, excluded_by_placed_rules
 from reconciler.kuberules.pod_affinity_spread import excluded_nodes as topology_excluded
-from reconciler.kuberules.pod_phase import finished
 from reconciler.kuberules.pod_rules import (
     needs_placed_pods,
     selector_queries,
     topology_problems,
     unlabelled_keys,
 )
+from reconciler.scheduler.placed_pods import PlacedPods
 from reconciler.scheduler.state import SchedulerState
 
 Obj = dict[str, Any]
 
 
 class Placement:
-    def __init__(self, state: SchedulerState, kube: Kube) -> None:
+    def __init__(self, state: SchedulerState, placed: PlacedPods) -> None:
         self._state = state
-        self._kube = kube
+        self.placed = placed
 
     def excluded_nodes(self, pod: Obj) -> list[str]:
         """Slurm nodes on Kubernetes Nodes the Pod's node affinity/selector rules out, whose
@@ -77,17 +72,10 @@ class Placement:
         return "; ".join(str(p) for p in problems) or None
 
     def _placed_pods(self, pod: Obj) -> list[PlacedPod]:
-        """Bound, unfinished Pods the rules can see, of any scheduler, read from the API
-        server (not our cache: it holds only our own Pods)."""
-        own = pod["metadata"]["uid"]
-        found: dict[str, PlacedPod] = {}
-        for namespace, selector in selector_queries(pod):
-            listing = self._kube.list("v1", "Pod", namespace, label_selector=selector or None)
-            for other in listing.items:
-                meta, node = other["metadata"], (other.get("spec") or {}).get("nodeName")
-                if node and meta["uid"] != own and not finished(other):
-                    found[meta["uid"]] = placed_pod(other)
-        return list(found.values())
+        """Bound, unfinished Pods the rules can see, of any scheduler (not our cache: it holds
+        only our own Pods), from the namespaces' informers: no request per rule."""
+        namespaces = [namespace for namespace, _ in selector_queries(pod)]
+        return self.placed.of(namespaces, own=pod["metadata"]["uid"])
 
     def topology_allows(self, pod: Obj, node: str) -> bool:
         if not self._state.rule_pods and not needs_placed_pods(pod):

@@ -17,6 +17,7 @@ from reconciler.adapters.kube_wire import ObjectList
 from reconciler.scheduler.gang_decide import BindGang, Gang
 from reconciler.scheduler.gang_effects import GangSteps
 from reconciler.scheduler.parts import Parts
+from reconciler.scheduler.placed_pods import PlacedPods
 from reconciler.scheduler.placement import Placement
 from reconciler.scheduler.settings import SchedulerSettings
 from reconciler.scheduler.state import SchedulerState
@@ -79,7 +80,8 @@ def node(name: str) -> Obj:
 
 def gang_steps(state: SchedulerState, binds: Binds, listed: list[Obj]) -> GangSteps:
     settings = SchedulerSettings(name="sunk", release="r", namespace="slurm", watch_namespaces=None)
-    placement = Placement(state, Listing(listed))  # type: ignore[arg-type]
+    placed = PlacedPods(Listing(listed), spawn=lambda *_: None)  # type: ignore[arg-type]
+    placement = Placement(state, placed)
     parts = Parts(state, binds, None, placement, None, binds, settings, lambda: 0.0)  # type: ignore[arg-type]
     return GangSteps(parts, kube=None, slurm=None)  # type: ignore[arg-type]
 
