@@ -14,6 +14,10 @@ from reconciler.cli.settings import layered_defaults
 from reconciler.errors import ReconcilerError
 from reconciler.logs import configure_logging
 
+# The distribution's name (pyproject.toml's project.name): `reconciler` on PyPI is another
+# project's. The command and the import package stay `reconciler`.
+DISTRIBUTION = "sunk-reconciler"
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -21,7 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Slurm on Kubernetes, driven by git (SUNK-compatible).",
     )
     parser.add_argument(
-        "--version", action="version", version=f"reconciler {metadata.version('reconciler')}"
+        "--version", action="version", version=f"reconciler {metadata.version(DISTRIBUTION)}"
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     # Here, not at the top: the group modules import each other through this package, which
