@@ -123,6 +123,11 @@ class SlurmUnavailableError(SlurmApiError):
     """slurmrestd could not be reached, or answered with something that is not its JSON."""
 
 
+class SlurmAnswerLimitError(SlurmUnavailableError):
+    """slurmrestd's answer went past its size or time limit (transport.py): cut off, and the
+    call that asked fails as if slurmrestd had not answered."""
+
+
 class SlurmKeyMissingError(SlurmAuthError, SlurmUnavailableError):
     """The JWT key file does not exist (yet): a cluster whose key Secret is still to be made,
     or still to be mounted, cannot be asked anything, as if slurmrestd did not answer."""
@@ -136,6 +141,11 @@ class SlurmUnsupportedError(SlurmApiError):
 class SlurmctldMetricsError(ReconcilerError):
     """slurmctld's OpenMetrics endpoint did not answer, or answered with something else than
     its exposition (no MetricsType=metrics/openmetrics, a Slurm before 25.11, PrivateData)."""
+
+
+class SlurmctldMetricsLimitError(SlurmctldMetricsError):
+    """slurmctld's OpenMetrics answer went past its size, line or time limit: cut off, and the
+    read counts as failed."""
 
 
 class SlurmArgumentError(ReconcilerError):

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from reconciler.adapters.slurm.model import CAN_LIST_JOB_STATES, SlurmRestApi
 from reconciler.adapters.slurmctld_metrics import SlurmctldMetrics
-from reconciler.errors import ReconcilerError
+from reconciler.errors import ReconcilerError, SlurmctldMetricsLimitError
 from reconciler.slurm_metrics.figures import (
     Family,
     diag_families,
@@ -97,6 +97,7 @@ class SlurmMetricsReader:
         self._said = ""  # the failure last logged: a failing Slurm is logged once, not per read
         self._source = ""  # the source last logged
         self._ask_openmetrics_at = 0.0  # epoch seconds; after a failure, OPENMETRICS_RETRY later
+        self._cut_off = False  # the last OpenMetrics read went past its limit (counted failed)
         self._lock = threading.Lock()  # one read at a time (the interval job, a test)
 
     def view(self) -> SlurmView | None:
@@ -113,6 +114,9 @@ class SlurmMetricsReader:
                 return last
             started = time.perf_counter()
             families, source = self._from_openmetrics(began), SOURCE_OPENMETRICS
+            # slurmctld's answer went past its limit: a failed read, though REST may answer
+            # (a read that fails on both counts once)
+            failures = last.failures + int(self._cut_off)
             if families is None:
                 source = SOURCE_REST
                 if self._openmetrics is None:
@@ -128,7 +132,7 @@ class SlurmMetricsReader:
             seconds = time.perf_counter() - started
             detail = self._job_detail or source == SOURCE_OPENMETRICS
             self._view = SlurmView(
-                families, self._clock(), seconds, True, last.failures, last.began_at, source,
+                families, self._clock(), seconds, True, failures, last.began_at, source,
                 detail,
             )  # fmt: skip
             if self._said:
@@ -172,6 +176,7 @@ class SlurmMetricsReader:
     def _from_openmetrics(self, now: float) -> tuple[Family, ...] | None:
         """The families from slurmctld's OpenMetrics; None where they are not asked or did
         not answer (then REST reads, and they are asked again OPENMETRICS_RETRY_SECONDS on)."""
+        self._cut_off = False
         if self._openmetrics is None or now < self._ask_openmetrics_at:
             return None
         where = self._openmetrics.url
@@ -185,8 +190,12 @@ class SlurmMetricsReader:
         except (ReconcilerError, ExpositionError) as error:
             self._ask_openmetrics_at = now + OPENMETRICS_RETRY_SECONDS
             said = error.message if isinstance(error, ReconcilerError) else str(error)
+            # Cut off past its limit: not a slurmctld without OpenMetrics, but one (or what
+            # answers in its place) sending more than a cluster's figures; worth a warning.
+            self._cut_off = isinstance(error, SlurmctldMetricsLimitError)
             self._switch(SOURCE_REST, f"slurmctld's OpenMetrics at {where}: {said}; asked "
-                         f"again every {OPENMETRICS_RETRY_SECONDS:g} s")  # fmt: skip
+                         f"again every {OPENMETRICS_RETRY_SECONDS:g} s",
+                         level=logging.WARNING if self._cut_off else logging.INFO)  # fmt: skip
             return None
         self._switch(SOURCE_OPENMETRICS, f"slurmctld's OpenMetrics at {where}")
         return families
@@ -199,11 +208,11 @@ class SlurmMetricsReader:
         except ReconcilerError:
             return None
 
-    def _switch(self, source: str, why: str) -> None:
+    def _switch(self, source: str, why: str, *, level: int = logging.INFO) -> None:
         """Logs the source once, when it changes."""
         if source != self._source:
             how = "from" if source == SOURCE_OPENMETRICS else "through slurmrestd:"
-            log.info("slurm metrics: reading Slurm %s %s", how, why)
+            log.log(level, "slurm metrics: reading Slurm %s %s", how, why)
             self._source = source
 
     def _failed(

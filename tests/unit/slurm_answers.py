@@ -5,13 +5,25 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-# (HTTP status, body): a body that is not bytes is sent as JSON.
+# (HTTP status, body): a body that is not bytes is sent as JSON; a Streamed body is sent as
+# its chunks come, without a Content-Length (the connection's end ends it).
 Answer = tuple[int, Any]
+
+
+class Streamed:
+    """A body sent a chunk at a time: `chunks()` may never end (it is stopped when the server
+    closes) or wait between chunks (a server that drips)."""
+
+    def __init__(
+        self, chunks: Callable[[], Iterable[bytes]], headers: dict[str, str] | None = None
+    ) -> None:
+        self.chunks = chunks
+        self.headers = headers or {}
 
 
 class CannedSlurm:
@@ -21,6 +33,7 @@ class CannedSlurm:
     def __init__(self) -> None:
         self.answers: dict[str, Answer] = {}
         self.requests: list[tuple[str, str]] = []
+        self.closing = threading.Event()  # ends the Streamed bodies still being sent
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -38,12 +51,31 @@ class CannedSlurm:
                 if length:
                     self.rfile.read(length)
                 status, body = canned.answers.get(self.path.split("?")[0], (404, {}))
+                if isinstance(body, Streamed):
+                    self._stream(status, body)
+                    return
                 payload = body if isinstance(body, bytes) else json.dumps(body).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
                 self.wfile.write(payload)
+
+            def _stream(self, status: int, body: Streamed) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                for name, value in body.headers.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                try:
+                    for chunk in body.chunks():
+                        if canned.closing.is_set():
+                            break
+                        self.wfile.write(chunk)
+                        self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):  # the client stopped reading
+                    pass
+                self.close_connection = True
 
             do_GET = do_POST = do_DELETE = _answer
 
@@ -60,6 +92,7 @@ def canned_slurm() -> Iterator[CannedSlurm]:
     try:
         yield server
     finally:
+        server.closing.set()
         server._server.shutdown()
         server._server.server_close()
 

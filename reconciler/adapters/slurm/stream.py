@@ -20,6 +20,8 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
+from reconciler.adapters.bounded_read import ReadLimitError
+
 T = TypeVar("T")
 
 _DECODER = json.JSONDecoder()
@@ -28,13 +30,21 @@ _NUMBER_GOES_ON = frozenset("0123456789.eE+-")  # what may follow a number's fir
 
 
 def stream_listing(
-    chunks: Iterable[bytes], key: str, reduce: Callable[[dict[str, Any]], T]
+    chunks: Iterable[bytes],
+    key: str,
+    reduce: Callable[[dict[str, Any]], T],
+    *,
+    max_items: int | None = None,
+    max_value_chars: int | None = None,
 ) -> dict[str, Any]:
     """The answer's top-level object, as `json.loads` would decode it, except that each object
     of the list under `key` is `reduce(object)`. Anything else there (a list item that is not
     an object, a `key` that is not a list) is left as decoded, for the caller to refuse.
-    Raises ValueError (json.JSONDecodeError, UnicodeDecodeError) for what is not JSON."""
-    text = _Text(chunks)
+    Raises ValueError (json.JSONDecodeError, UnicodeDecodeError) for what is not JSON, and
+    ReadLimitError for a list of more than `max_items` or a value (a list item, or a value at
+    the top level) of more than `max_value_chars`: each would otherwise be held whatever its
+    size."""
+    text = _Text(chunks, max_value_chars, max_items)
     text.expect("{")
     body: dict[str, Any] = {}
     if text.peek() == "}":
@@ -58,8 +68,12 @@ class _Text:
     """The answer's text from `at` on: chunks are decoded as needed and what was read is
     dropped when the next one is appended."""
 
-    def __init__(self, chunks: Iterable[bytes]) -> None:
+    def __init__(
+        self, chunks: Iterable[bytes], max_value_chars: int | None, max_items: int | None
+    ) -> None:
         self._chunks = iter(chunks)
+        self._max_value = max_value_chars
+        self._max_items = max_items
         self._utf8 = codecs.getincrementaldecoder("utf-8")()  # a character may span chunks
         self.text = ""
         self.at = 0
@@ -122,9 +136,12 @@ class _Text:
                 if not cut or self.ended:
                     self.at = end
                     return found
+            unfinished = len(self.text) - self.at
+            if self._max_value is not None and unfinished > self._max_value:
+                raise ReadLimitError(f"a value of more than {self._max_value:,} characters")
             # Twice the unfinished text at least: a value of many chunks is decoded again
             # a few times, not once per chunk.
-            self.more(at_least=max(len(self.text) - self.at, 1))
+            self.more(at_least=max(unfinished, 1))
 
     def items(self, reduce: Callable[[dict[str, Any]], T]) -> list[T | Any]:
         """The list at `at`, each object reduced as soon as it is decoded."""
@@ -134,6 +151,8 @@ class _Text:
             self.at += 1
             return found
         while True:
+            if self._max_items is not None and len(found) >= self._max_items:
+                raise ReadLimitError(f"more than {self._max_items:,} objects in the list")
             item = self.value()
             found.append(reduce(item) if isinstance(item, dict) else item)
             if self.separator("]"):
