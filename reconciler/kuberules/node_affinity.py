@@ -28,10 +28,10 @@ an oracle) and the current upstream, which agree on every input a 1.20 API serve
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Collection, Mapping
 from typing import Any, Final
 
+from reconciler.kuberules.integers import parse_int
 from reconciler.kuberules.validation import is_qualified_name, is_valid_label_value
 
 Obj = Mapping[str, Any]
@@ -50,7 +50,6 @@ _UNKNOWN_OPERATOR: Final = {
     NODE_SELECTOR_OPERATORS: '"{}" is not a valid node selector operator',
     LABEL_SELECTOR_OPERATORS: '"{}" is not a valid pod selector operator',
 }
-_INT64 = re.compile(r"[+-]?[0-9]+")  # strconv.ParseInt(s, 10, 64): ASCII digits, no spaces
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
@@ -219,7 +218,6 @@ def _parts(expression: Obj | None) -> Parts:
 
 
 def _int64(text: str) -> int | None:
-    if not _INT64.fullmatch(text):
-        return None
-    number = int(text)
-    return number if _INT64_MIN <= number <= _INT64_MAX else None
+    """strconv.ParseInt(s, 10, 64), its digits counted before int() (integers.py)."""
+    number = parse_int(text, _INT64_MIN, _INT64_MAX, plus=True)
+    return number if isinstance(number, int) else None

@@ -22,6 +22,7 @@ import hostlist
 from reconciler import hostlists
 from reconciler import wellknown as wk
 from reconciler.config.defaults import MAX_UNIX_ID
+from reconciler.kuberules.integers import Bounds
 from reconciler.kuberules.pod_requests import pod_requests
 from reconciler.kuberules.pod_rules import count_problems
 from reconciler.kuberules.problem import Problem
@@ -220,16 +221,18 @@ _STRINGS = {
     wk.ANNOTATION_RESERVATION: "reservation",
     wk.ANNOTATION_CWD: "working_dir",
 }
-# A job "as 4294967295" is no user's: Slurm reads it as INFINITE (config.defaults).
-_ID_LIMIT = f"{MAX_UNIX_ID} or less (Slurm reads 4294967294 and 4294967295 as NO_VAL and INFINITE)"
-# annotation -> (field, minimum, maximum and why, or None)
-_INTEGERS: dict[str, tuple[str, int, tuple[int, str] | None]] = {
-    wk.ANNOTATION_PRIORITY: ("priority", 1, None),
-    wk.ANNOTATION_USER_ID: ("user_id", 0, (MAX_UNIX_ID, _ID_LIMIT)),
-    wk.ANNOTATION_GROUP_ID: ("group_id", 0, (MAX_UNIX_ID, _ID_LIMIT)),
-    wk.ANNOTATION_TIMEOUT: ("timeout_minutes", 1, None),
+# A job "as 4294967295" is no user's: Slurm reads it as INFINITE (config.defaults). A time
+# limit (minutes) and a priority are Slurm uint32s too, with the same two values reserved.
+_NO_VAL = " (Slurm reads 4294967294 and 4294967295 as NO_VAL and INFINITE)"
+# annotation -> (field, the values it takes): counted before int() reads them (integers.py)
+_INTEGERS: dict[str, tuple[str, Bounds]] = {
+    wk.ANNOTATION_PRIORITY: (
+        "priority", Bounds(1, MAX_UNIX_ID, " (priority 0 holds a job in Slurm)", _NO_VAL)
+    ),
+    wk.ANNOTATION_USER_ID: ("user_id", Bounds(0, MAX_UNIX_ID, above=_NO_VAL)),
+    wk.ANNOTATION_GROUP_ID: ("group_id", Bounds(0, MAX_UNIX_ID, above=_NO_VAL)),
+    wk.ANNOTATION_TIMEOUT: ("timeout_minutes", Bounds(1, MAX_UNIX_ID, above=_NO_VAL)),
 }
-_INTEGER = re.compile(r"-?[0-9]+")
 NODE_LIST_ANNOTATIONS = {  # annotation -> the PodRequest field it fills
     wk.ANNOTATION_EXCLUDED_NODES: "excluded_nodes",
     wk.ANNOTATION_REQUIRED_NODES: "required_nodes",
@@ -244,9 +247,9 @@ def _annotations(
         value = annotations.get(key)
         if value is not None and value.strip():
             fields[name] = value.strip()
-    for key, (name, minimum, maximum) in _INTEGERS.items():
+    for key, (name, bounds) in _INTEGERS.items():
         if key in annotations:
-            number = _integer(key, annotations[key], minimum, problems, maximum)
+            number = _integer(key, annotations[key], bounds, problems)
             if number is not None:
                 fields[name] = number
     for key, name in NODE_LIST_ANNOTATIONS.items():
@@ -267,27 +270,13 @@ def _field(key: str) -> str:
     return f"metadata.annotations[{key!r}]"
 
 
-def _integer(
-    key: str,
-    raw: str,
-    minimum: int,
-    problems: list[Problem],
-    maximum: tuple[int, str] | None = None,
-) -> int | None:
+def _integer(key: str, raw: str, bounds: Bounds, problems: list[Problem]) -> int | None:
     """Plain decimal digits, as SUNK (Go's strconv) takes them: no "+5", "1_000" or "١٢"."""
-    text = str(raw).strip()
-    if not _INTEGER.fullmatch(text):
-        problems.append(Problem(_field(key), f"must be an integer, got {raw!r}"))
+    found = bounds.read(_field(key), raw)
+    if isinstance(found, Problem):
+        problems.append(found)
         return None
-    number = int(text)
-    if number < minimum:
-        why = " (priority 0 holds a job in Slurm)" if key == wk.ANNOTATION_PRIORITY else ""
-        problems.append(Problem(_field(key), f"must be {minimum} or more{why}, got {number}"))
-        return None
-    if maximum is not None and number > maximum[0]:
-        problems.append(Problem(_field(key), f"must be {maximum[1]}, got {number}"))
-        return None
-    return number
+    return found
 
 
 def run_as_user(pod: Obj, default_user_id: int | None) -> int | None:
@@ -296,8 +285,8 @@ def run_as_user(pod: Obj, default_user_id: int | None) -> int | None:
     annotations = (pod.get("metadata") or {}).get("annotations") or {}
     if wk.ANNOTATION_USER_ID not in annotations:
         return default_user_id
-    _, minimum, maximum = _INTEGERS[wk.ANNOTATION_USER_ID]
-    return _integer(wk.ANNOTATION_USER_ID, annotations[wk.ANNOTATION_USER_ID], minimum, [], maximum)
+    _, bounds = _INTEGERS[wk.ANNOTATION_USER_ID]
+    return _integer(wk.ANNOTATION_USER_ID, annotations[wk.ANNOTATION_USER_ID], bounds, [])
 
 
 def _node_list(key: str, raw: str, problems: list[Problem]) -> tuple[str, ...]:

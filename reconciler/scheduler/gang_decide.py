@@ -19,6 +19,7 @@ import hostlist
 from reconciler import hostlists
 from reconciler import wellknown as wk
 from reconciler.adapters.slurm.model import SlurmJob
+from reconciler.kuberules.integers import Bounds, shown
 from reconciler.kuberules.pod_phase import TERMINAL_PHASES
 from reconciler.kuberules.problem import Problem
 from reconciler.scheduler.admission import NODE_LIST_ANNOTATIONS, PodRequest
@@ -36,6 +37,9 @@ FailurePolicy = Literal["restart", "keep-going"]
 FAILURE_POLICIES: tuple[FailurePolicy, ...] = wk.GANG_FAILURE_POLICIES
 # A job back in the queue no longer holds the nodes its bound members run on.
 REQUEUE_STATES = QUEUED_STATES
+# A gang's job has a node per member, and no node list may name more (hostlists.py).
+MAX_GANG_MEMBERS = hostlists.MAX_NAMES
+_SIZES = Bounds(1, MAX_GANG_MEMBERS, " (a whole number of Pods)", " (one node a member)")
 # A PodGroup's name rules (DNS-1123 subdomain): it ends up in job names and hook paths.
 _GROUP_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 # What every member must ask for alike: one job has one partition, account, QOS, user...
@@ -148,10 +152,10 @@ def gang_from_pod_group(
 ) -> Gang | Problem:
     """A coscheduling PodGroup: `spec.minMember` members run together."""
     raw = (pod_group.get("spec") or {}).get("minMember")
-    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
+    if isinstance(raw, bool) or not isinstance(raw, int) or not 1 <= raw <= MAX_GANG_MEMBERS:
         return Problem(
             f"PodGroup {namespace}/{name} spec.minMember",
-            f"must be a whole number of Pods, 1 or more; got {raw!r}",
+            f"must be a whole number of Pods, 1 to {MAX_GANG_MEMBERS}; got {shown(str(raw))}",
         )
     policy = _policy((pod_group.get("metadata") or {}).get("annotations") or {}, default_policy)
     if isinstance(policy, Problem):
@@ -173,22 +177,23 @@ def gang_from_annotations(
     values = {_annotations(p).get(wk.ANNOTATION_POD_GROUP_MIN_MEMBER) for p in members}
     values.discard(None)
     if len(values) != 1:
-        seen = ", ".join(sorted(repr(v) for v in values)) or "none"
+        seen = ", ".join(sorted(shown(str(v)) for v in values)) or "none"
         return Problem(
             field, f"the members of pod group {name!r} must all set it alike (seen: {seen})"
         )
-    raw = str(values.pop()).strip()
-    if not (raw.isascii() and raw.isdigit()) or int(raw) < 1:
-        return Problem(field, f"must be a whole number of Pods, 1 or more; got {raw!r}")
+    size = _SIZES.read(field, values.pop())
+    if isinstance(size, Problem):
+        return size
     policies = {_annotations(p).get(wk.ANNOTATION_GANG_POLICY) for p in members} - {None}
     if len(policies) > 1:
         field = f"metadata.annotations[{wk.ANNOTATION_GANG_POLICY!r}]"
-        return Problem(field, f"the members of pod group {name!r} disagree: {sorted(policies)}")
+        seen = ", ".join(sorted(shown(str(p)) for p in policies))
+        return Problem(field, f"the members of pod group {name!r} disagree: {seen}")
     policy = _policy({wk.ANNOTATION_GANG_POLICY: next(iter(policies))} if policies else {},
                      default_policy)  # fmt: skip
     if isinstance(policy, Problem):
         return policy
-    return Gang(namespace, name, int(raw), policy)
+    return Gang(namespace, name, size, policy)
 
 
 def _policy(annotations: Mapping[str, str], default: FailurePolicy) -> FailurePolicy | Problem:
@@ -199,7 +204,7 @@ def _policy(annotations: Mapping[str, str], default: FailurePolicy) -> FailurePo
     if value not in FAILURE_POLICIES:
         return Problem(
             f"metadata.annotations[{wk.ANNOTATION_GANG_POLICY!r}]",
-            f"must be one of {', '.join(FAILURE_POLICIES)}, got {raw!r}",
+            f"must be one of {', '.join(FAILURE_POLICIES)}, got {shown(str(raw))}",
         )
     return value  # type: ignore[return-value]
 

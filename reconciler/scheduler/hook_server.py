@@ -35,7 +35,9 @@ from reconciler.adapters.http_server import (
     Refusals,
     body_length,
 )
+from reconciler.kuberules.integers import parse_int
 from reconciler.scheduler.placeholder import HookCredentials
+from reconciler.scheduler.pod_decide import MAX_JOB_ID
 
 log = logging.getLogger(__name__)
 
@@ -170,8 +172,8 @@ def parse_call(path: str) -> HookCall | None:
     if len(rest) != 2 or rest[1] not in ("started", "signalled") or not rest[0]:
         return None
     query = parse_qs(parts.query)
-    job = (query.get("job") or [""])[0]
-    if not (job.isascii() and job.isdigit()):  # "²".isdigit() too, and int() refuses it
+    job = parse_int((query.get("job") or [""])[0], 0, MAX_JOB_ID)  # counted before int()
+    if not isinstance(job, int):
         return None
     kind: HookKind = "started" if rest[1] == "started" else "signalled"
-    return HookCall(kind, rest[0], int(job), (query.get("node") or [""])[0])
+    return HookCall(kind, rest[0], job, (query.get("node") or [""])[0])

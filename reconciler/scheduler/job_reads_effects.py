@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from reconciler.adapters.slurm.model import CAN_LIST_JOB_STATES, SlurmJob, SlurmRestApi
 from reconciler.adapters.slurm.transport import DEFAULT_TIMEOUT_SECONDS
 from reconciler.errors import ReconcilerError
+from reconciler.kuberules.integers import shown
 from reconciler.scheduler.clients import SlurmClients
 from reconciler.scheduler.counters import Counters
 from reconciler.scheduler.job_reads_decide import list_needed, look_at_states
@@ -79,6 +80,11 @@ class JobReads:
                 poll()
             except ReconcilerError as exc:
                 log.warning("scheduler: polling Slurm jobs failed: %s", exc)
+            except Exception as exc:  # one poll's fault, whatever it is: the next one runs
+                log.warning(
+                    "scheduler: polling Slurm jobs failed: %s: %s",
+                    type(exc).__name__, shown(str(exc)),
+                )  # fmt: skip
             wait = poll_wait(self._poll_seconds, time.monotonic() - began)
         self._readers.shutdown(wait=False)
 

@@ -13,6 +13,7 @@ over the cache in state.py.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
@@ -22,6 +23,7 @@ import hostlist
 
 from reconciler.adapters.slurm.model import JobSpec, SlurmJob
 from reconciler.errors import SlurmApiError
+from reconciler.kuberules.integers import shown
 from reconciler.scheduler.budget import PassBudget
 from reconciler.scheduler.clients import SlurmClients
 from reconciler.scheduler.counters import Counters
@@ -55,6 +57,8 @@ class JobTrust:
         self._queue = queue
         self.counters = counters
         self._confirm_budget = PassBudget(CONFIRMS_PER_PASS, settings.poll_seconds)
+        self._unreadable: set[tuple[str, ...]] = set()  # Pods said to be unreadable, as they were
+        self._unreadable_lock = threading.Lock()
 
     # ---- whose jobs -------------------------------------------------------------------
 
@@ -65,10 +69,36 @@ class JobTrust:
 
     def _pod_users(self) -> dict[str, frozenset[str]]:
         """Each key's users (servers without admin comments): a job runs as its own Pod's
-        user, so only that user (or the operator) vouches for a job named for the Pod."""
+        user, so only that user (or the operator) vouches for a job named for the Pod.
+
+        Every job poll and hook call asks this, so a Pod it cannot read is skipped (and said
+        once), not raised: one Pod's author must not stop every tenant's scheduling."""
         with self._state.lock:
             pods = list(self._state.pods.values())
-        return run_as_users(pods, self.settings.default_user_id)
+        found: dict[str, frozenset[str]] = {}
+        unreadable: dict[tuple[str, ...], str] = {}
+        for pod in pods:
+            try:
+                users = run_as_users([pod], self.settings.default_user_id)
+            except Exception as exc:  # whatever it is, the next Pod is read all the same
+                unreadable[_pod_id(pod)] = f"{type(exc).__name__}: {shown(str(exc))}"
+                continue
+            for key, more in users.items():
+                found[key] = found.get(key, frozenset()) | more
+        self._note_unreadable(unreadable)
+        return found
+
+    def _note_unreadable(self, unreadable: dict[tuple[str, ...], str]) -> None:
+        """A warning for each Pod newly unreadable; one that stays so is not said again."""
+        with self._unreadable_lock:
+            new = {pod: why for pod, why in unreadable.items() if pod not in self._unreadable}
+            self._unreadable = set(unreadable)
+        for (namespace, name, uid, _), why in new.items():
+            log.warning(
+                "scheduler: skipping pod %s/%s (uid %s), which cannot be read: %s",
+                namespace, name, uid, why,
+                extra={"pod": f"{namespace}/{name}", "pod_uid": uid, "reason": why},
+            )  # fmt: skip
 
     def marked(self, spec: JobSpec) -> JobSpec:
         """Where the operator submits every job, its name goes in the admin comment too: only
@@ -199,6 +229,14 @@ class JobTrust:
     def submit_failed(self, key: str) -> None:
         with self._state.lock:
             self._state.uncertain[key] = time.monotonic()
+
+
+def _pod_id(pod: Obj) -> tuple[str, ...]:
+    """The Pod as it is now (its resourceVersion too: a change is read, and said, anew)."""
+    meta = pod.get("metadata") if isinstance(pod, Mapping) else None
+    meta = meta if isinstance(meta, Mapping) else {}
+    keys = ("namespace", "name", "uid", "resourceVersion")
+    return tuple(str(meta.get(k, "?"))[:253] for k in keys)  # a name's most: the API server's
 
 
 def _claims(owner: Ownership | None, job: SlurmJob, key: str) -> bool:

@@ -16,6 +16,7 @@ import hostlist
 
 from reconciler import wellknown as wk
 from reconciler.adapters.slurm.model import SlurmJob
+from reconciler.kuberules.integers import parse_int
 from reconciler.kuberules.pod_phase import TERMINAL_PHASES
 from reconciler.scheduler.admission import fingerprint
 
@@ -33,6 +34,8 @@ QUEUED_STATES = frozenset({"PENDING", "REQUEUED", "REQUEUE_HOLD", "EXPEDITING"})
 # Counted from Slurm's submit time, in whole seconds: 10 to 11 s after the submit. At 3 s, a
 # burst of 500 on 2 CPUs (binds 3 to 7 s after the create) announced most Pods for nothing.
 ANNOUNCE_AFTER_SECONDS = 10.0
+# Slurm's job ids are uint32s, NO_VAL (0xfffffffe) and INFINITE (0xffffffff) excepted.
+MAX_JOB_ID = 0xFFFFFFFD
 
 Obj = Mapping[str, Any]
 
@@ -103,8 +106,8 @@ def next_steps(
 
 def recorded_job_id(pod: Obj) -> int | None:
     raw = ((pod.get("metadata") or {}).get("annotations") or {}).get(wk.ANNOTATION_JOB_ID)
-    text = str(raw or "")
-    return int(text) if text.isascii() and text.isdigit() else None  # "²".isdigit() too
+    found = parse_int(str(raw or ""), 0, MAX_JOB_ID)  # counted first: a Pod's author can write it
+    return found if isinstance(found, int) else None
 
 
 def is_refused(pod: Obj) -> bool:

@@ -9,6 +9,7 @@ real `sbatch -J` jobs, as root and as another Slurm user.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import signal
@@ -436,3 +437,51 @@ def test_a_pod_deleted_during_an_api_server_outage_releases_its_job(
         env.apiserver.start()  # its watch cache starts after the delete: the watch gets 410
     wait_for(lambda: _job_state(env, job_id) in ("CANCELLED", "COMPLETED"), 40,
              "the deleted Pod's job to end")  # fmt: skip
+
+
+# ---- 11. integers a Pod's author writes -----------------------------------------------------
+
+HUGE = "9" * 4301  # one digit past CPython's int-from-str limit (int() raised ValueError)
+
+
+def test_integer_annotations_of_4301_digits_are_refused_and_blind_nothing(
+    env: Env, pods: list[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A user-id of 4,301 digits stayed in the scheduler's cache, and on 22.05 every read of
+    all Pods' users (each job poll, each hook) raised: no Pod was bound again. A timeout or a
+    gang size of 4,301 digits logged a traceback on every retry. Each is refused with an Event
+    naming its annotation and the value's length; a plain Pod made after them is bound and
+    its hooks are answered."""
+    hostile = {
+        "user-id": {wk.ANNOTATION_USER_ID: HUGE},
+        "timeout": {wk.ANNOTATION_TIMEOUT: HUGE},
+        "pod-group-min-member": {
+            wk.ANNOTATION_POD_GROUP: unique("huge-gang"), wk.ANNOTATION_POD_GROUP_MIN_MEMBER: HUGE,
+        },
+    }  # fmt: skip
+    with caplog.at_level(logging.INFO, logger="reconciler.scheduler"):
+        names = {}
+        for said, annotations in hostile.items():
+            names[said] = unique("huge-int")
+            _create(env, pods, _small(names[said], annotations=annotations))
+        for said, name in names.items():
+            wait_for(lambda n=name, s=said: _refused_naming(env, n, s), 30,
+                     f"{name} to be refused naming {said}: {_events(env, name)}")  # fmt: skip
+        _polls()  # the hostile Pods stay in the cache while the polls run
+        name = unique("after-huge")
+        pod = _wait_bound(env, _create(env, pods, _small(name))["metadata"]["name"], 30)
+        job_id, uid = _job_id(pod), pod["metadata"]["uid"]
+        job = env.api.job(job_id)
+        assert job is not None and job.state == "RUNNING"
+        assert _hook(env, uid, "started", job_id, job.nodes) == "ok"
+    tracebacks = [r.getMessage() for r in caplog.records if r.exc_info]
+    assert not tracebacks, tracebacks
+    assert not [r for r in caplog.records if HUGE in r.getMessage()], "a log line echoed it"
+
+
+def _refused_naming(env: Env, name: str, said: str) -> bool:
+    return any(
+        said in e.get("message", "") and "4,301 characters" in e.get("message", "")
+        and HUGE not in e.get("message", "")
+        for e in _events(env, name, wk.EVENT_REJECTED)
+    )  # fmt: skip
