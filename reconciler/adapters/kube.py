@@ -270,6 +270,28 @@ class Kube:
         path = f"/api/v1/namespaces/{path_segment(namespace)}/pods/{path_segment(pod)}/binding"
         self.request_json("POST", path, body=binding, target=f"Pod {namespace}/{pod}")
 
+    def annotate_pod(
+        self,
+        namespace: str,
+        pod: str,
+        annotations: Mapping[str, str | None],
+        *,
+        field_manager: str | None = None,
+    ) -> Obj:
+        """Merge-patch a Pod's annotations (None removes one) through its status subresource.
+
+        The API server keeps a Pod's spec on that path (its status strategy resets spec,
+        deletionTimestamp and ownerReferences, from 1.20 to today), so the writer needs
+        `pods/status` patch, not `pods` patch: that one could change a container's image, and
+        RBAC cannot narrow a patch to some fields.
+        """
+        path = f"/api/v1/namespaces/{path_segment(namespace)}/pods/{path_segment(pod)}/status"
+        return self.request_json(
+            "PATCH", path, query=[("fieldManager", field_manager)] if field_manager else [],
+            body={"metadata": {"annotations": dict(annotations)}},
+            content_type="application/merge-patch+json", target=f"Pod {namespace}/{pod}",
+        )  # fmt: skip
+
     def create_event(
         self,
         regarding: Mapping[str, Any],

@@ -55,13 +55,9 @@ class DeploymentRestarter:
         stamp = self._now().strftime("%Y-%m-%dT%H:%M:%SZ")
         selector = f"{wk.LABEL_NAME}=slurmctld,{wk.LABEL_RELEASE}={self._release}"
         for pod in self._kube.list("v1", "Pod", self._namespace, label_selector=selector).items:
-            name = pod["metadata"]["name"]
-            self._kube.request_json(
-                "PATCH", f"/api/v1/namespaces/{self._namespace}/pods/{name}",
-                body={"metadata": {"annotations": {wk.ANNOTATION_CONFIG_APPLIED: stamp}}},
-                content_type="application/merge-patch+json",
-                target=f"Pod {self._namespace}/{name}",
-            )  # fmt: skip
+            self._kube.annotate_pod(
+                self._namespace, pod["metadata"]["name"], {wk.ANNOTATION_CONFIG_APPLIED: stamp}
+            )
 
     def restart(self, timeout: float) -> None:
         generation = roll_deployment(self._kube, self._namespace, self._name, self._now())

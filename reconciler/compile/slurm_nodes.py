@@ -243,7 +243,7 @@ def _gres(nodeset: NodeSet, value: Any) -> Gres | None:
 
 def _features(nodeset: NodeSet, features: list[Any]) -> tuple[str, ...]:
     # SUNK advertises the node definition's own name as a feature too.
-    out = [nodeset.name]
+    out = {nodeset.name: None}  # first-seen order, and a lookup that keeps a long list linear
     for feature in features:
         text = str(feature)
         if not _FEATURE.fullmatch(text):
@@ -253,6 +253,5 @@ def _features(nodeset: NodeSet, features: list[Any]) -> tuple[str, ...]:
                 where=nodeset.where,
                 hint="use letters, digits, '_', '.' and '-' only (no spaces, commas or '|&')",
             )
-        if text not in out:
-            out.append(text)
+        out.setdefault(text)
     return tuple(out)

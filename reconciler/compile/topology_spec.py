@@ -17,7 +17,15 @@ from typing import Any
 from reconciler.compile.slurm_conf import Partition
 from reconciler.compile.slurm_keys import exclusive_topo
 from reconciler.compile.target_release import TargetRelease
-from reconciler.config.topology import ENTRY_PLUGINS, PLUGINS, SINGLE_KEYS
+from reconciler.config.limits import MAX_TOPOLOGIES
+from reconciler.config.topology import (
+    ENTRY_PLUGINS,
+    PLUGINS,
+    SINGLE_KEYS,
+    TOO_MANY_TOPOLOGIES_HINT,
+    named_twice,
+    too_many_topologies,
+)
 from reconciler.errors import CompileError, Location
 
 BLOCK, FLAT = "block", "flat"
@@ -88,6 +96,10 @@ def topology_set(values: Mapping[str, Any], where: Location | None = None) -> To
             hint=f"move {mixed[0]} into the topology of compute.topology.topologies it "
             "belongs to (one file may set the single shape, another the list: pick one)",
         )
+    if len(entries) > MAX_TOPOLOGIES:  # each file was under the cap; together they are not
+        raise CompileError(
+            too_many_topologies(len(entries)), where=where, hint=TOO_MANY_TOPOLOGIES_HINT
+        )
     specs = [
         _spec(e, f"compute.topology.topologies[{i}]", ENTRY_PLUGINS, where)
         for i, e in enumerate(entries)
@@ -126,8 +138,7 @@ def _spec(raw: Mapping[str, Any], path: str, plugins: Sequence[str], where: Loca
 
 
 def _default_first(specs: list[TopologySpec], where: Location | None) -> tuple[TopologySpec, ...]:
-    names = [s.name for s in specs]
-    twice = next((n for n in names if names.count(n) > 1), None)
+    twice = named_twice(s.name for s in specs)
     if twice is not None:
         raise CompileError(f"compute.topology.topologies names {twice!r} twice", where=where)
     defaults = [s for s in specs if s.default]
@@ -224,6 +235,7 @@ def with_partition_topology(
     """Check each partition's `Topology=` against the topologies defined, and add the
     exclusive-topology option to the partitions exclusivePartitions names."""
     names = topologies.names() if topologies is not None else []
+    defined = set(names)
     chosen = {}
     for partition in partitions:
         name = partition.option("Topology")
@@ -236,11 +248,11 @@ def with_partition_topology(
                 where=partitions_where,
                 hint="remove Topology= from the partition, or set slurmConfig.release",
             )
-        if name not in names or topologies is None or not topologies.named:
-            defined = ", ".join(names) if topologies and topologies.named else "none"
+        if name not in defined or topologies is None or not topologies.named:
+            listed = ", ".join(names) if topologies and topologies.named else "none"
             raise CompileError(
                 f"partition {partition.name!r} names topology {name!r} (Topology=), which "
-                f"compute.topology.topologies does not define (defined: {defined})",
+                f"compute.topology.topologies does not define (defined: {listed})",
                 where=partitions_where,
                 hint="name one of compute.topology.topologies in Topology=, or add a "
                 f"topology named {name!r} there",

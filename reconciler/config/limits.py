@@ -41,6 +41,12 @@ MAX_NODES = hostlists.MAX_NAMES
 # node type per region); 2,048 keeps this repo's 2000-definition scale test (a render of
 # about 3 s) where the value cap alone allows about 28,000 (8,000 took 9.8 s and 243 MB).
 MAX_NODE_SETS = 2048
+# Named topologies (compute.topology.topologies, over all values files). A partition uses one
+# (Topology=) or the cluster default, and real clusters write two to four (a fabric tree, an
+# NVLink block, flat): 16 is four times that. Each block or tree topology places every Slurm
+# node again, in topology.yaml and at every render (the daemon renders it each node-sync
+# interval): about 0.5 s and 210 KB per topology at the node cap, so 16 bound that to 8 s.
+MAX_TOPOLOGIES = 16
 _TOO_MANY = (
     "an alias (*name) repeats everything under its anchor: use fewer, or keep data that "
     "is not configuration out of the repo"

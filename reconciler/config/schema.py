@@ -298,8 +298,9 @@ _ALLOWED_USER_IDS: KeyPath = (*_POD_POLICY, "allowedUserIds")
 
 def _check_pod_policy(doc: YamlFile) -> None:
     """scheduler.podPolicy (the shipped pod-user-id-allowed and pod-priority-at-most-max):
-    allowedUserIds maps a namespace to the uids its Pods may name (null drops a namespace an
-    earlier file listed); defaultUserId is one uid; maxPriority is 1 or more."""
+    allowedUserIds maps a namespace (or "*", any namespace without an entry) to the uids its
+    Pods may run as (null drops a namespace an earlier file listed); defaultUserId is one uid;
+    maxPriority is 1 or more."""
     priority, found = lookup(doc.data, ["scheduler", "podPolicy", "maxPriority"])
     if found and isinstance(priority, int) and priority < 1:
         raise ConfigTypeError(

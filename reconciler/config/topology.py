@@ -8,9 +8,11 @@ compiling (compile/topology_spec.py).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+from reconciler.config.limits import MAX_TOPOLOGIES
 from reconciler.config.value_types import check_table
 from reconciler.config.yamlfile import KeyPath, YamlFile, lookup
 from reconciler.errors import ConfigTypeError
@@ -73,17 +75,39 @@ def check_topology(doc: YamlFile) -> None:
             hint=f"move {mixed[0]} into one of compute.topology.topologies (each holds "
             "name, plugin and that plugin's keys), or drop topologies for one topology",
         )
-    names: list[str] = []
+    if len(entries) > MAX_TOPOLOGIES:
+        raise ConfigTypeError(
+            too_many_topologies(len(entries)),
+            where=doc.location((*_ROOT, "topologies", MAX_TOPOLOGIES)),
+            hint=TOO_MANY_TOPOLOGIES_HINT,
+        )
     for index, entry in enumerate(entries):
-        path = (*_ROOT, "topologies", index)
-        _check_entry(doc, path, entry)
-        names.append(entry["name"])
-    twice = next((n for n in names if names.count(n) > 1), None)
+        _check_entry(doc, (*_ROOT, "topologies", index), entry)
+    twice = named_twice(entry["name"] for entry in entries)
     if twice is not None:
         raise ConfigTypeError(
             f"compute.topology.topologies names {twice!r} twice",
             where=doc.location((*_ROOT, "topologies")),
         )
+
+
+TOO_MANY_TOPOLOGIES_HINT = (
+    "a partition uses one topology (Topology=) or the cluster default: write one per kind of "
+    "placement your partitions need (a fabric tree, an NVLink block, flat)"
+)
+
+
+def too_many_topologies(count: int) -> str:
+    return (
+        f"compute.topology.topologies lists {count:,} topologies; at most {MAX_TOPOLOGIES} "
+        "(each places every Slurm node again in topology.yaml)"
+    )
+
+
+def named_twice(names: Iterable[str]) -> str | None:
+    """The first name that occurs more than once, in one pass (a hostile list is long)."""
+    counts = Counter(names)
+    return next((name for name, count in counts.items() if count > 1), None)
 
 
 def _check_entry(doc: YamlFile, path: KeyPath, entry: dict[str, Any]) -> None:

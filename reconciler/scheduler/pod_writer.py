@@ -87,17 +87,12 @@ class PodWriter:
         self.event(pod, wk.EVENT_REJECTED, "Scheduling", message, "Warning")
 
     def annotate(self, pod: Obj, annotations: Mapping[str, str | None]) -> None:
-        """Merge-patch annotations (None removes one); a Pod gone meanwhile is fine."""
+        """Merge-patch annotations (None removes one), through the Pod's status: the scheduler
+        may not change a Pod's spec (no `pods` patch). A Pod gone meanwhile is fine."""
         meta = pod["metadata"]
         self._wrote("annotation")
         try:
-            self._kube.request_json(
-                "PATCH",
-                f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}",
-                body={"metadata": {"annotations": dict(annotations)}},
-                content_type="application/merge-patch+json",
-                target=f"Pod {meta['namespace']}/{meta['name']}",
-            )
+            self._kube.annotate_pod(meta["namespace"], meta["name"], annotations)
         except KubeApiError as exc:
             if exc.status != 404:
                 raise

@@ -233,11 +233,9 @@ class NodeSync:
             if action.annotations is not None:
                 # A merge patch, not an apply: an apply to a Pod deleted meanwhile would try
                 # to create it (and the ServiceAccount may not create Pods).
-                self._kube.request_json(
-                    "PATCH", self._kube.resource("v1", "Pod").path(action.namespace, action.pod),
-                    query=[("fieldManager", wk.NODE_SYNC_FIELD_MANAGER)],
-                    body={"metadata": {"annotations": dict(action.annotations)}},
-                    content_type="application/merge-patch+json", target=target,
+                self._kube.annotate_pod(
+                    action.namespace, action.pod, action.annotations,
+                    field_manager=wk.NODE_SYNC_FIELD_MANAGER,
                 )  # fmt: skip
             if action.condition is not None:
                 self._kube.apply(

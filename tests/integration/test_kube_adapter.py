@@ -194,6 +194,38 @@ def test_pod_binding(k: Kube, namespace: str) -> None:
         k.delete("v1", "Pod", "worker", namespace, grace_period_seconds=0)
 
 
+def test_pod_annotations_go_through_status_which_keeps_the_spec(k: Kube, namespace: str) -> None:
+    """What lets the scheduler go without `patch` on pods: the status subresource takes
+    annotations, and drops any change to the spec (a container's image) sent with them."""
+    k.apply({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "tenant", "namespace": namespace},
+        "spec": {"schedulerName": "it-nobody", "containers": [{"name": "c", "image": "mine"}]},
+    })  # fmt: skip
+    try:
+        k.annotate_pod(namespace, "tenant", {"example.com/note": "refused"})
+        k.request_json(  # an image swap sent the same way
+            "PATCH", f"/api/v1/namespaces/{namespace}/pods/tenant/status",
+            body={"metadata": {"annotations": {"example.com/other": "x"}},
+                  "spec": {"containers": [{"name": "c", "image": "attacker"}]}},
+            content_type="application/strategic-merge-patch+json",
+        )  # fmt: skip
+        pod = k.get("v1", "Pod", "tenant", namespace) or {}
+        assert pod["spec"]["containers"][0]["image"] == "mine"
+        assert pod["metadata"]["annotations"] == {
+            "example.com/note": "refused", "example.com/other": "x",
+        }  # fmt: skip
+        k.annotate_pod(namespace, "tenant", {"example.com/note": None})
+        pod = k.get("v1", "Pod", "tenant", namespace) or {}
+        assert pod["metadata"]["annotations"] == {"example.com/other": "x"}
+        with pytest.raises(KubeApiError) as caught:
+            k.annotate_pod(namespace, "gone", {"example.com/note": "x"})
+        assert caught.value.status == 404
+    finally:
+        k.delete("v1", "Pod", "tenant", namespace, grace_period_seconds=0)
+
+
 def test_event_with_whole_second_time_is_accepted(k: Kube, namespace: str) -> None:
     regarding = k.apply(config_map(namespace, "subject"))
     moment = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)  # microsecond == 0: the 1.20 trap

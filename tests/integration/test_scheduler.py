@@ -722,8 +722,8 @@ def _crash_and_restart(
     port = free_port()
     first = _schedule_process(env, other, log, port, started)
     uids = {}
-    # `reconciler schedule` without a repo judges a Pod without user-id as root and denies it
-    # (pod-user-id-allowed, issue 31): these run as 1001.
+    # These run as 1001, which the repo's values allow in namespace slurm: pod-user-id-allowed
+    # admits only the uids values list for a Pod's namespace (without a repo, none).
     as_1001 = {wk.ANNOTATION_USER_ID: "1001"}
     for name in [unique(f"crash-{i}") for i in range(20)]:
         manifest = _pod_spec(name, cpu="100m", memory="64Mi", schedulerName=other,
@@ -773,8 +773,9 @@ def _schedule_process(
     offset = log.stat().st_size if log.exists() else 0
     with log.open("ab") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "reconciler", "schedule", "--runtime-dir",
-             str(env.running.runtime), "--scheduler-name", name, "--watch-namespace", NAMESPACE,
+            [sys.executable, "-m", "reconciler", "schedule", str(env.work / "repo"),
+             "--runtime-dir", str(env.running.runtime), "--scheduler-name", name,
+             "--watch-namespace", NAMESPACE,
              "--hooks-api-bind-address", f"127.0.0.1:{port}", "--poll-interval", "1"],
             stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )  # fmt: skip

@@ -135,3 +135,20 @@ def test_nothing_cluster_wide_but_reads() -> None:
     events = {role["metadata"].get("namespace") for role in roles
               for rule in role["rules"] if "events" in rule["resources"]}  # fmt: skip
     assert events == {"default", "slurm", "inference"}
+
+
+def test_no_role_lets_the_daemon_change_a_pods_spec() -> None:
+    """`patch` or `update` on pods would let a compromised daemon swap the image of any Pod
+    it schedules (RBAC cannot narrow a patch to metadata). It writes annotations and the
+    PodScheduled condition through pods/status, where the API server keeps the spec."""
+    granted = []
+    for path in sorted((ROOT / "deploy").rglob("*.yaml")):
+        for doc in _docs(path):
+            if doc.get("kind") not in ("Role", "ClusterRole"):
+                continue
+            for rule in doc.get("rules") or ():
+                resources = set(rule.get("resources") or ())
+                verbs = set(rule.get("verbs") or ())
+                if resources & {"pods", "*"} and verbs & {"patch", "update", "*"}:
+                    granted.append(f"{path.relative_to(ROOT)}: {doc['metadata']['name']}")
+    assert not granted, granted

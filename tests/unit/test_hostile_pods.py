@@ -25,7 +25,7 @@ from reconciler.scheduler.gang_decide import capped_requests, gang_key
 from reconciler.scheduler.ownership import Claim, Ownership, run_as_users
 from reconciler.scheduler.settings import settings_from_values
 from tests.unit.conftest import config_from
-from tests.unit.test_policy_pod_powers import USER_ID_POLICY, denials, pod
+from tests.unit.test_policy_pod_powers import TEAM_A, USER_ID_POLICY, denials, pod
 from tests.unit.test_scheduler_pod_decide import slurm_job
 
 # 119 bytes that python-hostlist alone expands to 1,000,000 names (2.3 s, 148 MB before).
@@ -133,11 +133,11 @@ def test_a_pod_without_user_id_does_not_get_root_by_omission() -> None:
 
 
 def test_group_id_0_is_root_s_group_explicit_or_by_default() -> None:
-    found = denials(pod(user_id="1001", group_id="0"))
+    found = denials(pod(user_id="1001", group_id="0"), allowedUserIds=TEAM_A)
     assert set(found) == {USER_ID_POLICY}
     assert "group" in found[USER_ID_POLICY].message and "0" in found[USER_ID_POLICY].message
-    assert denials(pod(user_id="1001", group_id="1001")) == {}
-    assert denials(pod(user_id="1001")) == {}  # the group is the user id: 1001
+    assert denials(pod(user_id="1001", group_id="1001"), allowedUserIds=TEAM_A) == {}
+    assert denials(pod(user_id="1001"), allowedUserIds=TEAM_A) == {}  # the group: 1001
 
 
 @pytest.mark.parametrize(
@@ -147,7 +147,7 @@ def test_group_id_0_is_root_s_group_explicit_or_by_default() -> None:
 )  # fmt: skip
 def test_ids_slurm_reads_as_no_val_or_infinite_are_refused(annotation: str, text: str) -> None:
     annotations = {"user_id": "1001", annotation: text}
-    found = denials(pod(**annotations))
+    found = denials(pod(**annotations), allowedUserIds=TEAM_A)
     assert set(found) == {USER_ID_POLICY}, found
     assert "4294967293" in found[USER_ID_POLICY].message
     result = admit(pod(**annotations), kill_wait_seconds=30)
@@ -156,7 +156,8 @@ def test_ids_slurm_reads_as_no_val_or_infinite_are_refused(annotation: str, text
 
 
 def test_the_largest_real_id_is_admitted() -> None:
-    assert denials(pod(user_id="4294967293", group_id="4294967293")) == {}
+    largest = {"team-a": [4294967293]}
+    assert denials(pod(user_id="4294967293", group_id="4294967293"), allowedUserIds=largest) == {}
     assert not isinstance(admit(pod(user_id="4294967293"), kill_wait_seconds=30), Rejection)
 
 
@@ -183,7 +184,8 @@ def test_the_policy_judges_the_ids_admission_submits(
     uid: str | None, gid: str | None, default: int
 ) -> None:
     """Whatever (uid, gid) admission would submit, after seed 002's defaults: with root in
-    either, or an id past 4294967293, the shipped policy denies the Pod."""
+    either, an id past 4294967293, or, in a namespace values do not list, a uid other than
+    the operator's default, the shipped policy denies the Pod."""
     annotations = {k: v for k, v in (("user_id", uid), ("group_id", gid)) if v is not None}
     obj = pod(**annotations)
     request = admit(obj, kill_wait_seconds=30, default_user_id=default or None)
@@ -191,7 +193,7 @@ def test_the_policy_judges_the_ids_admission_submits(
     if isinstance(request, PodRequest):
         user = 0 if request.user_id is None else request.user_id
         group = user if request.group_id is None else request.group_id
-        assert denied == (0 in (user, group)), (request.user_id, request.group_id)
+        assert denied == (0 in (user, group) or user != default), (user, group)
 
 
 def test_values_default_user_id_reaches_the_policy_admission_and_ownership() -> None:

@@ -299,6 +299,7 @@ def test_a_failing_case_says_what_differs(
         spec:
           cases:
             - name: latest is denied (wrongly expected to pass)
+              params: {allowedUserIds: {'*': [1001]}}
               object: {metadata: {name: x, annotations: {sunk.coreweave.com/user-id: '1001'}},
                        spec: {terminationGracePeriodSeconds: 5,
                        containers: [{name: a, image: 'nginx:latest',

@@ -29,6 +29,7 @@ FIXTURE_REPO = ROOT / "fixtures" / "config-repo"
 PODS = ROOT / "fixtures" / "pods"
 USER_ID_POLICY = "pod-user-id-allowed"
 PRIORITY_POLICY = "pod-priority-at-most-max"
+TEAM_A = {"team-a": [1001]}  # values that let the Pods below run as seed 002's uid
 SHIPPED = tuple(
     p
     for p in compile_policies(effective_policies(shipped_documents(read_shipped_policies()), ()))
@@ -71,12 +72,39 @@ def test_user_id_0_is_denied_by_default_and_says_how_to_allow_it() -> None:
     assert "scheduler.podPolicy.allowedUserIds" in message
 
 
-def test_other_user_ids_are_admitted_by_default_and_no_user_id_is_root() -> None:
-    """Seed 002's own examples: user-id 1001, and none at all, whose job runs as root
-    (uid 0): denied like user-id 0 unless values allow it (issue 31, test_hostile_pods)."""
-    assert denials(pod(user_id="1001")) == {}
+def test_a_namespace_without_an_entry_runs_no_uid_values_do_not_list() -> None:
+    """Any non-root uid was admitted in a namespace allowedUserIds did not list: a Pod could
+    run its job as another tenant's user, or SlurmUser, by naming its uid. Seed 002's own
+    examples: user-id 1001, and none at all (root): both need values now."""
+    found = denials(pod(user_id="1001"))
+    assert set(found) == {USER_ID_POLICY}
+    message = found[USER_ID_POLICY].message
+    assert "user-id 1001" in message and "namespace team-a has no entry" in message
+    assert "scheduler.podPolicy.allowedUserIds.team-a" in message
     assert set(denials(pod())) == {USER_ID_POLICY}
-    assert denials(pod(user_id="1001", account="root")) == {}
+    allowed = {"team-a": [1001]}
+    assert denials(pod(user_id="1001", account="root"), allowedUserIds=allowed) == {}
+
+
+def test_without_an_entry_only_the_operators_default_user_runs() -> None:
+    """defaultUserId is a uid the operator chose: a namespace without an entry runs as it
+    (named or by leaving user-id out), and as nothing else; root never by default."""
+    assert denials(pod(), defaultUserId=1001) == {}
+    assert denials(pod(user_id="1001"), defaultUserId=1001) == {}
+    assert set(denials(pod(user_id="1002"), defaultUserId=1001)) == {USER_ID_POLICY}
+    assert set(denials(pod(user_id="0"), defaultUserId=0)) == {USER_ID_POLICY}
+
+
+def test_the_wildcard_entry_is_what_a_namespace_without_its_own_may_run_as() -> None:
+    allowed = {"*": [1001, 1002], "ops": [0]}
+    assert denials(pod(user_id="1002"), allowedUserIds=allowed) == {}
+    refused = denials(pod(user_id="1003"), allowedUserIds=allowed)
+    assert set(refused) == {USER_ID_POLICY}
+    message = refused[USER_ID_POLICY].message
+    assert "user-id 1003" in message and "1001, 1002" in message
+    assert "scheduler.podPolicy.allowedUserIds.team-a" in message
+    assert set(denials(pod("ops", user_id="1001"), allowedUserIds=allowed)) == {USER_ID_POLICY}
+    assert set(denials(pod(user_id="0"), allowedUserIds=allowed)) == {USER_ID_POLICY}
 
 
 @given(st.text(alphabet=" \t\n\x1c\x1f\x85\xa0\u3000-+0123456789_x", max_size=8))
@@ -108,8 +136,10 @@ def test_a_listed_namespace_admits_only_its_user_ids() -> None:
     assert set(denials(pod(), allowedUserIds=allowed)) == {USER_ID_POLICY}
     assert denials(pod("ops"), allowedUserIds=allowed) == {}
     assert denials(pod("ops", user_id="0"), allowedUserIds=allowed) == {}
-    # A namespace not listed: any uid but root.
-    assert denials(pod("team-b", user_id="1003"), allowedUserIds=allowed) == {}
+    # A namespace not listed: none of them.
+    assert set(denials(pod("team-b", user_id="1003"), allowedUserIds=allowed)) == {
+        USER_ID_POLICY
+    }
     assert set(denials(pod("team-b", user_id="0"), allowedUserIds=allowed)) == {USER_ID_POLICY}
 
 
@@ -122,8 +152,8 @@ def test_an_empty_list_admits_no_pod_in_that_namespace() -> None:
 
 
 def test_a_priority_above_the_default_ceiling_is_denied() -> None:
-    assert denials(pod(priority="1000", user_id="1001")) == {}
-    found = denials(pod(priority="1001", user_id="1001"))
+    assert denials(pod(priority="1000", user_id="1001"), allowedUserIds=TEAM_A) == {}
+    found = denials(pod(priority="1001", user_id="1001"), allowedUserIds=TEAM_A)
     assert set(found) == {PRIORITY_POLICY}
     assert "1001" in found[PRIORITY_POLICY].message and "1000" in found[PRIORITY_POLICY].message
     assert "scheduler.podPolicy.maxPriority" in found[PRIORITY_POLICY].message
@@ -135,8 +165,10 @@ def test_spellings_of_a_high_priority_are_denied_cleanly(text: str) -> None:
 
 
 def test_the_ceiling_comes_from_params() -> None:
-    assert denials(pod(priority="5000", user_id="1001"), maxPriority=5000) == {}
-    assert set(denials(pod(priority="100", user_id="1001"), maxPriority=10)) == {PRIORITY_POLICY}
+    assert denials(pod(priority="5000", user_id="1001"), maxPriority=5000,
+                   allowedUserIds=TEAM_A) == {}  # fmt: skip
+    assert set(denials(pod(priority="100", user_id="1001"), maxPriority=10,
+                       allowedUserIds=TEAM_A)) == {PRIORITY_POLICY}  # fmt: skip
 
 
 # ---- values -> params ----------------------------------------------------------------------

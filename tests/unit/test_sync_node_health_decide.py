@@ -375,6 +375,10 @@ class FakeKube:
         self.writes.append(f"apply {obj['metadata']['name']} {kwargs.get('subresource')}")
         return {}
 
+    def annotate_pod(self, namespace: str, pod: str, *_: Any, **__: Any) -> dict[str, Any]:
+        self.writes.append(f"PATCH /api/v1/namespaces/{namespace}/pods/{pod}/status")
+        return {}
+
     def create_event(self, regarding: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         self.writes.append(f"event {regarding['metadata']['name']} {kwargs['reason']}")
         return {}
