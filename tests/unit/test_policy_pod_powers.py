@@ -64,6 +64,18 @@ def denials(obj: dict[str, Any], **params: Any) -> dict[str, Finding]:
 # ---- user-id -------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("key", ["user_id", "group_id", "priority"])
+def test_a_long_value_is_named_by_its_length_not_repeated(key: str) -> None:
+    """A 4,301-digit annotation was quoted whole in the denial, so in the Event (cut at its
+    limit) and in full in the scheduler's log line."""
+    value = "9" * 4301
+    found = denials(pod(**{"user_id": "1001", key: value}), allowedUserIds=TEAM_A)
+    assert found, "denied"
+    for finding in found.values():
+        assert "99999999999999999999999999999999" not in finding.message, finding.message
+    assert any("of 4301 characters" in f.message for f in found.values()), found
+
+
 def test_user_id_0_is_denied_by_default_and_says_how_to_allow_it() -> None:
     found = denials(pod(user_id="0"))
     assert set(found) == {USER_ID_POLICY}
