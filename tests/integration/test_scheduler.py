@@ -784,3 +784,77 @@ def _schedule_process(
              30, "the scheduler to start")  # fmt: skip
     assert process.poll() is None, log.read_text()
     return process
+
+
+# ---- hostile Pods: the scheduler stays able to see and bind -------------------------------
+
+# What a Pod author can write that once blinded or bloated the scheduler: a uid of 4,301
+# digits (past Python's int() limit), Pods of 1.2 MiB each (an env var: the cache kept it all),
+# and 15,000 required anti-affinity terms (a Pod LIST per term). The scheduler's peak RSS
+# under them, start-up included, stays under HOSTILE_SCHEDULER_RSS.
+HOSTILE_SCHEDULER_RSS = 300 * 2**20
+BIG_PODS = 30
+
+
+def test_hostile_pods_get_events_and_a_plain_pod_is_still_bound(
+    env: Env, pods: list[str]
+) -> None:
+    """`reconciler schedule` under the Pods above: each gets an Event within 20 s, the log has
+    no traceback, its peak RSS stays under 300 MiB, and a plain Pod is bound within 30 s."""
+    other = "hostile-slurm-scheduler"
+    log = env.work / "hostile.log"
+    started: list[subprocess.Popen[bytes]] = []
+    as_1001 = {wk.ANNOTATION_USER_ID: "1001"}
+    try:
+        process = _schedule_process(env, other, log, free_port(), started)
+        hostile = {
+            unique("uid-4301"): _pod_spec(
+                "", schedulerName=other, annotations={wk.ANNOTATION_USER_ID: "9" * 4301}),
+            unique("anti-15000"): _pod_spec(
+                "", schedulerName=other, annotations=as_1001, affinity=_anti_affinity(15_000)),
+        }  # fmt: skip
+        # Nodes nobody has: the big Pods wait (with an Event) instead of taking Slurm's nodes.
+        nowhere = {"sunk.test/nowhere": "true"}
+        for i in range(BIG_PODS):
+            big = _pod_spec("", schedulerName=other, annotations=as_1001, nodeSelector=nowhere)
+            big["spec"]["containers"][0]["env"] = [{"name": "PAYLOAD", "value": "x" * (1200 << 10)}]
+            hostile[unique(f"big-{i}")] = big
+        # Labels no slimming can drop: refused for its size.
+        labels = {f"example.com/l{i}": "v" * 60 for i in range(5000)}
+        too_big = _pod_spec("", schedulerName=other, annotations=as_1001)
+        too_big["metadata"]["labels"] = labels
+        hostile[unique("labels-5000")] = too_big
+        for name, manifest in hostile.items():
+            manifest["metadata"]["name"] = name
+            _create(env, pods, manifest)
+        created = time.monotonic()
+        for name in hostile:
+            left = max(1.0, 20 - (time.monotonic() - created))
+            wait_for(lambda n=name: _events(env, n), left, f"an Event for {name}: "
+                     + log.read_text()[-3000:])  # fmt: skip
+        plain = unique("plain-after-hostile")
+        _create(env, pods, _pod_spec(plain, schedulerName=other, annotations=as_1001))
+        _wait_bound(env, plain, timeout=30)
+        assert process.poll() is None and "Traceback" not in log.read_text(), log.read_text()
+        peak = _peak_rss(process.pid)
+        print(f"scheduler peak RSS under hostile Pods: {peak / 2**20:.0f} MiB")
+        assert peak < HOSTILE_SCHEDULER_RSS, f"{peak / 2**20:.0f} MiB"
+    finally:
+        # Its Pods go while it runs, so it ends their jobs (the fixture's wait needs that).
+        for name in pods:
+            env.kube.delete("v1", "Pod", name, NAMESPACE, grace_period_seconds=0)
+        wait_for(lambda: not _live_placeholders(env), 30, "the plain Pod's job to end")
+        for process in started:
+            if process.poll() is None:
+                stop_cleanly(process, log)
+
+
+def _anti_affinity(terms: int) -> dict[str, Any]:
+    return {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": f"a{i}"}},
+         "topologyKey": "kubernetes.io/hostname"} for i in range(terms)]}}  # fmt: skip
+
+
+def _peak_rss(pid: int) -> int:
+    lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    return int(next(line.split()[1] for line in lines if line.startswith("VmHWM:"))) * 1024
