@@ -60,6 +60,12 @@ def stop_cleanly(process: subprocess.Popen[bytes], log: Path, timeout: float = 3
     assert "Traceback" not in text, text
 
 
+def peak_rss(pid: int) -> int:
+    """A live process's peak resident memory in bytes (VmHWM: start-up included)."""
+    lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    return int(next(line.split()[1] for line in lines if line.startswith("VmHWM:"))) * 1024
+
+
 def http_get(port: int, path: str) -> str:
     """The body of GET http://127.0.0.1:PORT/PATH; "" while nothing answers there."""
     try:

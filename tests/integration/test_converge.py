@@ -46,7 +46,7 @@ from tests.integration.flux_fixture import (
     serving_artifacts,
     tarball,
 )
-from tests.integration.helpers import stop_cleanly, unique, wait_for
+from tests.integration.helpers import peak_rss, stop_cleanly, unique, wait_for
 from tests.integration.local_up import local_up, reconciler_cli
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -653,7 +653,7 @@ def test_the_daemon_stays_up_and_bounded_under_hostile_input(env: Env, tmp_path:
         wait_for(lambda: (_pod_of(env, names[2]) or {}).get("spec", {}).get("nodeName"), 30,
                  "the plain Pod to be bound: " + log.read_text()[-3000:])  # fmt: skip
         assert daemon.poll() is None and "Traceback" not in log.read_text(), log.read_text()
-        peak = _peak_rss(daemon.pid)
+        peak = peak_rss(daemon.pid)
         print(f"daemon peak RSS under hostile input: {peak / 2**20:.0f} MiB")
         assert peak < HOSTILE_RSS_BOUND, f"{peak / 2**20:.0f} MiB"
     finally:
@@ -684,10 +684,6 @@ def _refused_with(env: Env, name: str, said: str) -> bool:
         e.get("reason") == wk.EVENT_REJECTED and said in e.get("message", "") for e in listing.items
     )
 
-
-def _peak_rss(pid: int) -> int:
-    lines = Path(f"/proc/{pid}/status").read_text().splitlines()
-    return int(next(line.split()[1] for line in lines if line.startswith("VmHWM:"))) * 1024
 
 
 # ---- issue 35: a revision's walk compiles once and builds its clients once --------------------

@@ -40,7 +40,7 @@ from reconciler.scheduler.loop import PodScheduler
 from reconciler.scheduler.placeholder import pod_uid_of
 from reconciler.scheduler.pod_policies import PodPolicies, startup_pod_policies
 from reconciler.scheduler.settings import settings_from_values
-from tests.integration.helpers import stop_cleanly, unique, wait_for
+from tests.integration.helpers import peak_rss, stop_cleanly, unique, wait_for
 from tests.integration.local_up import RunningUp, local_up
 from tests.integration.stand_ins import HooksStub
 
@@ -836,7 +836,7 @@ def test_hostile_pods_get_events_and_a_plain_pod_is_still_bound(
         _create(env, pods, _pod_spec(plain, schedulerName=other, annotations=as_1001))
         _wait_bound(env, plain, timeout=30)
         assert process.poll() is None and "Traceback" not in log.read_text(), log.read_text()
-        peak = _peak_rss(process.pid)
+        peak = peak_rss(process.pid)
         print(f"scheduler peak RSS under hostile Pods: {peak / 2**20:.0f} MiB")
         assert peak < HOSTILE_SCHEDULER_RSS, f"{peak / 2**20:.0f} MiB"
     finally:
@@ -854,7 +854,3 @@ def _anti_affinity(terms: int) -> dict[str, Any]:
         {"labelSelector": {"matchLabels": {"app": f"a{i}"}},
          "topologyKey": "kubernetes.io/hostname"} for i in range(terms)]}}  # fmt: skip
 
-
-def _peak_rss(pid: int) -> int:
-    lines = Path(f"/proc/{pid}/status").read_text().splitlines()
-    return int(next(line.split()[1] for line in lines if line.startswith("VmHWM:"))) * 1024
