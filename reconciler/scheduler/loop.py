@@ -45,7 +45,7 @@ from reconciler.scheduler.parts import Parts
 from reconciler.scheduler.placed_pods import PlacedPods
 from reconciler.scheduler.placeholder import HookCredentials
 from reconciler.scheduler.placement import Placement
-from reconciler.scheduler.pod_cache import cache_form
+from reconciler.scheduler.pod_cache import cache_form, without_managed_fields
 from reconciler.scheduler.pod_effects import PodSteps
 from reconciler.scheduler.pod_policies import PodPolicies
 from reconciler.scheduler.pod_writer import PodWriter, load_hooks_key
@@ -254,7 +254,7 @@ class PodScheduler:
         listing = self._kube.list("v1", kind, namespace, **selectors, shape=shape)
         memory = WatchMemory.of_listing(listing.items, listing.resource_version)
         for obj in listing.items:
-            handle("ADDED", _slimmed(obj))
+            handle("ADDED", without_managed_fields(obj))
         name = f"{kind.lower()}s-{namespace or 'all'}"
         self._spawn(name, self._follow, kind, namespace, selectors, memory, handle, shape)
 
@@ -276,7 +276,7 @@ class PodScheduler:
         for event, obj in watch:
             if self._stopping.is_set():
                 return
-            handle(event, _slimmed(obj))
+            handle(event, without_managed_fields(obj))
 
     def _on_pod(self, event: str, pod: Obj) -> None:
         if is_slurmd_pod(pod):  # ours with power saving: the power keeper places it
@@ -343,12 +343,3 @@ class PodScheduler:
 
     def known_jobs(self) -> dict[str, SlurmJob]:
         return self._state.known_jobs()
-
-
-def _slimmed(obj: Obj) -> Obj:
-    """Without metadata.managedFields, which nothing here reads: it is over half of a cached
-    Pod's memory (bench/daemon_rss.py)."""
-    meta = obj.get("metadata")
-    if isinstance(meta, dict):
-        meta.pop("managedFields", None)
-    return obj

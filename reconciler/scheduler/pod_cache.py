@@ -57,9 +57,7 @@ KEEP: Final[Mapping[str, Any]] = {
 
 def cache_form(pod: Obj, size: int) -> Obj:
     """What the cache keeps of a Pod whose JSON is `size` bytes (as the API server sent it)."""
-    meta = pod.get("metadata")
-    if isinstance(meta, dict):
-        meta.pop("managedFields", None)  # over half of a small Pod's memory; nothing reads it
+    without_managed_fields(pod)
     if size <= WHOLE_BYTES:
         return pod
     kept = _kept(pod, KEEP)
@@ -79,6 +77,15 @@ def cache_form(pod: Obj, size: int) -> Obj:
         kept = _identity(kept)
     kept[NOTE] = note
     return kept
+
+
+def without_managed_fields(obj: Obj) -> Obj:
+    """The object without metadata.managedFields, which nothing here reads: it is over half
+    of a small cached Pod's memory (bench/daemon_rss.py)."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+    return obj
 
 
 def slimmed(pod: Mapping[str, Any]) -> bool:
