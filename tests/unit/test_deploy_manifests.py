@@ -8,14 +8,19 @@ from __future__ import annotations
 
 import re
 import tomllib
+from functools import cache
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
 
 from reconciler.cli import _subcommand, build_parser
 from reconciler.cli.settings import layered_defaults
+from reconciler.compile.desired import DesiredState, compile_desired_state
+from reconciler.config.files import read_library, read_repo
+from reconciler.config.repo import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -45,6 +50,98 @@ def test_each_config_file_is_made_of_real_run_settings(settings: str, tmp_path: 
     assert parsed.leader_elect and parsed.log_format == "json"
     assert parsed.hooks_url.startswith("http://reconciler.slurm.svc:")
     assert bool(parsed.git_url) != bool(parsed.flux_git_repository)
+
+
+SETTINGS = ["deploy/base/settings.yaml", "deploy/flux/settings-flux.yaml"]
+Obj = dict[str, Any]
+
+
+def _config_of(settings: str) -> dict[str, Any]:
+    [config_map] = _docs(ROOT / settings)
+    config: dict[str, Any] = yaml.safe_load(config_map["data"]["config.yaml"])
+    return config
+
+
+@cache
+def _fixture_state() -> DesiredState:
+    return compile_desired_state(load_config(read_repo(ROOT / "fixtures" / "config-repo"),
+                                             read_library()))  # fmt: skip
+
+
+def _fixture_render() -> tuple[Obj, ...]:
+    """What the daemon applies for fixtures/config-repo: the Services deploy/ must name."""
+    return _fixture_state().kube_objects
+
+
+def _deploy_objects() -> list[Obj]:
+    return [doc for path in sorted((ROOT / "deploy" / "base").glob("*.yaml"))
+            for doc in _docs(path)]  # fmt: skip
+
+
+def _containers_behind(url: str, objects: list[Obj] | tuple[Obj, ...]) -> list[str]:
+    """The containers a cluster-DNS URL (`http://<service>.<namespace>.svc:<port>`) reaches:
+    the Service of that name and port, then the workloads whose Pods its selector picks, and
+    in them the containers that serve the port's target."""
+    parts = urlsplit(url)
+    name, namespace, svc = (parts.hostname or "").split(".")
+    assert svc == "svc", url
+    [service] = [o for o in objects if o["kind"] == "Service" and o["metadata"]["name"] == name
+                 and o["metadata"].get("namespace") == namespace]  # fmt: skip
+    ports = [p for p in service["spec"]["ports"] if p["port"] == parts.port]
+    assert ports, f"{url}: Service {name} serves {[p['port'] for p in service['spec']['ports']]}"
+    target = ports[0].get("targetPort", parts.port)
+    selector = service["spec"]["selector"].items()
+    reached = []
+    for workload in objects:
+        template = (workload.get("spec") or {}).get("template") or {}
+        if not selector <= (template.get("metadata") or {}).get("labels", {}).items():
+            continue
+        for container in template["spec"]["containers"]:
+            ports = container.get("ports", [])
+            served = {v for p in ports for v in (p["containerPort"], p["name"])}
+            if target in served:
+                reached.append(container["name"])
+    return reached
+
+
+@pytest.mark.parametrize("settings", SETTINGS)
+def test_the_slurm_url_is_the_slurmrestd_service_the_repo_renders(settings: str) -> None:
+    """deploy/ named `slurm-controller:6820`, a port the controller Service does not serve
+    (slurmctld is 6817; slurmrestd is the rest Service's 6820): the deployed daemon could not
+    reach Slurm. The URL is checked against the Services the fixture repo renders."""
+    assert _containers_behind(_config_of(settings)["slurm-url"], _fixture_render()) == [
+        "slurmrestd"
+    ]
+
+
+@pytest.mark.parametrize("settings", SETTINGS)
+def test_the_hooks_url_reaches_the_daemons_hooks_listener(settings: str) -> None:
+    config = _config_of(settings)
+    assert _containers_behind(config["hooks-url"], _deploy_objects()) == ["reconciler"]
+    [port] = [p for p in _deployment()["spec"]["template"]["spec"]["containers"][0]["ports"]
+              if p["name"] == "hooks"]  # fmt: skip
+    assert config["hooks-api-bind-address"].rpartition(":")[2] == str(port["containerPort"])
+
+
+def test_the_deployment_mounts_what_the_repo_renders_under_the_names_settings_read() -> None:
+    """The JWT key Secret and slurm.conf ConfigMap the Deployment mounts are the rendered
+    ones, and the files settings.yaml names are keys in them."""
+    rendered = {(o["kind"], o["metadata"]["name"]): o for o in _fixture_render()}
+    pod = _deployment()["spec"]["template"]["spec"]
+    mounts = {m["name"]: m["mountPath"] for m in pod["containers"][0]["volumeMounts"]}
+    config = _config_of("deploy/base/settings.yaml")
+    secrets = {s.name: s.key for s in _fixture_state().secrets}
+    for volume in pod["volumes"]:
+        if "configMap" in volume and volume["name"] == "slurm-conf":
+            data = rendered[("ConfigMap", volume["configMap"]["name"])]["data"]
+            path = config["slurm-conf"]
+        elif "secret" in volume and volume["name"] == "slurm-jwt":
+            data = {secrets[volume["secret"]["secretName"]]: ""}
+            path = config["slurm-jwt-key"]
+        else:
+            continue
+        folder, _, key = path.rpartition("/")
+        assert folder == mounts[volume["name"]] and key in data, (volume["name"], path)
 
 
 def test_the_deployment_runs_the_containerfile_image_as_its_user() -> None:
