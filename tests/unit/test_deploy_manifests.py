@@ -7,6 +7,7 @@ checks the manifests against the API server.)"""
 from __future__ import annotations
 
 import re
+import shutil
 import tomllib
 from functools import cache
 from pathlib import Path
@@ -16,11 +17,12 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from reconciler.cli import _subcommand, build_parser
+from reconciler.cli import _subcommand, build_parser, main
 from reconciler.cli.settings import layered_defaults
 from reconciler.compile.desired import DesiredState, compile_desired_state
 from reconciler.config.files import read_library, read_repo
 from reconciler.config.repo import load_config
+from reconciler.scheduler.rbac import SCHEDULER_RULES
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -219,19 +221,79 @@ def test_every_container_in_deploy_is_bounded_and_locked_down() -> None:
         assert (security.get("capabilities") or {}).get("drop") == ["ALL"], name
 
 
+def _roles() -> list[tuple[Path, Obj]]:
+    return [(path, doc) for path in sorted((ROOT / "deploy").rglob("*.yaml"))
+            for doc in _docs(path) if doc.get("kind") in ("Role", "ClusterRole")]  # fmt: skip
+
+
 def test_nothing_cluster_wide_but_reads() -> None:
     """Issue 31, item 9: the ClusterRole granted `events create` in every namespace. Events
     on Pods are granted by the Role of each namespace the scheduler serves; Events on Nodes
-    (kept in "default", as kubelet's) by a Role there. Cluster-wide: reads only."""
-    roles = [doc for path in sorted((ROOT / "deploy").rglob("*.yaml")) for doc in _docs(path)
-             if doc.get("kind") in ("Role", "ClusterRole")]  # fmt: skip
-    for role in roles:
-        if role["kind"] == "ClusterRole":
+    (kept in "default", as kubelet's) by a Role there. Cluster-wide: reads only, but for
+    deploy/cluster-scope, which a repo with `scheduler.scope.type: cluster` asks for."""
+    for path, role in _roles():
+        if role["kind"] == "ClusterRole" and path.parent.name != "cluster-scope":
             verbs = {verb for rule in role["rules"] for verb in rule["verbs"]}
             assert verbs <= {"get", "list", "watch"}, (role["metadata"]["name"], verbs)
-    events = {role["metadata"].get("namespace") for role in roles
+    events = {role["metadata"].get("namespace") for _, role in _roles()
               for rule in role["rules"] if "events" in rule["resources"]}  # fmt: skip
-    assert events == {"default", "slurm", "inference"}
+    assert events == {"default", "slurm", "inference", None}
+
+
+def _rules(rules: list[Obj] | tuple[Obj, ...]) -> list[Obj]:
+    return [{k: sorted(v) for k, v in rule.items()} for rule in rules]
+
+
+def test_deploy_base_names_no_namespace_but_its_own() -> None:
+    """deploy/base hard-coded `inference`, the fixture repo's tenant namespace, in a Namespace,
+    a Role and the ClusterRole: a user's scope has other namespaces. Their RBAC is generated
+    from the repo (`reconciler render-rbac`); deploy/base holds the release namespace and
+    `default` (Node Events) only."""
+    named = set()
+    for path in sorted((ROOT / "deploy" / "base").glob("*.yaml")):
+        for doc in _docs(path):
+            named.add((doc.get("metadata") or {}).get("namespace"))
+            if doc["kind"] == "Namespace":
+                named.add(doc["metadata"]["name"])
+            for rule in doc.get("rules") or ():
+                if "namespaces" in rule["resources"]:
+                    named.update(rule.get("resourceNames") or ["*"])
+    assert named - {None} == {"slurm", "default"}
+    [role] = [r for p, r in _roles() if p.name == "rbac.yaml" and r["kind"] == "Role"
+              and r["metadata"]["name"] == "reconciler"]  # fmt: skip
+    for rule in _rules(SCHEDULER_RULES):  # the release namespace's Pods are scheduled too
+        assert rule in _rules(role["rules"]), rule
+
+
+def _render_rbac(repo: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    assert main(["render-rbac", str(repo)]) == 0
+    return capsys.readouterr().out
+
+
+def test_the_example_overlays_rbac_is_what_render_rbac_prints(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    expected = _render_rbac(ROOT / "fixtures" / "config-repo", capsys)
+    committed = (ROOT / "deploy/example-namespace-scope/scheduler-rbac.yaml").read_text()
+    assert committed == expected, "run the command in deploy/example-namespace-scope's comment"
+
+
+def test_cluster_scope_is_what_render_rbac_prints_for_a_cluster_wide_scope(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`scope.type: cluster` had no ClusterRole in deploy/: the daemon's watch of every
+    namespace's Pods was refused. deploy/cluster-scope grants exactly what the scheduler's
+    namespace Roles grant, in every namespace, plus reading any Namespace."""
+    repo = tmp_path / "repo"
+    shutil.copytree(ROOT / "fixtures" / "config-repo", repo)
+    values = (repo / "values.yaml").read_text()
+    assert "\n    type: namespace\n" in values
+    (repo / "values.yaml").write_text(values.replace("\n    type: namespace\n",
+                                                     "\n    type: cluster\n"))  # fmt: skip
+    rendered = [d for d in yaml.safe_load_all(_render_rbac(repo, capsys)) if d]
+    assert _docs(ROOT / "deploy/cluster-scope/scheduler-clusterrole.yaml") == rendered
+    [kustomization] = _docs(ROOT / "deploy/cluster-scope/kustomization.yaml")
+    assert kustomization["resources"] == ["scheduler-clusterrole.yaml"]
 
 
 def test_no_role_lets_the_daemon_change_a_pods_spec() -> None:
