@@ -20,8 +20,10 @@ import yaml
 from reconciler.cli import _subcommand, build_parser, main
 from reconciler.cli.settings import layered_defaults
 from reconciler.compile.desired import DesiredState, compile_desired_state
+from reconciler.compile.power import VERBS, program_script, wait_prolog
 from reconciler.config.files import read_library, read_repo
 from reconciler.config.repo import load_config
+from reconciler.scheduler.placeholder import PLACEHOLDER_SCRIPT
 from reconciler.scheduler.rbac import SCHEDULER_RULES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -192,6 +194,31 @@ def test_the_image_builds_the_slurm_the_local_stack_tests(containerfile: str) ->
         assert _arg_default(text, name) == _arg_default(
             setup.replace("\nSLURM_", "\nARG SLURM_"), name
         ), name
+
+
+def _final_stage_packages(containerfile: str) -> set[str]:
+    """The Debian packages the shipped stage (the last FROM) installs."""
+    final = containerfile.rsplit("\nFROM ", 1)[1].replace("\\\n", " ")
+    installs = re.findall(r"apt-get install -y --no-install-recommends ([^&\n]+)", final)
+    return {word for line in installs for word in line.split()}
+
+
+# Programs the rendered scripts run that neither Debian's Essential set (sh, cat, sleep,
+# grep) nor Slurm's build (scontrol) gives: the package that does.
+PACKAGE_OF = {"curl": "curl"}
+
+
+def test_the_slurm_image_has_the_programs_the_rendered_scripts_call() -> None:
+    """The placeholder job (on slurmd) and the power programs (in slurmctld) call the hooks
+    API with curl: the slurm image had none, so on our own images a job's end and power
+    saving failed silently. tests/integration/test_images.py runs the scripts in the image."""
+    scripts = [PLACEHOLDER_SCRIPT, *(program_script(verb, "/etc/slurm") for verb in VERBS),
+               wait_prolog(60, "/etc/slurm", {})]  # fmt: skip
+    packages = _final_stage_packages((ROOT / "deploy/images/slurm/Containerfile").read_text())
+    called = {p for script in scripts for p in PACKAGE_OF if re.search(rf"\b{p} ", script)}
+    assert called == {"curl"}
+    for program in called:
+        assert PACKAGE_OF[program] in packages, f"the slurm image does not install {program}"
 
 
 def _containers() -> list[tuple[str, dict[str, Any]]]:
