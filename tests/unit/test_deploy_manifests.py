@@ -164,6 +164,27 @@ def test_the_deployment_runs_the_containerfile_image_as_its_user() -> None:
         assert re.search(rf"\b{package}\b", containerfile), package
 
 
+def _max_unavailable(value: int | str, replicas: int) -> int:
+    """rollingUpdate.maxUnavailable as the Deployment controller resolves it (a percentage
+    rounds down)."""
+    return value if isinstance(value, int) else int(value.rstrip("%")) * replicas // 100
+
+
+def test_a_rollout_can_replace_the_leader_while_only_it_is_ready() -> None:
+    """/readyz answers 200 on the leader only (so the Service routes hooks there). Under the
+    default RollingUpdate (25% of 2: no Pod may be unavailable, one more may be made) a new
+    image or `kubectl rollout restart` never finishes: the new Pod, a follower, never becomes
+    ready, so the controller never removes the old leader. The old leader must be removable
+    while no new Pod is ready."""
+    spec = _deployment()["spec"]
+    strategy = spec.get("strategy") or {"type": "RollingUpdate"}
+    if strategy["type"] == "Recreate":
+        return
+    rolling = strategy.get("rollingUpdate") or {}
+    unavailable = _max_unavailable(rolling.get("maxUnavailable", "25%"), spec["replicas"])
+    assert spec["replicas"] - unavailable <= 0, "a rollout would wait for a follower to be ready"
+
+
 def _arg_default(text: str, name: str) -> str:
     found = re.search(rf"^ARG {name}=(\S+)$", text, re.M)
     assert found, f"no `ARG {name}=` default"
