@@ -30,6 +30,7 @@ from reconciler.cli.local_parts import (
     unready_workloads,
     wait_for_stop,
 )
+from reconciler.cli.rbac import SERVICE_ACCOUNT
 from reconciler.compile.desired import DesiredState, compile_shape
 from reconciler.config.files import read_library, read_repo
 from reconciler.config.repo import Config, load_config
@@ -40,6 +41,8 @@ from reconciler.local.image_build import ROOT as SOURCE_ROOT
 from reconciler.local.image_build import ImageError, image_tag, oci_archive, our_tags
 from reconciler.local.kubelet_cluster import KubeletCluster
 from reconciler.local.stack import LocalStack
+from reconciler.scheduler.rbac import scheduler_rbac
+from reconciler.scheduler.settings import settings_from_values
 
 APPLY_TIMEOUT_SECONDS = 900.0
 READY_TIMEOUT_SECONDS = 600.0
@@ -131,6 +134,7 @@ def _up_repo(stack: LocalStack, repo: Path, args: argparse.Namespace) -> None:
     git = None
     if args.in_cluster:
         git = _install_in_cluster(stack, kubelets, applied)
+        _scheduler_rbac(kube, config, state)
     else:
         progress(f"applying {applied} from this machine, in the stack's network namespace")
         _apply(apply_argv, stack.runtime_dir / "logs" / "apply.log")
@@ -181,6 +185,20 @@ def _install_in_cluster(stack: LocalStack, kubelets: KubeletCluster, applied: Pa
         raise LocalStackError(f"kubectl apply -k {overlay} failed: {done.stderr.strip()[-800:]}")
     progress(f"kubectl apply -k {overlay}: {len(done.stdout.splitlines())} objects")
     return git
+
+
+def _scheduler_rbac(kube: Kube, config: Config, state: DesiredState) -> None:
+    """What a user applies beside deploy/ (docs/deploy.md): `reconciler render-rbac REPO`,
+    the scheduler's Roles in the other namespaces its scope names (made if missing, as a
+    tenant's namespace exists before its Pods)."""
+    settings = settings_from_values(config.values, release=state.release,
+                                    namespace=state.namespace)  # fmt: skip
+    objects = scheduler_rbac(settings, (DEPLOY_NAMESPACE, SERVICE_ACCOUNT))
+    for namespace in sorted({o["metadata"].get("namespace") for o in objects} - {None}):
+        kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    for obj in objects:
+        kube.apply(obj, field_manager="reconciler-local-up")
+    progress(f"render-rbac: {len(objects)} objects for scheduler.scope")
 
 
 def wait_reconciler_leads(kube: Kube, *, timeout: float) -> None:
