@@ -198,15 +198,29 @@ def client_of(server: CannedSlurm) -> SlurmRestClient:
 
 
 def test_a_slurmrestd_answer_without_end_is_an_error_of_the_call(server: CannedSlurm) -> None:
-    """Read whole (`jobs()`): cut off at 64 MiB, and held no more than that."""
-    server.answers[f"{BASE}/jobs"] = (
-        200, repeated(b'{"jobs": [', b'{"job_id": 1}, ', 100 * MIB),
+    """Read whole (`diag()`): cut off at 64 MiB, and held no more than that."""
+    server.answers[f"{BASE}/diag"] = (
+        200, repeated(b'{"statistics": {', b'"parts_packed": 1, ', 100 * MIB),
     )  # fmt: skip
     client = client_of(server)
-    said = cut_off(client.jobs, SlurmAnswerLimitError, "more than 64 MiB", 80)
+    said = cut_off(client.diag, SlurmAnswerLimitError, "more than 64 MiB", 80)
     assert issubclass(SlurmAnswerLimitError, SlurmUnavailableError)  # retried as slurmrestd down
-    assert f"GET {BASE}/jobs" in said and server.url in said
+    assert f"GET {BASE}/diag" in said and server.url in said
     assert SECRET not in said and "admin" not in said
+
+
+def test_a_whole_job_list_is_decoded_as_it_arrives(server: CannedSlurm) -> None:
+    """`jobs()` (plan's live read, the scheduler's read after a gap): 7,019 jobs were a
+    323 MB answer in the 10,000-Pod run, past any cap a whole read could have under the
+    Deployment's 1 GiB (a whole read holds about 15 times its JSON). Each job is decoded as
+    it arrives: 5,000 jobs of 10 KiB (50 MiB of JSON) are read, holding a fraction of it."""
+    job = b'{"job_id": 7, "name": "x", "job_state": ["RUNNING"], "script": "%s"}, '
+    piece = job % (b"#" * (10 * 1024))
+    body = repeated(b'{"jobs": [', piece, 5000 * len(piece), piece.rstrip(b", ") + b"]}")
+    server.answers[f"{BASE}/jobs"] = (200, body)
+    peak, raised = peak_growth(client_of(server).jobs)
+    assert raised is None, raised
+    assert peak < 16 * MIB, f"{peak / MIB:.1f} MiB held for 50 MiB of JSON"
 
 
 @pytest.mark.parametrize(

@@ -34,6 +34,7 @@ from reconciler.scheduler.settings import SchedulerSettings
 from reconciler.sources import Revision
 from reconciler.sources.directory import DirectorySource
 from tests.unit.no_cluster import unconnected
+from tests.unit.slurm_answers import listed
 
 Seen = list[tuple[str, float, bool]]
 CREATED = "2024-05-01T12:00:00Z"
@@ -54,6 +55,9 @@ class FakeTransport:
             raise answer
         status, body = answer
         return Response(status, body, wire_errors(body))
+
+    def listing(self, path: str, key: str, reduce: Any, **kwargs: Any) -> Response:
+        return listed(self.request("GET", path, **kwargs), key, reduce)
 
     def close(self) -> None:
         pass

@@ -37,6 +37,7 @@ from reconciler.adapters.slurm.versions import (
     served_versions,
 )
 from reconciler.errors import SlurmApiError, SlurmArgumentError, SlurmUnsupportedError
+from tests.unit.slurm_answers import listed
 
 BODIES = Path(__file__).parent / "slurm_bodies"
 VERSIONS = ("v0.0.40", "v0.0.41", "v0.0.42")
@@ -192,6 +193,9 @@ class Answers:
         self.sent.append((method, path, kwargs.get("json")))
         status, body = self.answers.pop(0)
         return Response(status, body, wire_errors(body), wire_errors(body, "warnings"))
+
+    def listing(self, path: str, key: str, reduce: Any, **kwargs: Any) -> Response:
+        return listed(self.request("GET", path, **kwargs), key, reduce)
 
     def close(self) -> None:
         pass

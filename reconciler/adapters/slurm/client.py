@@ -158,7 +158,7 @@ class SlurmRestClient:
     @overload
     def nodes(self, since: int) -> Snapshot[SlurmNode] | None: ...
     def nodes(self, since: int | None = None) -> Snapshot[SlurmNode] | None:
-        return self._snapshot("nodes", "/nodes", "nodes", self._codec.node, since)
+        return self._snapshot("nodes", "/nodes", "nodes", self._codec.node, SlurmNode, since)
 
     def node(self, name: str) -> SlurmNode | None:
         path = f"/node/{_segment(name)}"
@@ -171,7 +171,9 @@ class SlurmRestClient:
     def partitions(self, since: int) -> Snapshot[SlurmPartition] | None: ...
     def partitions(self, since: int | None = None) -> Snapshot[SlurmPartition] | None:
         codec = self._codec
-        return self._snapshot("partitions", "/partitions", "partitions", codec.partition, since)
+        return self._snapshot(
+            "partitions", "/partitions", "partitions", codec.partition, SlurmPartition, since
+        )
 
     @overload
     def reservations(self, since: None = None) -> Snapshot[SlurmReservation]: ...
@@ -180,15 +182,16 @@ class SlurmRestClient:
     def reservations(self, since: int | None = None) -> Snapshot[SlurmReservation] | None:
         codec = self._codec
         return self._snapshot(
-            "reservations", "/reservations", "reservations", codec.reservation, since
-        )
+            "reservations", "/reservations", "reservations", codec.reservation,
+            SlurmReservation, since,
+        )  # fmt: skip
 
     @overload
     def jobs(self, since: None = None) -> JobsSnapshot: ...
     @overload
     def jobs(self, since: int) -> JobsSnapshot | None: ...
     def jobs(self, since: int | None = None) -> JobsSnapshot | None:
-        return self._snapshot("jobs", "/jobs", "jobs", self._codec.job, since)
+        return self._snapshot("jobs", "/jobs", "jobs", self._codec.job, SlurmJob, since)
 
     def job(self, job_id: int) -> SlurmJob | None:
         path = f"/job/{_job_id(job_id)}"
@@ -344,21 +347,30 @@ class SlurmRestClient:
         return response.body
 
     def _snapshot(
-        self, operation: str, path: str, key: str, convert: Callable[[Wire], T], since: int | None
+        self,
+        operation: str,
+        path: str,
+        key: str,
+        convert: Callable[[Wire], T],
+        kind: type[T],
+        since: int | None,
     ) -> Snapshot[T] | None:
         as_of = as_of_now()
         params = {"update_time": self._codec.since(since)} if since is not None else None
-        body = self._timed(operation, self._listing, path, key, params)
+        body = self._timed(operation, self._listing, path, key, convert, params)
         if body is None:
             return None
-        items = _listed(f"GET {self._codec.base}{path}", body, key)
-        return Snapshot(tuple(convert(d) for d in items), as_of)
+        return Snapshot(tuple(_listed(f"GET {self._codec.base}{path}", body, key, kind)), as_of)
 
-    def _listing(self, path: str, key: str, params: dict[str, Any] | None) -> dict[str, Any] | None:
-        """The body of a list, or None when unchanged since `update_time` (304, or v0.0.40+'s
-        empty job list with `last_update` 0)."""
+    def _listing(
+        self, path: str, key: str, convert: Callable[[Wire], object], params: dict[str, Any] | None
+    ) -> dict[str, Any] | None:
+        """The body of a list, each object converted as it arrives (a whole job list is
+        hundreds of MB of JSON on a busy cluster: never held as text or dicts), or None when
+        unchanged since `update_time` (304, or v0.0.40+'s empty job list with `last_update`
+        0)."""
         path = self._codec.base + path
-        response = self._http.request("GET", path, params=params)
+        response = self._http.listing(path, key, convert, params=params)
         if response.status == 304 or (params and unchanged_listing(response.body, key)):
             return None
         if response.errors:

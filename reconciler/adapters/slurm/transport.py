@@ -190,13 +190,20 @@ class Transport:
         with self._send(endpoint, params=params, json=json) as raw:
             return self._parse(endpoint, raw, self._read(endpoint, raw), allow)
 
-    def listing(self, path: str, key: str, reduce: Callable[[dict[str, Any]], object]) -> Response:
+    def listing(
+        self,
+        path: str,
+        key: str,
+        reduce: Callable[[dict[str, Any]], object],
+        *,
+        params: Mapping[str, Any] | None = None,
+    ) -> Response:
         """GET a list answer whose `key` list is decoded as it arrives, each object of it
         `reduce`d at once (stream.py): a big answer is never held whole, as bytes, text or
         objects. Answers other than 2xx are read as `request` reads them."""
         endpoint = f"GET {path}"
         limits = self._limits
-        with self._send(endpoint) as raw:
+        with self._send(endpoint, params=params) as raw:
             if not 200 <= raw.status_code < 300:
                 return self._parse(endpoint, raw, self._read(endpoint, raw), frozenset())
             chunks = body_chunks(raw, limits.listing, chunk_bytes=STREAM_CHUNK_BYTES)
