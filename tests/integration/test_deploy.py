@@ -191,9 +191,11 @@ def test_a_cluster_wide_scope_is_served_under_deploy_cluster_scope(
     calls = _audited_calls(deployed.stack)
     refused = sorted(c for c, code in calls.items() if code == 403)
     assert not refused, f"the RBAC refused the daemon: {refused}\n{log.read_text()}"
-    # Calls in that namespace, and the read of its Namespace (policies' namespaceObject).
+    # Calls in that namespace, the cluster-wide Pod list and watch (the scope is every
+    # namespace), and the read of its Namespace (policies' namespaceObject).
     here = {c: code for c, code in calls.items()
-            if c[0] == namespace or c[2:4] == ("namespaces", namespace)}  # fmt: skip
+            if c[0] == namespace or c[0:3] == ("", "", "pods")
+            or c[2:4] == ("namespaces", namespace)}  # fmt: skip
     granted = _granted(kustomize(ROOT / "deploy" / "cluster-scope"))
     unused = sorted((rule for rule in granted if not _used(rule, here)), key=str)
     assert not unused, f"deploy/cluster-scope grants what the daemon never used: {unused}"

@@ -17,6 +17,7 @@ import tarfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 
@@ -239,8 +240,9 @@ def test_slurmctlds_power_programs_reach_the_hooks_api_from_the_image(
                          f"{conf}/{PROGRAMS_DIR}/{verb}", "gpu-[0-1]",
                          user=SLURM_UID, binds=binds)  # fmt: skip
         assert done.returncode == 0, (verb, done.stderr)
-    assert hooks.requests == [
-        (f"{wk.HOOKS_POWER_PREFIX}{verb}?nodes=gpu-%5B0-1%5D", "Bearer power-token")
+    # curl escapes `[` as %5b, Python as %5B: the same URL (RFC 3986, 2.1).
+    assert [(unquote(path), auth) for path, auth in hooks.requests] == [
+        (f"{wk.HOOKS_POWER_PREFIX}{verb}?nodes=gpu-[0-1]", "Bearer power-token")
         for verb in VERBS
     ]
 
