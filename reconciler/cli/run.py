@@ -25,7 +25,7 @@ from reconciler.daemon.converge import Converger
 from reconciler.daemon.lease import LeaderElector, LeaseTimings
 from reconciler.daemon.run import Daemon, RunSettings
 from reconciler.daemon.startup import HooksFlags, Prepared, Startup, preparer
-from reconciler.errors import ReconcilerError
+from reconciler.errors import ReconcilerError, SlurmUnavailableError
 from reconciler.pipeline.clients import Clients
 from reconciler.scheduler.loop import PodScheduler
 from reconciler.scheduler.settings import DEFAULT_HOOKS_PORT
@@ -172,7 +172,9 @@ def run_daemon(args: argparse.Namespace) -> int:
         return 0
     settings = start.prepared.config.settings
     release, namespace = settings.release, settings.namespace
-    scheduler = _scheduler(args, start.prepared)
+    scheduler = _scheduler(args, start.prepared, stop,
+                           lambda why: setattr(daemon, "waiting", why))
+    daemon.waiting = ""
     node_sync = _node_sync(args, namespace, release)
     daemon.attach(scheduler=scheduler, node_sync=node_sync,
                   slurm_metrics=_slurm_metrics(args, namespace, release),
@@ -216,10 +218,31 @@ def _hooks_flags(args: argparse.Namespace) -> HooksFlags:
                       scheduler=not args.no_scheduler)  # fmt: skip
 
 
-def _scheduler(args: argparse.Namespace, prepared: Prepared) -> PodScheduler | None:
+def _scheduler(
+    args: argparse.Namespace,
+    prepared: Prepared,
+    stop: threading.Event,
+    waiting: Callable[[str], None],
+) -> PodScheduler | None:
+    """The scheduler, once slurmrestd answers. A cluster the daemon brings up from nothing
+    has no slurmrestd until the first revision's control plane is Ready: the daemon waits
+    for it (said once, and in /readyz) instead of exiting, which would restart it before the
+    Pods it just applied could start. None if stopped while waiting."""
     if prepared.scheduler is None:
         return None
-    scheduler = connect_scheduler(args, prepared.scheduler)
+    said = False
+    while True:
+        try:
+            scheduler = connect_scheduler(args, prepared.scheduler)
+            break
+        except SlurmUnavailableError as error:
+            why = f"the scheduler waits for slurmrestd: {error.message}"
+            waiting(why)
+            if not said:
+                log.warning("reconciler run: %s; trying again every %g s", why, args.interval)
+                said = True
+            if stop.wait(args.interval):
+                return None
     scheduler.set_policies(prepared.pod_policies)
     return scheduler
 

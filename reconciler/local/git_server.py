@@ -10,6 +10,7 @@ write the runtime directory can change what the cluster converges; Pods can only
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -50,6 +51,9 @@ class GitServer:
     def publish(self, worktree: Path) -> str:
         """`worktree`'s files as the first commit of branch main of a new bare repository;
         the commit's id."""
+        # A stack brought up again in the same runtime directory is a new cluster: new history.
+        shutil.rmtree(self.bare, ignore_errors=True)
+        shutil.rmtree(worktree / ".git", ignore_errors=True)
         self.base.mkdir(mode=0o700, parents=True, exist_ok=True)
         _git("init", "-q", "--bare", "-b", BRANCH, str(self.bare))
         _git("init", "-q", "-b", BRANCH, cwd=worktree)
