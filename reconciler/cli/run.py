@@ -172,9 +172,13 @@ def run_daemon(args: argparse.Namespace) -> int:
         return 0
     settings = start.prepared.config.settings
     release, namespace = settings.release, settings.namespace
-    scheduler = _scheduler(args, start.prepared, stop,
-                           lambda why: setattr(daemon, "waiting", why))
-    daemon.waiting = ""
+    make_scheduler = _scheduler(args, start.prepared)
+    scheduler = None
+    if make_scheduler is not None:
+        try:
+            scheduler = make_scheduler()
+        except SlurmUnavailableError:  # a cluster being brought up: converge first
+            daemon.schedule_once_slurm_answers(make_scheduler, args.interval)
     node_sync = _node_sync(args, namespace, release)
     daemon.attach(scheduler=scheduler, node_sync=node_sync,
                   slurm_metrics=_slurm_metrics(args, namespace, release),
@@ -218,33 +222,18 @@ def _hooks_flags(args: argparse.Namespace) -> HooksFlags:
                       scheduler=not args.no_scheduler)  # fmt: skip
 
 
-def _scheduler(
-    args: argparse.Namespace,
-    prepared: Prepared,
-    stop: threading.Event,
-    waiting: Callable[[str], None],
-) -> PodScheduler | None:
-    """The scheduler, once slurmrestd answers. A cluster the daemon brings up from nothing
-    has no slurmrestd until the first revision's control plane is Ready: the daemon waits
-    for it (said once, and in /readyz) instead of exiting, which would restart it before the
-    Pods it just applied could start. None if stopped while waiting."""
+def _scheduler(args: argparse.Namespace, prepared: Prepared) -> Callable[[], PodScheduler] | None:
+    """How to make the scheduler (it needs slurmrestd: Daemon.schedule_once_slurm_answers)."""
     if prepared.scheduler is None:
         return None
-    said = False
-    while True:
-        try:
-            scheduler = connect_scheduler(args, prepared.scheduler)
-            break
-        except SlurmUnavailableError as error:
-            why = f"the scheduler waits for slurmrestd: {error.message}"
-            waiting(why)
-            if not said:
-                log.warning("reconciler run: %s; trying again every %g s", why, args.interval)
-                said = True
-            if stop.wait(args.interval):
-                return None
-    scheduler.set_policies(prepared.pod_policies)
-    return scheduler
+    settings = prepared.scheduler
+
+    def connected() -> PodScheduler:
+        scheduler = connect_scheduler(args, settings)
+        scheduler.set_policies(prepared.pod_policies)
+        return scheduler
+
+    return connected
 
 
 def _elect(args: argparse.Namespace, namespace: str, release: str, daemon: Daemon) -> LeaderElector:
