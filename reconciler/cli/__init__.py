@@ -30,9 +30,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     # Here, not at the top: the group modules import each other through this package, which
     # must have finished loading first (and `import reconciler.cli` stays cheap).
-    from reconciler.cli import apply, compile, local, policy, run, schedule, status
+    from reconciler.cli import apply, compile, local, policy, rbac, run, schedule, status
 
     compile.register(sub)
+    rbac.register(sub)
     apply.register(sub)
     schedule.register(sub)
     run.register(sub)

@@ -12,7 +12,6 @@ import base64
 import json
 import os
 import signal
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +20,15 @@ from typing import Any
 from reconciler.adapters.kube import Kube
 from reconciler.apply.executor import apply_plan
 from reconciler.apply.target import ApplyOptions
+from reconciler.cli.local_kubelet import run_up_kubelet
+from reconciler.cli.local_parts import (
+    DEFAULT_REPO,
+    interrupt,
+    progress,
+    templates,
+    unready_workloads,
+    wait_for_stop,
+)
 from reconciler.cli.local_scheduler import start_local_scheduler
 from reconciler.cli.where import local_clients
 from reconciler.compile.desired import DesiredState, compile_shape
@@ -33,7 +41,7 @@ from reconciler.local.directory import (
     TLS_SECRET_NAME,
     LocalDirectory,
 )
-from reconciler.local.kubelet_model import NodeTemplate, node_templates, required_labels
+from reconciler.local.kubelet_model import NodeTemplate
 from reconciler.local.kubelet_server import KubeletServer
 from reconciler.local.nodeagent import NodeAgent
 from reconciler.local.pod_runtime import LocalPodRuntime, host_layout
@@ -47,7 +55,6 @@ from reconciler.local.volumes import Materializer
 from reconciler.pipeline.plans import plan_passes
 from reconciler.scheduler.loop import PodScheduler
 
-DEFAULT_REPO = Path("fixtures/config-repo")
 READY_TIMEOUT_SECONDS = 120.0
 
 
@@ -81,8 +88,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     up.add_argument(
         "--kubelet", action="store_true",
         help="real kubelets on containerd instead of the node agent (docs/local-stack.md); "
-        "brings up Kubernetes only (--nodes, default 2; a REPO given shapes the Nodes for "
-        "its node definitions but is not applied yet)",
+        "with REPO: our images loaded, the Secrets and claims it names made, REPO applied "
+        "from this machine; without: Kubernetes only (--nodes, default 2)",
+    )  # fmt: skip
+    up.add_argument(
+        "--in-cluster", action="store_true",
+        help="with --kubelet: the reconciler runs as deploy/ installs it (deploy/local), "
+        f"converging REPO (default: ./{DEFAULT_REPO}) from a git server in the stack",
     )  # fmt: skip
     up.add_argument(
         "--image-archive", action="append", type=Path, default=[], metavar="OCI_TAR",
@@ -117,11 +129,25 @@ def runtime_dir(args: argparse.Namespace) -> Path:
 # ---- up ---------------------------------------------------------------------------------
 
 
+IN_CLUSTER_UNFINISHED = "SUNK_RECONCILER_IN_CLUSTER_UNFINISHED"
+
+
 def run_up(args: argparse.Namespace) -> int:
     """Kubernetes first, then the repo applied to it as to any cluster: the node agent runs
     every Pod of ours (controller, rest, accounting, mysql, login, slurmd) as its daemon."""
+    if args.in_cluster and not os.environ.get(IN_CLUSTER_UNFINISHED):
+        # Found by running it: the daemon reads slurmrestd's version when it starts its node
+        # sync (NodeControl), before its first convergence has made slurmrestd, and exits.
+        raise LocalStackError(
+            "--in-cluster does not converge yet: the reconciler's Pods exit at start while "
+            "the slurmrestd their first convergence would make does not exist",
+            hint=f"docs/local-stack.md says what is left; {IN_CLUSTER_UNFINISHED}=1 runs it "
+            "as far as it goes",
+        )
     if args.kubelet:
-        return run_up_kubelet(args)
+        return run_up_kubelet(args, runtime_dir(args))
+    if args.in_cluster:
+        raise LocalStackError("--in-cluster is for --kubelet (the reconciler runs in a Pod)")
     if args.image_archive:
         raise LocalStackError("--image-archive is for --kubelet (the node agent runs no images)")
     repo = args.repo or DEFAULT_REPO
@@ -129,25 +155,25 @@ def run_up(args: argparse.Namespace) -> int:
     probe = compile_shape(config)  # node names and shapes do not depend on profile or release
     stack = LocalStack(runtime_dir(args), cluster_name=config.settings.release)
     started = time.monotonic()
-    _progress(f"local stack in {stack.runtime_dir}")
+    progress(f"local stack in {stack.runtime_dir}")
     nodes = [n.name for n in (*probe.slurm_nodes, *probe.spare_nodes)]  # spares need ports too
     # SIGTERM (`local down`, a test's teardown) stops the stack as Ctrl-C does, at any moment:
     # Python's default would exit at once and orphan every daemon started so far.
-    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGTERM, interrupt)
     needed = scheduler_needed(probe.kube_objects)
     if needed is not None:  # said before the long wait, not only in a timeout's hint
-        _progress(f"the repo's slurmd Pods name scheduler {needed} (power saving): it runs here "
+        progress(f"the repo's slurmd Pods name scheduler {needed} (power saving): it runs here "
                   "once Slurm answers")  # fmt: skip
     agent, scheduler, ready = None, None, False
     try:
         site = stack.prepare_pods(nodes, release=args.slurm, prefix=args.slurm_prefix)
-        _progress(f"Kubernetes ready in {time.monotonic() - started:.1f} s; applying {repo}")
+        progress(f"Kubernetes ready in {time.monotonic() - started:.1f} s; applying {repo}")
         make_fake_gpus(site.paths, _max_gpus(probe))
         stack.foreground.remember(os.getpid())
         kube = Kube.from_kubeconfig(stack.kube_paths.kubeconfig)
         if args.directory:
             _start_directory(stack, kube, config.settings.namespace)
-        agent = start_node_agent(stack, kube, _templates(probe, args.nodes))
+        agent = start_node_agent(stack, kube, templates(probe, args.nodes))
         apply_repo(config, stack)
         if needed is not None:
             scheduler = start_local_scheduler(config, stack, needed)
@@ -157,62 +183,18 @@ def run_up(args: argparse.Namespace) -> int:
         took = time.monotonic() - started
         # "ready in" last: who waits for it (scripts, tests) finds every line above printed
         _print_ready(stack, state, scheduler)
-        _progress(f"ready in {took:.1f} s")
-        _wait_for_stop(stack)
+        progress(f"ready in {took:.1f} s")
+        wait_for_stop(stack)
     except KeyboardInterrupt:
         if not ready:
-            _progress("interrupted before it was ready")
+            progress("interrupted before it was ready")
     finally:
         if scheduler is not None:  # before the agent and the daemons its watches read
             scheduler.stop()
         if agent is not None:
             agent.stop()
         stack.down()
-        _progress("local stack stopped")
-    return 0 if ready else 130
-
-
-def run_up_kubelet(args: argparse.Namespace) -> int:
-    """Kubernetes with real kubelets: Nodes Ready, then in the foreground until stopped."""
-    if args.directory or args.slurm is not None or args.slurm_prefix is not None:
-        raise LocalStackError(
-            "--kubelet runs no Slurm of this machine's: --directory, --slurm and "
-            "--slurm-prefix do not apply",
-            hint="drop them; Slurm comes from the images the repo's Pods name",
-        )
-    shapes: list[NodeTemplate] = []
-    if args.repo is not None:
-        # The repo shapes the Nodes (labels its node definitions' affinity asks for, GPUs);
-        # applying it is `reconciler apply`'s job on this cluster (issue 32, item 3).
-        probe = compile_shape(load_config(read_repo(args.repo), read_library()))
-        shapes = _templates(probe, args.nodes)
-    stack = LocalStack(runtime_dir(args))
-    shaped = f"; Nodes shaped for {args.repo}, which is not applied" if shapes else ""
-    _progress(f"kubelet cluster in {stack.runtime_dir}{shaped}")
-    signal.signal(signal.SIGTERM, _interrupt)
-    ready = False
-    try:
-        stack.foreground.remember(os.getpid())
-        timings = stack.up_kubelets(len(shapes) or args.nodes or 2, args.image_archive, shapes)
-        ready = True
-        steps = ", ".join(f"{k} {v:.1f} s" for k, v in timings.items() if k != "total")
-        _progress(f"ready in {timings['total']:.1f} s ({steps})")
-        kubelets = stack.kubelets
-        assert kubelets is not None
-        memory = kubelets.memory()
-        _progress(f"memory: {sum(memory.values()) / 2**20:.0f} MiB resident (" + ", ".join(
-            f"{k} {v / 2**20:.0f}" for k, v in sorted(memory.items())) + ")")  # fmt: skip
-        print(f"export KUBECONFIG={stack.kube_paths.kubeconfig}")
-        print(f"# nodes: {', '.join(n.name for n in kubelets.nodes)}; inside the namespace: "
-              f"ip netns exec {kubelets.network.name} ...")  # fmt: skip
-        print("# Ctrl-C here, or `reconciler local down` elsewhere, stops the stack.", flush=True)
-        _wait_for_stop(stack)
-    except KeyboardInterrupt:
-        if not ready:
-            _progress("interrupted before it was ready")
-    finally:
-        stack.down()
-        _progress("local stack stopped")
+        progress("local stack stopped")
     return 0 if ready else 130
 
 
@@ -230,13 +212,9 @@ def _start_directory(stack: LocalStack, kube: Kube, namespace: str) -> None:
         meta = {"name": name, "namespace": namespace}
         kube.create({"apiVersion": "v1", "kind": "Secret", "type": kind, "metadata": meta,
                      "data": encoded})  # fmt: skip
-    _progress(f"directory: slapd at {record.uri}; users alice and bob, keys in "
+    progress(f"directory: slapd at {record.uri}; users alice and bob, keys in "
               f"{directory.keys}; to use it, copy {directory.values_file} into the repo's "
               "values.d/ and apply")  # fmt: skip
-
-
-def _interrupt(*_: object) -> None:
-    raise KeyboardInterrupt
 
 
 def start_node_agent(stack: LocalStack, kube: Kube, nodes: list[NodeTemplate]) -> NodeAgent:
@@ -262,8 +240,8 @@ def apply_repo(config: Config, stack: LocalStack) -> None:
         plan = planned.plan
         if not plan.has_changes:
             break
-        _progress(f"apply: {plan.summary().line()}" + (" (bootstrap)" if plan.bootstrap else ""))
-        apply_plan(plan, planned.target, ApplyOptions(), lambda line: _progress(f"apply: {line}"))
+        progress(f"apply: {plan.summary().line()}" + (" (bootstrap)" if plan.bootstrap else ""))
+        apply_plan(plan, planned.target, ApplyOptions(), lambda line: progress(f"apply: {line}"))
 
 
 def wait_ready(stack: LocalStack, kube: Kube, state: DesiredState, *, timeout: float) -> None:
@@ -271,12 +249,10 @@ def wait_ready(stack: LocalStack, kube: Kube, state: DesiredState, *, timeout: f
     node registered; or an error that names what is not."""
     slurm = stack.slurm
     assert slurm is not None
-    workloads = [o for o in state.kube_objects if o["kind"] in ("Deployment", "StatefulSet")]
     deadline = time.monotonic() + timeout
     missing: list[str] = []
     while time.monotonic() < deadline:
-        missing = [f"{o['kind']} {o['metadata']['name']}" for o in workloads
-                   if not _all_ready(kube, o)]  # fmt: skip
+        missing = unready_workloads(kube, state)
         if not missing:
             missing = [n.name for n in state.slurm_nodes if not slurm.node_registered(n.name)]
         if not missing:
@@ -290,36 +266,8 @@ def wait_ready(stack: LocalStack, kube: Kube, state: DesiredState, *, timeout: f
     )
 
 
-def _all_ready(kube: Kube, workload: dict[str, Any]) -> bool:
-    meta = workload["metadata"]
-    live = kube.get("apps/v1", workload["kind"], meta["name"], meta["namespace"]) or {}
-    wanted = int(workload["spec"].get("replicas", 1))
-    return int((live.get("status") or {}).get("readyReplicas") or 0) >= wanted
-
-
-def _templates(probe: DesiredState, count: int | None) -> list[NodeTemplate]:
-    """One Node per Slurm node by default, labelled so its definition's affinity fits it."""
-    by_name = {n.name: n.definition for n in probe.nodesets if n.enabled}
-    label_sets, gpus = [], []
-    for node in probe.slurm_nodes:
-        label_sets.append(required_labels(by_name[node.nodeset].get("affinity")))
-        gpus.append(node.gpus)
-    return node_templates(count or max(len(probe.slurm_nodes), 1), label_sets, gpus)
-
-
 def _max_gpus(state: DesiredState) -> int:
     return max((n.gpus for n in (*state.slurm_nodes, *state.spare_nodes)), default=0)
-
-
-def _wait_for_stop(stack: LocalStack) -> None:
-    """Until Ctrl-C, SIGTERM, or someone else stops the daemons; reaps them as they exit.
-    The caller stops the node agent before the daemons, so its watches never see the API
-    server vanish under them."""
-    while True:
-        stack.supervisor.reap_exited()
-        if not stack.supervisor.children():
-            return
-        time.sleep(0.5)
 
 
 def _print_ready(stack: LocalStack, state: DesiredState, scheduler: PodScheduler | None) -> None:
@@ -340,10 +288,6 @@ def _print_ready(stack: LocalStack, state: DesiredState, scheduler: PodScheduler
         print(f"# scheduler {scheduler.settings.name} runs here (hooks on 127.0.0.1:{hooks}); a "
               "daemon beside it: reconciler run --local --no-scheduler ...")  # fmt: skip
     print("# Ctrl-C here, or `reconciler local down` elsewhere, stops the stack.", flush=True)
-
-
-def _progress(text: str) -> None:
-    print(f"local: {text}", file=sys.stderr, flush=True)
 
 
 # ---- down and status --------------------------------------------------------------------

@@ -25,7 +25,7 @@ from reconciler.daemon.converge import Converger
 from reconciler.daemon.lease import LeaderElector, LeaseTimings
 from reconciler.daemon.run import Daemon, RunSettings
 from reconciler.daemon.startup import HooksFlags, Prepared, Startup, preparer
-from reconciler.errors import ReconcilerError
+from reconciler.errors import ReconcilerError, SlurmUnavailableError
 from reconciler.pipeline.clients import Clients
 from reconciler.scheduler.loop import PodScheduler
 from reconciler.scheduler.settings import DEFAULT_HOOKS_PORT
@@ -172,7 +172,13 @@ def run_daemon(args: argparse.Namespace) -> int:
         return 0
     settings = start.prepared.config.settings
     release, namespace = settings.release, settings.namespace
-    scheduler = _scheduler(args, start.prepared)
+    make_scheduler = _scheduler(args, start.prepared)
+    scheduler = None
+    if make_scheduler is not None:
+        try:
+            scheduler = make_scheduler()
+        except SlurmUnavailableError:  # a cluster being brought up: converge first
+            daemon.schedule_once_slurm_answers(make_scheduler, args.interval)
     node_sync = _node_sync(args, namespace, release)
     daemon.attach(scheduler=scheduler, node_sync=node_sync,
                   slurm_metrics=_slurm_metrics(args, namespace, release),
@@ -216,12 +222,18 @@ def _hooks_flags(args: argparse.Namespace) -> HooksFlags:
                       scheduler=not args.no_scheduler)  # fmt: skip
 
 
-def _scheduler(args: argparse.Namespace, prepared: Prepared) -> PodScheduler | None:
+def _scheduler(args: argparse.Namespace, prepared: Prepared) -> Callable[[], PodScheduler] | None:
+    """How to make the scheduler (it needs slurmrestd: Daemon.schedule_once_slurm_answers)."""
     if prepared.scheduler is None:
         return None
-    scheduler = connect_scheduler(args, prepared.scheduler)
-    scheduler.set_policies(prepared.pod_policies)
-    return scheduler
+    settings = prepared.scheduler
+
+    def connected() -> PodScheduler:
+        scheduler = connect_scheduler(args, settings)
+        scheduler.set_policies(prepared.pod_policies)
+        return scheduler
+
+    return connected
 
 
 def _elect(args: argparse.Namespace, namespace: str, release: str, daemon: Daemon) -> LeaderElector:

@@ -42,7 +42,7 @@ from reconciler.adapters.http_server import (
 from reconciler.daemon.converge import Converger, Outcome
 from reconciler.daemon.metrics import CONVERGE_RESYNC, CONVERGE_REVISION, DaemonMetrics
 from reconciler.daemon.webhook import judge
-from reconciler.errors import ReconcilerError, SourceError
+from reconciler.errors import ReconcilerError, SlurmUnavailableError, SourceError
 from reconciler.scheduler.loop import PodScheduler
 from reconciler.slurm_metrics.reader import SlurmMetricsReader, SlurmView
 from reconciler.sources import Revision, Source
@@ -126,6 +126,7 @@ class Daemon:
         self.metrics.watch_http("daemon", self._http.refusals.snapshot)
         self.metrics.watch_http("hooks", self._hooks_refusals)
         self._serving = False
+        self._connect_scheduler: tuple[Callable[[], PodScheduler], float] | None = None
 
     def attach(
         self,
@@ -142,6 +143,36 @@ class Daemon:
         self._node_sync = node_sync
         self._slurm_metrics = slurm_metrics
         self._initial = initial
+
+    def schedule_once_slurm_answers(
+        self, connect: Callable[[], PodScheduler], retry_seconds: float
+    ) -> None:
+        """The scheduler, made by `connect` once slurmrestd answers: on a cluster the daemon
+        brings up from nothing, slurmrestd exists only after its first convergence, so the
+        daemon converges meanwhile (start() tries it, then every `retry_seconds`)."""
+        self._connect_scheduler = (connect, retry_seconds)
+
+    def _attach_scheduler(self, connect: Callable[[], PodScheduler], every: float) -> None:
+        said = False
+        while not self._stopping.is_set():
+            try:
+                scheduler = connect()
+            except SlurmUnavailableError as error:
+                if not said:
+                    log.warning("daemon: the scheduler waits for slurmrestd: %s; trying again "
+                                "every %g s", error.message, every)  # fmt: skip
+                    said = True
+                self._stopping.wait(every)
+                continue
+            if self._tried is not None:  # a convergence ran: its policies, not the first's
+                scheduler.set_policies(self._converger.pod_policies)
+            scheduler.observe(bind=self.metrics.observe_bind, slurm=self.metrics.observe_slurm)
+            scheduler.start()
+            self._pod_scheduler = scheduler
+            if self._stopping.is_set():  # stop() may have looked before it was attached
+                scheduler.stop()
+            log.info("daemon: scheduling Pods as %s", scheduler.settings.name)
+            return
 
     def lead_with(self, leading: Callable[[], bool]) -> None:
         """Act only while `leading()` (a LeaderElector's)."""
@@ -191,6 +222,11 @@ class Daemon:
                 id=TOPOLOGY_JOB, executor=TOPOLOGY_JOB,
             )  # fmt: skip
         self._jobs.start()
+        if self._connect_scheduler is not None:
+            threading.Thread(
+                target=self._attach_scheduler, args=self._connect_scheduler,
+                name="daemon-scheduler-connect", daemon=True,
+            ).start()  # fmt: skip
         if isinstance(self._source, DirectorySource):
             threading.Thread(
                 target=self._watch_directory, args=(self._source,), name="daemon-watch",

@@ -242,15 +242,22 @@ def apiserver_argv(
         f"--service-account-signing-key-file={pki / 'sa.key'}",
         "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
         f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
-        # No kubelets, no real Service network: don't maintain the `kubernetes` endpoints, and
-        # don't require a service-account token volume on every Pod.
-        "--endpoint-reconciler-type=none",
-        "--disable-admission-plugins=ServiceAccount",
+        *_in_cluster_access(placement),
         "--allow-privileged=true",
         f"--cert-dir={pki / 'generated'}",
         "--profiling=false",
         "--v=1",
     ]  # fmt: skip
+
+
+def _in_cluster_access(placement: RealNodes | None) -> list[str]:
+    """How a Pod reaches the API server. Real kubelets: the `kubernetes` Service's endpoint
+    (the advertised address) and each Pod's service-account token, as in any cluster (the
+    reconciler's own Pods run as their ServiceAccount). The node agent has neither a Service
+    network nor a token volume: no endpoint, and no token required of every Pod."""
+    if placement is not None:
+        return []
+    return ["--endpoint-reconciler-type=none", "--disable-admission-plugins=ServiceAccount"]
 
 
 def controller_manager_argv(

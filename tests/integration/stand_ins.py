@@ -151,17 +151,21 @@ class SpareApiServer:
 class HooksStub:
     """A hooks API for placeholder jobs that refuses every `started` call (503: the script
     retries, then gives up) and answers `signalled` with `gone`, so a job still ends with its
-    Pod. Counts the calls by kind."""
+    Pod. Counts the calls by kind, and keeps each (path with query, Authorization header).
+    `refuse_started=False` answers every call `gone`, as a power program's is answered."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, refuse_started: bool = True) -> None:
         self.calls: dict[str, int] = {"started": 0, "signalled": 0}
+        self.requests: list[tuple[str, str]] = []
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 kind = "signalled" if "/signalled" in self.path else "started"
                 stub.calls[kind] += 1
-                status, body = (200, b"gone") if kind == "signalled" else (503, b"no")
+                stub.requests.append((self.path, self.headers.get("Authorization", "")))
+                refused = kind == "started" and refuse_started
+                status, body = (503, b"no") if refused else (200, b"gone")
                 self.send_response(status)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()

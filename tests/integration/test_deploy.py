@@ -67,7 +67,9 @@ def deployed(stack_timings: dict[str, float]) -> Iterator[Deployed]:
         ) as running:  # fmt: skip
             stack = running.stack
             admin = Kube.from_kubeconfig(stack.kube_paths.kubeconfig, field_manager="kubectl")
-            objects = kustomize(ROOT / "deploy" / "base")
+            # deploy/base, the tenant namespace and the scheduler's Roles there, printed by
+            # `reconciler render-rbac fixtures/config-repo`, as a user's overlay holds them.
+            objects = kustomize(ROOT / "deploy" / "example-namespace-scope")
             for obj in objects:  # everything but the Deployment, which needs an image
                 if obj["kind"] != "Deployment":
                     admin.apply(obj, force=True)
@@ -90,6 +92,8 @@ def test_every_object_passes_a_server_side_dry_run(deployed: Deployed) -> None:
     assert container["image"].startswith("ghcr.io/") and container["args"][0] == "run"
     settings = next(o for o in deployed.objects if o["metadata"]["name"] == "reconciler-settings")
     assert yaml.safe_load(settings["data"]["config.yaml"])["leader-elect"] is True
+    for obj in kustomize(ROOT / "deploy" / "cluster-scope"):
+        deployed.admin.apply(obj, dry_run=True, force=True)
 
 
 def test_the_argo_cd_plugin_renders_what_the_daemon_applies(deployed: Deployed) -> None:
@@ -156,6 +160,45 @@ def test_the_daemon_as_its_service_account_needs_every_rule_and_no_other(
     )
     assert not unused, f"deploy/ grants what the daemon never used: {unused}"
     _assert_json_logs_without_secrets(log, secret, deployed.sa_kubeconfig)
+
+
+def test_a_cluster_wide_scope_is_served_under_deploy_cluster_scope(
+    deployed: Deployed, tmp_path: Path
+) -> None:
+    """`scheduler.scope.type: cluster` had no ClusterRole in deploy/. With deploy/cluster-scope
+    applied, the daemon as its ServiceAccount schedules a namespace no Role names (refused,
+    bound, scancelled, deleted, a gang), is never refused, and uses every rule there. Last in
+    the module: the repo's scope is changed (the scheduler reads it when it starts)."""
+    namespace = "team-wide"
+    for obj in kustomize(ROOT / "deploy" / "cluster-scope"):
+        deployed.admin.apply(obj, force=True)
+    deployed.admin.apply({"apiVersion": "v1", "kind": "Namespace",
+                          "metadata": {"name": namespace}})  # fmt: skip
+    values = deployed.repo / "values.yaml"
+    text = values.read_text()
+    assert "    type: namespace\n" in text and "      inference: [1001]\n" in text
+    wide = text.replace("    type: namespace\n", "    type: cluster\n")
+    allowed = f"      inference: [1001]\n      {namespace}: [1001]\n"
+    values.write_text(wide.replace("      inference: [1001]\n", allowed))
+    secret = tmp_path / "webhook-secret"
+    secret.write_text("webhook-secret-never-logged\n")
+    daemon, port, log = _start_daemon(deployed, tmp_path, secret)
+    try:
+        wait_for(lambda: _get(port, "/readyz") == 200, 60, "readyz: " + log.read_text())
+        _pods_refused_bound_cancelled_and_deleted(deployed, namespace, log)
+    finally:
+        stop_cleanly(daemon, log)
+    calls = _audited_calls(deployed.stack)
+    refused = sorted(c for c, code in calls.items() if code == 403)
+    assert not refused, f"the RBAC refused the daemon: {refused}\n{log.read_text()}"
+    # Calls in that namespace, the cluster-wide Pod list and watch (the scope is every
+    # namespace), and the read of its Namespace (policies' namespaceObject).
+    here = {c: code for c, code in calls.items()
+            if c[0] == namespace or c[0:3] == ("", "", "pods")
+            or c[2:4] == ("namespaces", namespace)}  # fmt: skip
+    granted = _granted(kustomize(ROOT / "deploy" / "cluster-scope"))
+    unused = sorted((rule for rule in granted if not _used(rule, here)), key=str)
+    assert not unused, f"deploy/cluster-scope grants what the daemon never used: {unused}"
 
 
 # ---- what the daemon is made to do --------------------------------------------------------

@@ -9,6 +9,7 @@ test_images_accounting.py runs the mariadb image, and slurmdbd from this one aga
 from __future__ import annotations
 
 import json
+import os
 import re
 import secrets
 import subprocess
@@ -16,11 +17,16 @@ import tarfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 
+from reconciler import wellknown as wk
+from reconciler.compile.power import AUTH_DIR, PROGRAMS_DIR, VERBS, program_script
 from reconciler.compile.s6_services import S6Service, s6_config_map_data, s6_volume
 from reconciler.local.ports import free_port
+from reconciler.scheduler.admission import PodRequest
+from reconciler.scheduler.placeholder import HookCredentials, placeholder_job_for
 from tests.integration import image, image_chroot
 from tests.integration.image_chroot import Exported
 from tests.integration.pod_parts import (
@@ -34,6 +40,7 @@ from tests.integration.pod_parts import (
     secret_volume,
     slurm_etc,
 )
+from tests.integration.stand_ins import HooksStub
 
 pytestmark = pytest.mark.image
 
@@ -196,6 +203,90 @@ def test_munged_runs_as_munge_with_the_key_the_init_container_copied(
                                volumes={"/run/munge": socket_dir}))  # fmt: skip
     assert re.search(r"^STATUS:\s+Success", decoded, re.M), decoded
     assert re.search(r"^UID:\s+slurm \(64030\)", decoded, re.M), decoded
+
+
+# ---- the calls back to the reconciler's hooks API ------------------------------------------
+
+
+@pytest.fixture
+def hooks() -> Iterator[HooksStub]:
+    """The hooks API the rendered scripts call, on loopback: every call answered `gone`."""
+    stub = HooksStub(refuse_started=False)
+    yield stub
+    stub.close()
+
+
+def test_slurmctlds_power_programs_reach_the_hooks_api_from_the_image(
+    slurm: Exported, hooks: HooksStub, tmp_path: Path
+) -> None:
+    """SuspendProgram and ResumeProgram `exec curl`: run as slurmctld runs them (as slurm,
+    with no PATH, the hostlist as $1), from the ConfigMap and Secret the controller Pod
+    mounts. Without curl in the image, each exits 127 and no node powers up or down."""
+    conf = "/etc/slurm"
+    programs = tmp_path / "programs"
+    programs.mkdir()
+    for verb in VERBS:
+        (programs / verb).write_text(program_script(verb, conf))
+        (programs / verb).chmod(0o755)
+    auth = secret_volume(tmp_path, "auth", {
+        wk.POWER_SECRET_URL_KEY: hooks.url.encode(),
+        wk.POWER_SECRET_HEADER_KEY: b"Authorization: Bearer power-token",
+    }, 0o440)  # fmt: skip
+    for item in (auth / "..data").resolve().iterdir():  # the Pod's fsGroup, as kubelet sets it
+        os.chown(item, 0, int(SLURM_UID.split(":")[1]))
+    binds = {programs: f"{conf}/{PROGRAMS_DIR}", auth: f"{conf}/{AUTH_DIR}"}
+    for verb in VERBS:
+        done = slurm.run("env", "-i", f"SLURM_CONF={conf}/slurm.conf",
+                         f"{conf}/{PROGRAMS_DIR}/{verb}", "gpu-[0-1]",
+                         user=SLURM_UID, binds=binds)  # fmt: skip
+        assert done.returncode == 0, (verb, done.stderr)
+    # curl escapes `[` as %5b, Python as %5B: the same URL (RFC 3986, 2.1).
+    assert [(unquote(path), auth) for path, auth in hooks.requests] == [
+        (f"{wk.HOOKS_POWER_PREFIX}{verb}?nodes=gpu-[0-1]", "Bearer power-token")
+        for verb in VERBS
+    ]
+
+
+def _sleeping_under(pid: int) -> bool:
+    """Whether a descendant of `pid` runs `sleep 3600`."""
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        if Path(f"/proc/{pid}/cmdline").read_bytes() == b"sleep\x003600\x00":
+            return True
+    except OSError:
+        return False
+    return any(_sleeping_under(int(child)) for child in children)
+
+
+def test_a_placeholder_job_ended_by_slurm_calls_back_from_the_image(
+    slurm: Exported, hooks: HooksStub, tmp_path: Path
+) -> None:
+    """The placeholder's script as slurmstepd runs it on a slurmd Pod (the job's environment
+    as the scheduler submits it): on SIGTERM (scancel) it tells the hooks API, and exits
+    once the answer is that the Pod is gone. Without curl it never hears `gone` and holds the
+    allocation until Slurm kills it after KillWait."""
+    key = secrets.token_bytes(32)
+    pod = {"metadata": {"name": "p", "namespace": "inference", "uid": "c0ffee00-uid"}}
+    job = placeholder_job_for(pod, PodRequest(cpus=1, memory_mb=1024, gpus=0, grace_seconds=5),
+                              HookCredentials(hooks.url, key), scheduler="s")  # fmt: skip
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    (spool / "slurm_script").write_text(job.script)
+    (spool / "slurm_script").chmod(0o755)
+    env = {**job.environment, "SLURM_JOB_ID": "42", "SLURMD_NODENAME": "gpu-0"}
+    log = tmp_path / "job.log"
+    script = slurm.start(log, "/var/spool/job/slurm_script", user="1001:1001", env=env,
+                         binds={spool: "/var/spool/job"})  # fmt: skip
+    deadline = time.monotonic() + 30
+    while not _sleeping_under(script.pid):  # its trap is set: it waits on `sleep 3600`
+        assert script.poll() is None and time.monotonic() < deadline, log.read_text()
+        time.sleep(0.1)
+    rc = image_chroot.stop_in_chroot(script, grace=20)  # SIGTERM, as Slurm ends a job
+    assert rc == 0, log.read_text()
+    token = HookCredentials(hooks.url, key).token_for("c0ffee00-uid")
+    assert hooks.requests == [
+        ("/hooks/v1/pods/c0ffee00-uid/signalled?job=42&node=gpu-0", f"Bearer {token}")
+    ]
 
 
 # ---- sunk-init ----------------------------------------------------------------------------

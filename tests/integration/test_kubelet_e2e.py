@@ -1,10 +1,12 @@
-"""The fixture repo's whole cluster on real kubelets, from our images (issue 32, item 3):
-`reconciler apply` brings every Pod Ready by its own probes, each a container from
-ghcr.io/sunk-reconciler/slurm or mariadb; Slurm runs jobs in the slurmd containers; ssh reaches
-the login Pod; the kubelet restarts a killed slurmd. One stack for the whole module.
+"""The fixture repo's whole cluster on real kubelets, from our images: `reconciler local up
+--kubelet REPO` loads them, makes the Secrets and claim the repo names, applies it and waits
+until every Pod is Ready by its own probes and every Slurm node idle; Slurm runs jobs in the
+slurmd containers; ssh reaches the login Pod; the kubelet restarts a killed slurmd. One stack
+for the whole module.
 
-The repo is fixtures/config-repo with one layer for this machine (KUBELET_LAYER): its Nodes
-have 2 CPUs and no GPU, so the GPU slurmd Pods list fake device files in gres.conf.
+The repo is fixtures/config-repo with one layer of the test's (TEST_LAYER: two CPU nodes, sshd
+in the compute Pods); `local up` adds this machine's (2 CPUs, no GPU: fake device files for
+the GPU nodes).
 """
 
 from __future__ import annotations
@@ -28,12 +30,7 @@ from reconciler.local.kubelets import CONTROL_PLANE_ADDRESS
 from reconciler.local.stack import LocalStack
 from reconciler.local.stack_record import new_temp_runtime_dir
 from tests.integration.helpers import stop_cleanly, wait_for
-from tests.integration.image import ImageError, cluster_oci_archives
-from tests.integration.test_kubelet_cluster import (
-    _down_leaves_nothing,
-    _require_kubelet_stack,
-    _wait_ready,
-)
+from tests.integration.test_kubelet_cluster import _down_leaves_nothing, _require_kubelet_stack
 
 pytestmark = pytest.mark.image  # needs the cluster's images: sorted last, after CI's build
 
@@ -41,29 +38,14 @@ FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "config-repo"
 NAMESPACE = "slurm"
 OUR_IMAGES = {"ghcr.io/sunk-reconciler/slurm:24.11.5", "ghcr.io/sunk-reconciler/mariadb:10.11"}
 APPLY_TIMEOUT = 600
+# Images built on a fresh cache first (the slurm image compiles Slurm), then everything Ready.
+UP_TIMEOUT = 3600
 SLURM_URL = "http://slurm-rest.slurm.svc.cluster.local:6820"
-# This machine, not the fixture's sites: Nodes of 2 CPUs without GPUs. slurmd Pods still
-# claim the fixture's 4 CPUs (config_overrides); two CPU nodes, so that `srun -N2` has two
-# nodes to run on; a third declared (State=FUTURE), for which `local up --nodes 5` makes a
-# fifth Node, labelled as the first. The Nodes advertise fake GPUs (nvidia.com/gpu); with no
-# driver, autodetection finds none and slurmd drops a GPU without a device file, so the GPU
-# nodes list /dev/null links as their 7 devices (slurmConfig.gresConfig), made by an init
-# container.
-KUBELET_LAYER = """\
-slurmConfig:
-  extraConfig: |
-    SlurmdParameters=config_overrides
-  gresAutoDetect: "off"
-  gresConfig: |
-    NodeName=slurm-gpu-small-[0-3] Name=gpu Type=quadro_rtx_4000 File=/dev/fake-gpu/nvidia[0-6]
-controller:
-  resources:
-    requests: {cpu: 250m, memory: 512Mi}
-    limits: {memory: 1Gi}
-login:
-  resources:
-    requests: {cpu: 100m, memory: 256Mi}
-    limits: {memory: 1Gi}
+# Two CPU nodes, so that `srun -N2` has two nodes to run on; a third declared (State=FUTURE),
+# for which `local up --nodes 5` makes a fifth Node, labelled as the first. `local up` adds
+# the rest for this machine of 2 CPUs without GPUs (MACHINE_LAYER, reconciler/local/
+# kubelet_repo.py).
+TEST_LAYER = """\
 compute:
   ssh:
     enabled: true  # seed 001: SSH to compute nodes (sshd beside slurmd)
@@ -71,20 +53,7 @@ compute:
     cpu:
       replicas: 2
       maxReplicas: 3
-    gpu-small:
-      initContainers:
-        - name: fake-gpus
-          image: ghcr.io/sunk-reconciler/slurm:24.11.5
-          command: [sh, -c, "for i in 0 1 2 3 4 5 6; do ln -sf /dev/null /fake-gpu/nvidia$i; done"]
-          volumeMounts: [{name: fake-gpu, mountPath: /fake-gpu}]
-      volumes: [{name: fake-gpu, emptyDir: {}}]
-      volumeMounts: [{name: fake-gpu, mountPath: /dev/fake-gpu}]
 """
-DATA_CLAIM = {
-    "apiVersion": "v1", "kind": "PersistentVolumeClaim",
-    "metadata": {"name": "data-nvme", "namespace": NAMESPACE},
-    "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}},
-}  # fmt: skip
 
 
 @dataclass
@@ -92,14 +61,20 @@ class Cluster:
     kubeconfig: Path
     netns: str
     work: Path
+    runtime: Path
 
     @property
     def ssh_key(self) -> Path:
-        return self.work / "id_ed25519"
+        return self.runtime / "secrets" / "id_ed25519"
+
+    @property
+    def jwt_key(self) -> Path:
+        return self.runtime / "secrets" / "jwt_hs256.key"
 
     @property
     def repo(self) -> Path:
-        return self.work / "repo"
+        """The repo as `local up` applied it: the test's, plus this machine's layer."""
+        return self.runtime / "repo"
 
     def kubectl(self, *args: str, input: str | None = None, timeout: float = 120) -> str:
         done = subprocess.run(
@@ -131,44 +106,35 @@ class Cluster:
 def _repo(dest: Path) -> Path:
     repo = dest / "repo"
     shutil.copytree(FIXTURE, repo)
-    (repo / "values.d" / "90-kubelet.yaml").write_text(KUBELET_LAYER)
+    (repo / "values.d" / "90-kubelet.yaml").write_text(TEST_LAYER)
     return repo
 
 
-def _user_objects(cluster: Cluster, work: Path) -> None:
-    """What a user makes before `apply`: the JWT key apply signs with (as a Secret, which
-    apply keeps), root's authorized_keys for the login Pod, the claim compute.mounts names."""
-    jwt = work / "jwt.key"
-    jwt.write_bytes(os.urandom(64))
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(cluster.ssh_key)],
-                   check=True, timeout=30)  # fmt: skip
-    cluster.kubectl("create", "namespace", NAMESPACE)
-    cluster.kubectl("create", "secret", "generic", "slurm-jwt-key",
-                    f"--from-file=jwt_hs256.key={jwt}")  # fmt: skip
-    cluster.kubectl("create", "secret", "generic", "slurm-login-keys",
-                    f"--from-file=authorized_keys={cluster.ssh_key}.pub")  # fmt: skip
-    cluster.kubectl("apply", "-f", "-", input=json.dumps(DATA_CLAIM))
-
-
-def _apply(cluster: Cluster, repo: Path, work: Path) -> str:
-    """`reconciler apply` as a user inside the cluster's network runs it (Services by name);
-    what it printed."""
+def _apply(cluster: Cluster) -> str:
+    """`reconciler apply` of the repo as `local up` applied it, as a user inside the
+    cluster's network runs it (Services by name); what it printed."""
     done = cluster.in_netns(
-        sys.executable, "-m", "reconciler", "apply", str(repo), "--kubeconfig",
+        sys.executable, "-m", "reconciler", "apply", str(cluster.repo), "--kubeconfig",
         str(cluster.kubeconfig), "--slurm-url", SLURM_URL,
-        "--slurm-jwt-key", str(work / "jwt.key"), "--yes", timeout=APPLY_TIMEOUT,
+        "--slurm-jwt-key", str(cluster.jwt_key), "--yes", timeout=APPLY_TIMEOUT,
     )  # fmt: skip
-    with (work / "apply.log").open("a") as log:
+    with (cluster.work / "apply.log").open("a") as log:
         log.write(done.stdout + done.stderr)
     assert done.returncode == 0, f"reconciler apply failed:\n{done.stdout[-4000:]}{done.stderr}"
     return done.stdout + done.stderr
 
 
-def _all_ready(cluster: Cluster) -> bool:
-    pods = cluster.pods()
-    return bool(pods) and all(
-        c["ready"] for p in pods for c in p["status"].get("containerStatuses") or [{"ready": 0}]
-    )
+def _wait_ready(up: subprocess.Popen[bytes], log: Path) -> str:
+    """What `local up` printed once it said it is ready ("ready in" is its last line)."""
+    deadline = time.monotonic() + UP_TIMEOUT
+    while time.monotonic() < deadline:
+        text = log.read_text(errors="replace")
+        if "local: ready in" in text:
+            return text
+        if up.poll() is not None:
+            pytest.fail(f"`local up --kubelet` exited {up.returncode}:\n{text}")
+        time.sleep(0.5)
+    pytest.fail(f"`local up --kubelet` not ready after {UP_TIMEOUT} s:\n{log.read_text()}")
 
 
 @pytest.fixture(scope="module")
@@ -179,10 +145,6 @@ def cluster(
 ) -> Iterator[Cluster]:
     _require_kubelet_stack()
     work = tmp_path_factory.mktemp("kubelet-e2e")
-    try:
-        archives = cluster_oci_archives(work / "images")
-    except ImageError as exc:
-        pytest.fail(f"cannot build our images: {exc}")
     repo = _repo(work)
     runtime = new_temp_runtime_dir("sunk-reconciler-e2e-")
     log = work / "up.log"
@@ -190,24 +152,20 @@ def cluster(
     with log.open("wb") as out:
         up = subprocess.Popen(
             [sys.executable, "-m", "reconciler", "local", "up", "--kubelet", str(repo),
-             "--nodes", "5",
-             *(a for path in archives.values() for a in ("--image-archive", str(path))),
-             "--runtime-dir", str(runtime)],
+             "--nodes", "5", "--runtime-dir", str(runtime)],
             stdout=out, stderr=subprocess.STDOUT,
         )  # fmt: skip
     stack = None
     try:
-        _wait_ready(up, log)
-        nodes_ready = time.monotonic() - started
+        said = _wait_ready(up, log)
+        assert said.rstrip().splitlines()[-1].startswith("local: ready in"), said
         stack = LocalStack.open(runtime)
         kubelets = stack.kubelets
         assert kubelets is not None
-        found = Cluster(stack.kube_paths.kubeconfig, kubelets.network.name, work)
-        _user_objects(found, work)
-        _apply(found, repo, work)
-        wait_for(lambda: _all_ready(found), 300, "every Pod of the fixture Ready")
-        stack_timings["kubelet e2e: `local up --kubelet` to Nodes Ready"] = nodes_ready
-        stack_timings["kubelet e2e: start to every fixture Pod Ready"] = time.monotonic() - started
+        found = Cluster(stack.kube_paths.kubeconfig, kubelets.network.name, work, runtime)
+        stack_timings["kubelet e2e: `local up --kubelet REPO` to every Pod Ready, nodes idle"] = (
+            time.monotonic() - started
+        )
         memory = kubelets.memory()
         figures["kubelet e2e memory (MiB resident)"] = (
             f"{sum(memory.values()) / 2**20:.0f} ("
@@ -351,8 +309,8 @@ def test_a_killed_slurmd_is_restarted_by_the_kubelet_and_its_node_returns(cluste
 def _set_cpu_replicas(cluster: Cluster, replicas: int) -> str:
     """A repo change of compute.nodes.cpu.replicas, applied."""
     layer = cluster.repo / "values.d" / "90-kubelet.yaml"
-    layer.write_text(KUBELET_LAYER.replace("replicas: 2\n", f"replicas: {replicas}\n", 1))
-    return _apply(cluster, cluster.repo, cluster.work)
+    layer.write_text(TEST_LAYER.replace("replicas: 2\n", f"replicas: {replicas}\n", 1))
+    return _apply(cluster)
 
 
 def test_replicas_2_3_2_adds_a_node_and_drains_it_before_removing_it(cluster: Cluster) -> None:
@@ -420,7 +378,7 @@ def test_reconciler_run_schedules_seed_002s_pods_onto_the_nodes_slurm_chose(
         daemon = subprocess.Popen(
             ["ip", "netns", "exec", cluster.netns, sys.executable, "-m", "reconciler", "run",
              "--source-dir", str(cluster.repo), "--kubeconfig", str(cluster.kubeconfig),
-             "--slurm-url", SLURM_URL, "--slurm-jwt-key", str(cluster.work / "jwt.key"),
+             "--slurm-url", SLURM_URL, "--slurm-jwt-key", str(cluster.jwt_key),
              "--listen", "127.0.0.1:18080", "--workdir", str(cluster.work / "run"),
              "--hooks-api-bind-address", f"{CONTROL_PLANE_ADDRESS}:0"],
             stdout=out, stderr=subprocess.STDOUT,

@@ -30,7 +30,8 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
 @pytest.fixture(scope="module")
 def deployed() -> list[dict[str, Any]]:
     return [
-        obj for folder in ("base", "flux", "argocd", "monitoring")
+        obj for folder in ("base", "cluster-scope", "example-namespace-scope", "flux", "argocd",
+                           "monitoring")
         for obj in kustomize(ROOT / "deploy" / folder)
     ]  # fmt: skip
 
