@@ -1,5 +1,5 @@
-"""`compute.ssh` (seed 001: "SSH to compute nodes as well as login node"): who sshd beside
-slurmd admits, checked in the file that writes it (compile/sshd.py renders it).
+"""`compute.ssh` (SUNK's Slurm chart: "SSH to compute nodes as well as login node"): who
+sshd beside slurmd admits, checked in the file that writes it (compile/sshd.py renders it).
 
     compute:
       ssh:

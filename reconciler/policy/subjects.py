@@ -55,7 +55,8 @@ def pod_policy_params(pod_policy: Mapping[str, Any]) -> dict[str, Any]:
     """values scheduler.podPolicy as pod-user-id-allowed and pod-priority-at-most-max read
     it: allowedUserIds (namespace -> uids, "*" for a namespace without an entry; a namespace
     set to null in a later values file is not listed), defaultUserId (the uid of a Pod
-    without user-id: 0, root, unless set, as seed 002 says) and maxPriority."""
+    without user-id: 0, root, unless set, as SUNK's "Schedule Kubernetes Pods with Slurm"
+    says) and maxPriority."""
     allowed = pod_policy.get("allowedUserIds") or {}
     max_priority = pod_policy.get("maxPriority")
     default_user = pod_policy.get("defaultUserId")
