@@ -60,10 +60,16 @@ def stop_cleanly(process: subprocess.Popen[bytes], log: Path, timeout: float = 3
     assert "Traceback" not in text, text
 
 
-def peak_rss(pid: int) -> int:
-    """A live process's peak resident memory in bytes (VmHWM: start-up included)."""
-    lines = Path(f"/proc/{pid}/status").read_text().splitlines()
-    return int(next(line.split()[1] for line in lines if line.startswith("VmHWM:"))) * 1024
+def assert_up_and_bounded(
+    process: subprocess.Popen[bytes], log: Path, bound: int, what: str
+) -> None:
+    """`process` still runs, has logged no traceback, and its peak resident memory (VmHWM,
+    start-up included) is under `bound` bytes; the peak is printed as `what`."""
+    assert process.poll() is None and "Traceback" not in log.read_text(), log.read_text()
+    lines = Path(f"/proc/{process.pid}/status").read_text().splitlines()
+    peak = int(next(line.split()[1] for line in lines if line.startswith("VmHWM:"))) * 1024
+    print(f"{what}: {peak / 2**20:.0f} MiB")
+    assert peak < bound, f"{peak / 2**20:.0f} MiB"
 
 
 def http_get(port: int, path: str) -> str:
