@@ -18,14 +18,24 @@ class NodeControl:
     """What apply, node sync and bin-packing change on Slurm nodes, over the best path."""
 
     def __init__(self, rest: SlurmRestApi, scontrol: Scontrol | None) -> None:
-        self._rest = rest if CAN_UPDATE_NODES in rest.capabilities else None
+        self._api = rest
+        self._chosen: tuple[SlurmRestApi | None] | None = None  # the REST path, once asked
         self._scontrol = scontrol
+
+    @property
+    def _rest(self) -> SlurmRestApi | None:
+        """slurmrestd if it updates nodes, chosen on first use rather than at construction: the
+        daemon starts before slurmrestd may answer (its Pod is ours to create), and a failed
+        look is asked again next time."""
+        if self._chosen is None:
+            self._chosen = (self._api if CAN_UPDATE_NODES in self._api.capabilities else None,)
+        return self._chosen[0]
 
     @property
     def path(self) -> str:
         """How changes travel, for messages: "slurmrestd v0.0.42", "scontrol" or "none"."""
-        if self._rest is not None:
-            return f"slurmrestd {self._rest.api_version}"
+        if (rest := self._rest) is not None:
+            return f"slurmrestd {rest.api_version}"
         return "scontrol" if self._scontrol is not None else "none"
 
     @property
@@ -41,16 +51,16 @@ class NodeControl:
 
     def set_node_state(self, nodes: str, state: NodeState, reason: str | None = None) -> None:
         args = node_state_args(nodes, state, reason)  # validates, whichever path is taken
-        if self._rest is not None:
-            self._rest.update_node(nodes, NodeUpdate(state=NodeState(state).value, reason=reason))
+        if (rest := self._rest) is not None:
+            rest.update_node(nodes, NodeUpdate(state=NodeState(state).value, reason=reason))
         else:
             self._require_scontrol().run(args)
 
     def set_node_weight(self, nodes: str, weight: int) -> None:
         """Slurm allocates the lowest-weight nodes that fit first (before LLN or node order)."""
         args = node_weight_args(nodes, weight)
-        if self._rest is not None:
-            self._rest.update_node(nodes, NodeUpdate(weight=weight))
+        if (rest := self._rest) is not None:
+            rest.update_node(nodes, NodeUpdate(weight=weight))
         else:
             self._require_scontrol().run(args)
 

@@ -4,6 +4,7 @@ path, with bodies captured from a real slurmrestd 24.11.5 (tests/unit/slurm_bodi
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -11,8 +12,9 @@ import pytest
 
 from reconciler.adapters.node_control import NodeControl
 from reconciler.adapters.scontrol_args import NodeState
-from reconciler.adapters.slurm.client import SlurmRestClient
+from reconciler.adapters.slurm.client import SlurmRestClient, connect_lazily
 from reconciler.adapters.slurm.codec import number, slurm_release
+from reconciler.adapters.slurm.jwt import MintedTokens
 from reconciler.adapters.slurm.model import (
     CAN_SUBMIT_AS_USER,
     CAN_UPDATE_NODES,
@@ -36,7 +38,12 @@ from reconciler.adapters.slurm.versions import (
     codec_for,
     served_versions,
 )
-from reconciler.errors import SlurmApiError, SlurmArgumentError, SlurmUnsupportedError
+from reconciler.errors import (
+    ReconcilerError,
+    SlurmApiError,
+    SlurmArgumentError,
+    SlurmUnsupportedError,
+)
 from tests.unit.slurm_answers import listed
 
 BODIES = Path(__file__).parent / "slurm_bodies"
@@ -311,3 +318,17 @@ def test_diag_reads_the_scheduler_statistics_with_their_timestamps_unwrapped(
     assert (diag.stats_since, diag.backfill_last_cycle_at) == (1795772457, 1795772563)
     assert diag.server_thread_count == 1 and diag.backfill_active is False
     assert 0 < diag.schedule_cycle_mean <= diag.schedule_cycle_max
+
+
+def test_node_control_asks_slurmrestd_on_first_use_not_at_start(tmp_path: Path) -> None:
+    """The in-cluster daemon starts before slurmrestd answers (it creates slurmrestd's Pod): a
+    node sync made at start must not reach slurmrestd, and a failed first use is tried again."""
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{closed.getsockname()[1]}"
+    (key := tmp_path / "jwt_hs256.key").write_bytes(b"k" * 32)
+    rest = connect_lazily(url, MintedTokens(key, "slurm"), timeout=1)
+    nodes = NodeControl(rest, scontrol=None)  # nothing listens: no error yet
+    for _ in range(2):
+        with pytest.raises(ReconcilerError):
+            nodes.drain_node("n1", "reconciler: test")
