@@ -129,21 +129,9 @@ def runtime_dir(args: argparse.Namespace) -> Path:
 # ---- up ---------------------------------------------------------------------------------
 
 
-IN_CLUSTER_UNFINISHED = "SUNK_RECONCILER_IN_CLUSTER_UNFINISHED"
-
-
 def run_up(args: argparse.Namespace) -> int:
     """Kubernetes first, then the repo applied to it as to any cluster: the node agent runs
     every Pod of ours (controller, rest, accounting, mysql, login, slurmd) as its daemon."""
-    if args.in_cluster and not os.environ.get(IN_CLUSTER_UNFINISHED):
-        # Found by running it: the daemon reads slurmrestd's version when it starts its node
-        # sync (NodeControl), before its first convergence has made slurmrestd, and exits.
-        raise LocalStackError(
-            "--in-cluster does not converge yet: the reconciler's Pods exit at start while "
-            "the slurmrestd their first convergence would make does not exist",
-            hint=f"docs/local-stack.md says what is left; {IN_CLUSTER_UNFINISHED}=1 runs it "
-            "as far as it goes",
-        )
     if args.kubelet:
         return run_up_kubelet(args, runtime_dir(args))
     if args.in_cluster:
