@@ -5,7 +5,8 @@ A grep for any label, annotation, prefix or field-manager name should land here 
 
 from typing import Final
 
-# Annotation namespace SUNK users already write on their Pods (seeds 002/003).
+# Annotation namespace SUNK users already write on their Pods (SUNK's "Schedule Kubernetes Pods with
+# Slurm" and "SUNK Pod Scheduler" pages).
 SUNK_DOMAIN: Final = "sunk.coreweave.com"
 # Our own namespace for labels/annotations we put on objects we manage.
 DOMAIN: Final = "reconciler.sunk.dev"
@@ -80,7 +81,8 @@ SCHEDULER_FIELD_MANAGER: Final = "sunk-reconciler-scheduler"
 # Pod status gets its own manager: 1.20 does not record the subresource in managed fields.
 SCHEDULER_STATUS_MANAGER: Final = "sunk-reconciler-scheduler-status"
 
-# Kubernetes Node labels SUNK users select GPUs by (seeds 000/002/003).
+# Kubernetes Node labels SUNK users select GPUs by (SUNK's "Schedule Kubernetes Pods with Slurm",
+# its older text in "Run Workloads", and "SUNK Pod Scheduler").
 NODE_LABEL_GPU_CLASS: Final = "gpu.nvidia.com/class"
 NODE_LABEL_GPU_MODEL: Final = "gpu.nvidia.com/model"
 NODE_LABEL_REGION: Final = "topology.kubernetes.io/region"
@@ -94,7 +96,8 @@ LABEL_LOCAL_NODE: Final = f"{DOMAIN}/local-node"
 
 # ---- The Pod scheduler --------------------------------------------------------------------
 
-# Pod annotations SUNK users write (seeds 002/003); the value types are checked at admission.
+# Pod annotations SUNK users write (SUNK's "Schedule Kubernetes Pods with Slurm" and "SUNK Pod
+# Scheduler" pages); the value types are checked at admission.
 SUNK_ANNOTATION_PREFIX: Final = f"{SUNK_DOMAIN}/"
 ANNOTATION_ACCOUNT: Final = f"{SUNK_DOMAIN}/account"
 ANNOTATION_COMMENT: Final = f"{SUNK_DOMAIN}/comment"

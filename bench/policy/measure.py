@@ -40,7 +40,8 @@ def params() -> dict[str, Any]:
         "schedulerName": SCHEDULER_NAME,
         "slurmNodeHosts": hosts,
         # values scheduler.podPolicy.defaultUserId: the generated Pods' uid, so a clean Pod
-        # without user-id is not denied as root (seed 002's default, issue 31)
+        # without user-id is not denied as root (the default in SUNK's "Schedule Kubernetes Pods
+        # with Slurm")
         "defaultUserId": 1000,
     }
 

@@ -1,6 +1,7 @@
-"""Restarting slurmctld where it runs as our controller Deployment: what seed 001's
-`kubectl rollout restart deployment <release>-controller` does, then a wait until the new Pod
-is Ready and slurmctld answers. Jobs survive: their state is on the controller's claim."""
+"""Restarting slurmctld where it runs as our controller Deployment: what SUNK's "Slurm Workload
+Manager" page's `kubectl rollout restart deployment <release>-controller` does, then a wait until
+the new Pod is Ready and slurmctld answers. Jobs survive: their state is on the controller's
+claim."""
 
 from __future__ import annotations
 

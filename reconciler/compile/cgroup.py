@@ -1,12 +1,12 @@
 """cgroup.conf, and what slurmd needs to use it, when slurm.conf names a cgroup plugin
-(`proctrack/cgroup`, `task/cgroup`: seed 001's `slurmConfig.slurmCtld.procTrackType` and
-`taskPlugin`, or the same keys in `extraConfig`).
+(`proctrack/cgroup`, `task/cgroup`: the `slurmConfig.slurmCtld.procTrackType` and `taskPlugin` of
+SUNK's "Slurm Workload Manager" page, or the same keys in `extraConfig`).
 
-Slurm reads cgroup.conf beside slurm.conf; without it 24.11's cgroup plugins assume systemd
-made slurmd's cgroup, which a container has not. `IgnoreSystemd=yes` has slurmd make its own
-subtree in the cgroup hierarchy (v1 or v2, `CgroupPlugin=autodetect`), which it can only do
-where that hierarchy is writable: in a privileged container, as SUNK runs slurmd (seed 001:
-proctrack/cgroup "requires special HPC security policy"), and as Slinky's chart does.
+Slurm reads cgroup.conf beside slurm.conf; without it 24.11's cgroup plugins assume systemd made
+slurmd's cgroup, which a container has not. `IgnoreSystemd=yes` has slurmd make its own subtree in
+the cgroup hierarchy (v1 or v2, `CgroupPlugin=autodetect`), which it can only do where that
+hierarchy is writable: in a privileged container, as SUNK runs slurmd (SUNK's "Slurm Workload
+Manager" page: proctrack/cgroup "requires special HPC security policy"), and as Slinky's chart does.
 
 `slurmConfig.cgroupConfig` (ours) is cgroup.conf text: a `Key=Value` line replaces our setting
 of the same key in place, any other line is added, as `extraConfig` does for slurm.conf.
@@ -22,7 +22,7 @@ from reconciler.compile.lines import apply_setting_lines, write_lines
 HEADER = "# Rendered by reconciler from the config repo; edit the repo, not this file."
 CGROUP_CONF = "cgroup.conf"
 _PLUGIN_KEYS = ("proctracktype", "taskplugin")
-# Seed 001 writes `task/cgroups`; Slurm reads a comma list of plugins.
+# SUNK's "Slurm Workload Manager" page writes `task/cgroups`; Slurm reads a comma list of plugins.
 _CGROUP_PLUGIN = re.compile(r"(proctrack|task)/cgroups?")
 
 

@@ -1,6 +1,6 @@
-"""Kubernetes objects for the Slurm control plane, from seed 001's values: the controller
-(slurmctld), slurmrestd, slurmdbd and its MySQL (slurmdbd.py), and the login nodes. Names and
-labels are SUNK's, so seed 001's commands work as written there:
+"""Kubernetes objects for the Slurm control plane, from the values of SUNK's "Slurm Workload
+Manager" page: the controller (slurmctld), slurmrestd, slurmdbd and its MySQL (slurmdbd.py), and the
+login nodes. Names and labels are SUNK's, so that page's commands work as written there:
 
     kubectl logs -l app.kubernetes.io/name=slurmctld -c slurmctld
     kubectl get deployments -l app.kubernetes.io/component=controller
@@ -227,8 +227,8 @@ def _login(release: str, namespace: str, values: Obj, ssh_port: int) -> list[Obj
         sshd_volume(),
     ]
     mounts.append(sshd_mount())
-    # The same shared storage as compute nodes (seed 001: compute.mounts), so users see
-    # their files where their jobs run.
+    # The same shared storage as compute nodes (SUNK's "Slurm Workload Manager" page:
+    # compute.mounts), so users see their files where their jobs run.
     for mount in compute.get("mounts") or []:
         volume = pvc_volume_name(mount["pvc"])
         mounts.append({"name": volume, "mountPath": mount["name"]})

@@ -1,5 +1,6 @@
-"""The directory service (seed 001, `directoryService`): users and groups from LDAP through an
-sssd sidecar, sudo for `sudoGroups`, and SSH keys from LDAP's `sshPublicKey`.
+"""The directory service (SUNK's "Slurm Workload Manager" page, `directoryService`): users and
+groups from LDAP through an sssd sidecar, sudo for `sudoGroups`, and SSH keys from LDAP's
+`sshPublicKey`.
 
 What a Pod gets when an enabled directory is configured:
 - an `sssd` sidecar (the Pod's own image, as SUNK's images carry sssd) that builds /etc/sssd
@@ -10,10 +11,10 @@ What a Pod gets when an enabled directory is configured:
 - /etc/nsswitch.conf with `sss` for passwd and group, and /etc/sudoers.d/sunk-directory;
 - on login Pods, /etc/ssh/sshd_config.d/sunk-directory.conf: keys from sss_ssh_authorizedkeys.
 
-No password is ever in the ConfigMap: the bind password comes from the SSSD snippet in the
-Secret `user.existingSecret` names (seed 001), or, from `user.password`, in the Secret
-`<release>-directory-<name>-authtok` we render (value_secrets.py), copied into /etc/sssd/conf.d
-at start.
+No password is ever in the ConfigMap: the bind password comes from the SSSD snippet in the Secret
+`user.existingSecret` names (SUNK's "Slurm Workload Manager" page), or, from `user.password`, in the
+Secret `<release>-directory-<name>-authtok` we render (value_secrets.py), copied into
+/etc/sssd/conf.d at start.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ SUDOERS_PATH = "/etc/sudoers.d/sunk-directory"
 SSHD_SNIPPET_PATH = "/etc/ssh/sshd_config.d/sunk-directory.conf"
 NSSWITCH_PATH = "/etc/nsswitch.conf"
 AUTHORIZED_KEYS_COMMAND = "/usr/bin/sss_ssh_authorizedkeys"
-DEFAULT_DEBUG_LEVEL = 0x0200  # seed 001's default
+DEFAULT_DEBUG_LEVEL = 0x0200  # the default of SUNK's "Slurm Workload Manager" page
 # The sssd.conf keys whose value a directory entry writes, and that entry's key.
 _USER_KEYS = {"ldap_uri": "ldapUri", "ldap_search_base": "user.searchBase",
               "ldap_default_bind_dn": "user.bindDn", "default_shell": "defaultShell",
@@ -90,7 +91,7 @@ def password_secret_name(release: str, directory: Obj) -> str:
 
 def value_secrets(release: str, namespace: str, values: Obj) -> list[ValueSecret]:
     """The SSSD snippet for each `user.password`: `ldap_default_authtok` in a Secret, the same
-    shape seed 001 asks of an existingSecret."""
+    shape SUNK's "Slurm Workload Manager" page asks of an existingSecret."""
     found = []
     for index, directory in enumerate(_all_directories(values)):
         password = (directory.get("user") or {}).get("password")
@@ -145,7 +146,8 @@ def _domain(index: int, directory: Obj) -> list[str]:
         "ldap_schema": directory.get("schema") or "rfc2307",
         "ldap_search_base": user.get("searchBase", ""),
         "ldap_default_bind_dn": user.get("bindDn", ""),
-        "ldap_user_ssh_public_key": "sshPublicKey",  # seed 001: Google's custom attribute
+        # SUNK's "Slurm Workload Manager" page: Google's custom attribute.
+        "ldap_user_ssh_public_key": "sshPublicKey",
         "default_shell": directory.get("defaultShell") or "/bin/bash",
         "fallback_homedir": directory.get("fallbackHomeDir") or "/home/%u",
         "override_homedir": directory.get("overrideHomeDir", ""),
@@ -170,7 +172,8 @@ def _setting(index: int, key: str, value: str) -> str:
 
 
 def _debug_level(level: Any) -> str:
-    """YAML reads seed 001's `0x0200` as 512: written back as the mask sssd's docs use."""
+    """YAML reads SUNK's "Slurm Workload Manager" page's `0x0200` as 512: written back as the mask
+    sssd's docs use."""
     if isinstance(level, int):
         return level.__format__("#06x") if level > 9 else str(level)
     return str(level).strip()

@@ -1,14 +1,14 @@
 """How Slurm's daemons find slurmd: by the Slurm node's name, which is its Pod's name.
 
-slurm.conf's NodeName lines carry no NodeAddr or NodeHostname, as in SUNK (seed 001 lists the
-nodes as `slurm-rtx4000-0`, and `srun hostname` prints the Pod names), so Slurm resolves the
-node's name. A StatefulSet Pod's name resolves in the cluster's DNS as
-`<pod>.<release>-compute.<namespace>.svc.<cluster domain>` (the headless compute Service,
-which publishes not-ready addresses: a slurmd is reached before its Pod is Ready). Every Pod
-that talks to slurmd gets that Service's domain as a DNS search path: the controller
-(slurmctld), the login Pods (srun, sbatch) and the slurmd Pods (slurmd forwards to slurmd;
-jobs run srun). NodeAddr would freeze an address slurm.conf cannot follow when a Pod moves;
-a name follows the Pod. docs/rendered-pods.md#names says the same for users.
+slurm.conf's NodeName lines carry no NodeAddr or NodeHostname, as in SUNK (SUNK's "Slurm Workload
+Manager" page lists the nodes as `slurm-rtx4000-0`, and `srun hostname` prints the Pod names), so
+Slurm resolves the node's name. A StatefulSet Pod's name resolves in the cluster's DNS as
+`<pod>.<release>-compute.<namespace>.svc.<cluster domain>` (the headless compute Service, which
+publishes not-ready addresses: a slurmd is reached before its Pod is Ready). Every Pod that talks to
+slurmd gets that Service's domain as a DNS search path: the controller (slurmctld), the login Pods
+(srun, sbatch) and the slurmd Pods (slurmd forwards to slurmd; jobs run srun). NodeAddr would freeze
+an address slurm.conf cannot follow when a Pod moves; a name follows the Pod.
+docs/rendered-pods.md#names says the same for users.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Prolog and epilog scripts (slurmConfig.slurmd): which ConfigMap slurmd mounts for each kind.
 
 A kind's scripts come from one place: inline (`prolog`, rendered into our ConfigMap
-`<release>-prolog`) or a ConfigMap the user deploys (`prologConfigMap`, seed 001's way, also
-spelled `prologConfigmap`). Both set is refused, not settled by dropping one; so is a user's
-ConfigMap named as one we render, which apply would overwrite or prune.
+`<release>-prolog`) or a ConfigMap the user deploys (`prologConfigMap`, the way of SUNK's "Slurm
+Workload Manager" page, also spelled `prologConfigmap`). Both set is refused, not settled by
+dropping one; so is a user's ConfigMap named as one we render, which apply would overwrite or prune.
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ def script_config_map(slurmd: dict[str, Any], kind: str, release: str) -> str | 
 
 
 def _named_config_map(slurmd: dict[str, Any], kind: str) -> tuple[str, str] | None:
-    """(key, name) of the user's ConfigMap for `kind`, as seed 001 spells the key."""
+    """(key, name) of the user's ConfigMap for `kind`, as SUNK's "Slurm Workload Manager" page
+    spells the key."""
     spellings = (f"{kind}ConfigMap", *(("prologConfigmap",) if kind == "prolog" else ()))
     return next(((key, str(slurmd[key])) for key in spellings if slurmd.get(key)), None)

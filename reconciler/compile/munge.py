@@ -1,5 +1,6 @@
-"""The munge sidecar every Slurm Pod carries (seed 001's 4/4 containers): munged with the key
-from the generated Secret, its socket on a volume the Slurm container shares.
+"""The munge sidecar every Slurm Pod carries (4/4 containers in SUNK's "Slurm Workload Manager"
+page): munged with the key from the generated Secret, its socket on a volume the Slurm container
+shares.
 
 munged refuses a key that is a symlink (every file of a Secret volume is one), readable by
 its group, or not its own user's, and a key or socket directory writable by others (an

@@ -3,10 +3,10 @@ consumable resource (SelectTypeParameters) and what a job asks for when it names
 (DefMemPerCPU, per allocated CPU), against what a node has (RealMemory).
 
 Read from the rendered slurm.conf, so an extraConfig line that replaces our setting is what is
-judged; the warning names the key that wrote it. Seed 002 ("Oversubscription"): "configure
-memory as a consumable resource by setting SelectTypeParameters to CR_CPU_Memory,
-CR_Core_Memory, or CR_Socket_Memory. Setting SelectTypeParameters to CR_CPU, CR_Core, or
-CR_Socket is discouraged because these values allow memory oversubscription."
+judged; the warning names the key that wrote it. SUNK's "Schedule Kubernetes Pods with Slurm",
+"Oversubscription": "configure memory as a consumable resource by setting SelectTypeParameters to
+CR_CPU_Memory, CR_Core_Memory, or CR_Socket_Memory. Setting SelectTypeParameters to CR_CPU, CR_Core,
+or CR_Socket is discouraged because these values allow memory oversubscription."
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from typing import Any
 from reconciler.compile.slurm_nodes import SlurmNodeSpec
 from reconciler.config.schema import Warning_
 
-# Seed 002's discouraged values, each with the value it recommends instead.
+# The values SUNK's "Schedule Kubernetes Pods with Slurm" discourages, each with the value it
+# recommends instead.
 _WITH_MEMORY = {"CR_CPU": "CR_CPU_Memory", "CR_CORE": "CR_Core_Memory",
                 "CR_SOCKET": "CR_Socket_Memory"}  # fmt: skip
 _VALUES_KEYS = {"SelectTypeParameters": "selectTypeParameters", "DefMemPerCPU": "defMemPerCPU"}
@@ -42,7 +43,8 @@ def _select_warnings(values: dict[str, Any], slurm_conf: str) -> list[Warning_]:
     fixed = ",".join(_WITH_MEMORY.get(option.upper(), option) for option in options)
     return [Warning_(key, f"SelectTypeParameters={value} does not make memory a consumable "
                      "resource, so Slurm oversubscribes a node's memory and jobs (and Pods our "
-                     f"scheduler places) can run it out of memory (seed 002 discourages it); "
+                     "scheduler places) can run it out of memory (SUNK's 'Schedule Kubernetes "
+                     "Pods with Slurm' discourages it); "
                      f"set {fixed}")]  # fmt: skip
 
 

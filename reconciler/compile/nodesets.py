@@ -1,4 +1,5 @@
-"""Compose node definitions from layers (seed 001, "Compute Node Definitions"), pure.
+"""Compose node definitions from layers (SUNK's "Slurm Workload Manager" page,
+"Compute Node Definitions"), pure.
 
 A definition that lists `definitions:` starts from the `base` layer, then each named layer in
 order (a layer that itself lists `definitions:` contributes those first, then its own keys),

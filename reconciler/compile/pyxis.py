@@ -1,12 +1,12 @@
 """`compute.pyxis` -> pyxis's plugstack.conf, enroot's enroot.conf, and what the slurmd
 container needs to run them (pure).
 
-Seed 001 ("Running Slurm Jobs in Containers"): pyxis is a SPANK plugin that srun, sbatch and
-slurmd load from plugstack.conf, which Slurm reads beside slurm.conf (so it goes in the
-`<release>-slurm-conf` ConfigMap); pyxis runs enroot, which reads /etc/enroot/enroot.conf.
-Enabling pyxis also adds SYS_NICE and SYS_ADMIN to the slurmd container, beside what the values
-add, and mounts a Secret holding enroot's registry `.credentials` when values name one: only its
-name is ever rendered.
+SUNK's "Slurm Workload Manager" page, "Running Slurm Jobs in Containers": pyxis is a SPANK plugin
+that srun, sbatch and slurmd load from plugstack.conf, which Slurm reads beside slurm.conf (so it
+goes in the `<release>-slurm-conf` ConfigMap); pyxis runs enroot, which reads
+/etc/enroot/enroot.conf. Enabling pyxis also adds SYS_NICE and SYS_ADMIN to the slurmd container,
+beside what the values add, and mounts a Secret holding enroot's registry `.credentials` when values
+name one: only its name is ever rendered.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ ENROOT_CACHE_DIR = "/var/lib/enroot/cache"  # image layers, shared by a group
 ENROOT_DATA_DIR = "/var/lib/enroot/data"  # the filesystems of running containers
 ENROOT_CONFIG_DIR = "/var/lib/enroot/config"  # $ENROOT_CONFIG_PATH: .credentials
 CREDENTIALS_KEY = ".credentials"  # the Secret's key, and the file enroot reads
-PYXIS_CAPABILITIES = ("SYS_NICE", "SYS_ADMIN")  # seed 001, "Enabling Pyxis"
+PYXIS_CAPABILITIES = ("SYS_NICE", "SYS_ADMIN")  # SUNK's "Slurm Workload Manager", "Enabling Pyxis"
 # spank reads a plugstack.conf line with fgets into 4,096 bytes: its text and line feed fit.
 PLUGSTACK_LINE_BYTES = 4094
 

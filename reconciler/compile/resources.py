@@ -20,7 +20,7 @@ def _sized(cpu: str, memory: str, memory_limit: str) -> Obj:
     return {"limits": {"memory": memory_limit}, "requests": {"cpu": cpu, "memory": memory}}
 
 
-# Seed 001's defaults (requests = limits) for the two it gives.
+# The defaults of SUNK's "Slurm Workload Manager" page (requests = limits) for the two it gives.
 CONTROLLER = {"limits": {"cpu": "4", "memory": "16Gi"}, "requests": {"cpu": "4", "memory": "16Gi"}}
 LOGIN = {"limits": {"cpu": "4", "memory": "8Gi"}, "requests": {"cpu": "4", "memory": "8Gi"}}
 # `<section>.resources` of the control plane's main containers.

@@ -10,8 +10,9 @@ container's command (slurmd). Each script in values becomes one service there:
                                      runs it and runs it again whenever it exits)
   s6-rc.d/<name>/dependencies.d/base empty: started after the image's base bundle
   s6-rc.d/<name>/dependencies.d/<o>  longrun: empty, one per oneshot <o> of compute.s6, so it
-                                     starts once they are done (seed 001's nginx runs after
-                                     the oneshot that installs it)
+                                     starts once they are done (the nginx of SUNK's "Slurm
+                                     Workload Manager" page runs after the oneshot that
+                                     installs it)
   s6-rc.d/user/contents.d/<name>     empty: the service is in the user bundle
   scripts/<name>                     oneshot: the script `up` names, executable
 

@@ -143,8 +143,9 @@ def _suggest(name: str) -> str:
 
 
 def _resource(definition: dict[str, Any], key: str) -> tuple[Any, str] | None:
-    """Slurm sizes a node from the slurmd container's limit, else its request (seed 002:
-    "lower the requests ... keep the limits high so slurm jobs can still use the full node")."""
+    """Slurm sizes a node from the slurmd container's limit, else its request (SUNK's "Schedule
+    Kubernetes Pods with Slurm": "lower the requests ... keep the limits high so slurm jobs can
+    still use the full node")."""
     resources = definition.get("resources") or {}
     for side in ("limits", "requests"):
         value = (resources.get(side) or {}).get(key)
@@ -194,9 +195,10 @@ def _memory_mb(nodeset: NodeSet, definition: dict[str, Any]) -> int:
 def _mem_spec_limit(
     nodeset: NodeSet, definition: dict[str, Any], real_memory_mb: int
 ) -> int | None:
-    """`memSpecLimit` (MiB, Slurm's unit): memory Slurm keeps from jobs for slurmd and the
-    system (seed 002: "MemSpecLimit can be used in the slurm NodeSet configuration to reserve
-    memory for slurmd and other system Pods"). It must leave the jobs some of RealMemory."""
+    """`memSpecLimit` (MiB, Slurm's unit): memory Slurm keeps from jobs for slurmd and the system
+    (SUNK's "Schedule Kubernetes Pods with Slurm": "MemSpecLimit can be used in the slurm NodeSet
+    configuration to reserve memory for slurmd and other system Pods"). It must leave the jobs some
+    of RealMemory."""
     limit = definition.get("memSpecLimit")
     if limit is None:
         return None
@@ -236,7 +238,8 @@ def _gres(nodeset: NodeSet, value: Any) -> Gres | None:
         raise CompileError(
             f"node definition {nodeset.name!r}: gresGpu {value!r} is not TYPE:COUNT",
             where=nodeset.where,
-            hint="write it as in seed 001, e.g. gresGpu: h100:8 (or just a count: 8)",
+            hint="write it as SUNK's 'Slurm Workload Manager' page does, e.g. gresGpu: h100:8 "
+            "(or just a count: 8)",
         )
     return Gres(gres_type, int(count))
 

@@ -1,6 +1,6 @@
-"""Slurm accounting's part of the control plane: where slurmdbd and its database are (rendered
-here, or outside the cluster), slurmdbd.conf, and the slurmdbd Deployment and MySQL
-StatefulSet (`slurm-accounting`, `slurm-mysql-0` in seed 001's listing)."""
+"""Slurm accounting's part of the control plane: where slurmdbd and its database are (rendered here,
+or outside the cluster), slurmdbd.conf, and the slurmdbd Deployment and MySQL StatefulSet
+(`slurm-accounting`, `slurm-mysql-0` in the listing of SUNK's "Slurm Workload Manager" page)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""sshd in a Pod: the login Pod's program, and beside slurmd when `compute.ssh.enabled` (seed
-001: "SSH to compute nodes as well as login node"). One way to start it, for both:
+"""sshd in a Pod: the login Pod's program, and beside slurmd when `compute.ssh.enabled` (SUNK's
+"Slurm Workload Manager" page: "SSH to compute nodes as well as login node"). One way to start it,
+for both:
 
 - `/run/sshd`, sshd's privilege separation directory, is an emptyDir; sshd refuses one that
   others may write (an emptyDir is 0777), so the start makes it 0755 first.

@@ -1,5 +1,5 @@
-"""The containers a user adds to our Pods (seed 004: "add sidecar containers to Slurm login and
-compute nodes"): a node definition's `containers`/`initContainers` and `login.containers`/
+"""The containers a user adds to our Pods (SUNK's "About SUNK": "add sidecar containers to Slurm
+login and compute nodes"): a node definition's `containers`/`initContainers` and `login.containers`/
 `login.initContainers`, handed to Kubernetes as written, beside the ones we render.
 
 One rule for both kinds of Pod: Kubernetes refuses a Pod whose containers and init containers

@@ -12,7 +12,8 @@ from reconciler.compile.profile import Profile
 from reconciler.compile.secrets import jwt_secret_name
 
 JWT_DIR = "/etc/slurm-jwt"
-SLURM_UID = 64030  # seed 001: controller.securityContext.runAsUser/runAsGroup
+# SUNK's "Slurm Workload Manager" page: controller.securityContext.runAsUser/runAsGroup.
+SLURM_UID = 64030
 Obj = dict[str, Any]
 
 
@@ -54,7 +55,8 @@ def pod_spec(
 
 
 def region_selector(values: Obj) -> dict[str, str]:
-    """Seed 001: nodeSelector.region places the control plane (not compute) in a region."""
+    """SUNK's "Slurm Workload Manager" page: nodeSelector.region places the control plane (not
+    compute) in a region."""
     region = (values.get("nodeSelector") or {}).get("region")
     return {wk.NODE_LABEL_REGION: str(region)} if region else {}
 

@@ -1,5 +1,6 @@
-"""The control-plane keys of a SUNK values file (seed 001: controller.*, login.*, plus the
-accounting, rest and mysql sections), and the report of keys we accept but do not act on.
+"""The control-plane keys of a SUNK values file (SUNK's "Slurm Workload Manager" page: controller.*,
+login.*, plus the accounting, rest and mysql sections), and the report of keys we accept but do not
+act on.
 
 Every key a user writes is either used or named in a warning: the tables here list what the
 compiler reads; `unused_key_warnings` walks the file and reports the rest.
@@ -71,7 +72,7 @@ CONTROL_PLANE_VALUES: dict[str, str] = {
     "login.service.exposePublicIP": "boolean",
     "login.service.annotations": "mapping",
     "login.authorizedKeysSecret": "string",
-    # Sidecars on the login Pods (seed 004), as a node definition takes them.
+    # Sidecars on the login Pods (SUNK's "About SUNK"), as a node definition takes them.
     "login.containers": "list of mappings",
     "login.initContainers": "list of mappings",
 }
@@ -87,7 +88,8 @@ PASSED_WHOLE = (
     "login.service.annotations", "directoryService.directories",
 )  # fmt: skip
 
-# Keys of seed 001's table that this project accepts but does not act on, and why.
+# Keys of the values table of SUNK's "Slurm Workload Manager" page that this project accepts but
+# does not act on, and why.
 NOT_ACTED_ON: dict[str, str] = {
     "network": "CoreWeave VPC networking has no equivalent on a generic Kubernetes cluster",
     "login.service.exposePublicIP": "a public IP is a CoreWeave load-balancer feature; set the "
@@ -113,7 +115,7 @@ def check_control_plane(doc: YamlFile) -> None:
             f"controller.replicas must be 0 or 1, got {replicas!r}",
             where=doc.location(("controller", "replicas")),
             hint="one slurmctld owns the state directory; Kubernetes restarts it when it "
-            "fails, so a backup controller is not needed (seed 004)",
+            "fails, so a backup controller is not needed (SUNK's 'About SUNK')",
         )
 
 

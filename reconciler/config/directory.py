@@ -1,6 +1,6 @@
-"""The `directoryService` keys of a SUNK values file (seed 001, "Directory Service" and
-"Google Secure LDAP"): which keys a directory entry has, their types, and the value checks
-whose wrong value would only fail inside the sssd sidecar, at login time.
+"""The `directoryService` keys of a SUNK values file (SUNK's "Slurm Workload Manager" page,
+"Directory Service" and "Google Secure LDAP"): which keys a directory entry has, their types, and
+the value checks whose wrong value would only fail inside the sssd sidecar, at login time.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ DIRECTORY_VALUES: dict[str, str] = {
 DIRECTORY_ENTRY: dict[str, str] = {
     "name": "string",
     "enabled": "boolean",
-    "debugLevel": "string or integer",  # YAML reads seed 001's 0x0200 as the integer 512
+    # YAML reads the 0x0200 of SUNK's "Slurm Workload Manager" page as the integer 512.
+    "debugLevel": "string or integer",
     "ldapUri": "string",
     "user": "mapping",
     "user.bindDn": "string",
@@ -112,7 +113,8 @@ def unknown_directory_keys(data: Any) -> Iterator[tuple[KeyPath, str]]:
 
 
 def sudo_group_list(value: Any) -> list[str]:
-    """Seed 001 writes sudoGroups as a list, with `""` as its default: both mean the same."""
+    """SUNK's "Slurm Workload Manager" page writes sudoGroups as a list, with `""` as its default:
+    both mean the same."""
     if isinstance(value, str):
         return [g.strip() for g in value.split(",") if g.strip()]
     return [str(g) for g in value or []]

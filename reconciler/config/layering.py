@@ -1,4 +1,5 @@
-"""SUNK's "deep update" of node-definition layers (seed 001, "Layering"), as a pure function.
+"""SUNK's "deep update" of node-definition layers (SUNK's "Slurm Workload Manager" page,
+"Layering"), as a pure function.
 
 `deep_update(dest, src)` returns a new value; neither argument is changed. The rules:
 

@@ -1,5 +1,5 @@
-"""`slurmConfig.luaPlugins` (ours; seed 004: "Infrastructure engineers can use Lua scripts to
-customize job submission and execution"): the text of Slurm's Lua scripts, written in the
+"""`slurmConfig.luaPlugins` (ours; SUNK's "About SUNK": "Infrastructure engineers can use Lua
+scripts to customize job submission and execution"): the text of Slurm's Lua scripts, written in the
 repo, checked in the file that writes them.
 
     slurmConfig:

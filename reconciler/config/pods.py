@@ -1,6 +1,6 @@
-"""Our values keys for the Pods we render beyond seed 001's (ours): which registry and tag our
-images come from, the sidecars' resources, and the cluster's DNS domain. Checked in the file
-that writes them, so a wrong value names its file, line and key.
+"""Our values keys for the Pods we render beyond those of SUNK's "Slurm Workload Manager" page
+(ours): which registry and tag our images come from, the sidecars' resources, and the cluster's DNS
+domain. Checked in the file that writes them, so a wrong value names its file, line and key.
 
     image: {registry: registry.example.com/hpc, tag: 24.11.5}
     sidecars: {munge: {resources: {...}}, sssd: {...}, reconfigure: {...}}

@@ -110,12 +110,12 @@ def excluded_by_placed_rules(
     node_labels: Mapping[str, Mapping[str, str]],
     candidates: Iterable[str],
 ) -> set[str]:
-    """The candidates the Pod must not go to because of the required anti-affinity of Pods
-    already bound (kube-scheduler's symmetric check): a bound Pod whose term selects this Pod
-    keeps it out of the bound Pod's domain. `placed` are bound Pods (dicts, spec.nodeName
-    set), typically the ones this scheduler placed: on Slurm nodes other Pods are not
-    supported (seed 003). As kube-scheduler, a bound Pod one of whose anti-affinity
-    selectors is invalid has no anti-affinity terms at all."""
+    """The candidates the Pod must not go to because of the required anti-affinity of Pods already
+    bound (kube-scheduler's symmetric check): a bound Pod whose term selects this Pod keeps it out
+    of the bound Pod's domain. `placed` are bound Pods (dicts, spec.nodeName set), typically the
+    ones this scheduler placed: on Slurm nodes other Pods are not supported (SUNK's "SUNK Pod
+    Scheduler" page). As kube-scheduler, a bound Pod one of whose anti-affinity selectors is invalid
+    has no anti-affinity terms at all."""
     pool = list(dict.fromkeys(candidates))
     topology = _Topology(node_labels)
     namespace, labels = pod_namespace(pod), pod_labels(pod)

@@ -3,10 +3,10 @@ Kubernetes v1.20.2 and the current upstream: the TaintToleration filter (untoler
 and NoExecute taints: FindMatchingUntoleratedTaint with that effect filter) and the
 NodeUnschedulable filter (spec.unschedulable, tolerated like the taint below).
 
-A Slurm node whose Kubernetes Node carries a NoSchedule or NoExecute taint the Pod does not
-tolerate is excluded from the Pod's job, so the kubelet never rejects a bound Pod (SUNK does
-not evaluate taints: seed 003, "Known limitations"). PreferNoSchedule is a preference, not a
-rule, and is ignored, as a bound Pod may run there. A cordoned Node counts as tainted with
+A Slurm node whose Kubernetes Node carries a NoSchedule or NoExecute taint the Pod does not tolerate
+is excluded from the Pod's job, so the kubelet never rejects a bound Pod (SUNK does not evaluate
+taints: SUNK's "SUNK Pod Scheduler" page, "Known limitations"). PreferNoSchedule is a preference,
+not a rule, and is ignored, as a bound Pod may run there. A cordoned Node counts as tainted with
 node.kubernetes.io/unschedulable:NoSchedule, as the default scheduler treats it.
 """
 

@@ -2,15 +2,15 @@
 a private config and database under the stack's runtime directory, seeded with a few users,
 groups and SSH keys, and the values and Secret that point the stack's Pods at it.
 
-The users: alice (groups researchers and slurm-admins, the sudo group) and bob (researchers).
-Each has an ed25519 key pair in `<runtime>/directory/keys/`; the public half is the user's
-`sshPublicKey` in LDAP, as seed 001's Google Secure LDAP setup has it. sssd binds as
-cn=sssd with a generated password: the SSSD snippet that carries it is a file for
-`kubectl create secret`, never a value.
+The users: alice (groups researchers and slurm-admins, the sudo group) and bob (researchers). Each
+has an ed25519 key pair in `<runtime>/directory/keys/`; the public half is the user's `sshPublicKey`
+in LDAP, as SUNK's "Slurm Workload Manager" page's Google Secure LDAP setup has it. sssd binds as
+cn=sssd with a generated password: the SSSD snippet that carries it is a file for `kubectl create
+secret`, never a value.
 
-slapd speaks LDAPS only, with a certificate from a CA made for this stack, so the Pods reach
-it as seed 001's Google example does: `ldaps://` plus `ldapsCert`, a TLS Secret (a client
-certificate and key, and the CA as `ca.crt`).
+slapd speaks LDAPS only, with a certificate from a CA made for this stack, so the Pods reach it as
+SUNK's "Slurm Workload Manager" page's Google example does: `ldaps://` plus `ldapsCert`, a TLS
+Secret (a client certificate and key, and the CA as `ca.crt`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ SCHEMAS = Path("/etc/ldap/schema")
 BASE_DN = "dc=sunk,dc=test"
 BIND_DN = f"cn=sssd,{BASE_DN}"
 SECRET_NAME = "slurm-ldap-password"  # the Secret directoryService...user.existingSecret names
-SECRET_KEY = "ldap-password.conf"  # seed 001: the key must end in .conf
+SECRET_KEY = "ldap-password.conf"  # SUNK's "Slurm Workload Manager" page: the key ends in .conf
 TLS_SECRET_NAME = "slurm-ldap-tls"  # the Secret directoryService...ldapsCert names
 SUDO_GROUP = "slurm-admins"
 DAEMON = "slapd"
@@ -42,7 +42,7 @@ USERS = (("alice", 10001, ["researchers", SUDO_GROUP]), ("bob", 10002, ["researc
 GROUPS = {"researchers": 10001, SUDO_GROUP: 10010}
 
 # The OpenSSH LPK attribute (sshPublicKey), which Debian's slapd does not ship: Google's
-# custom attribute of the same name is what seed 001 reads.
+# custom attribute of the same name is what SUNK's "Slurm Workload Manager" page reads.
 LPK_SCHEMA = """attributetype ( 1.3.6.1.4.1.24552.500.1.1.1.13 NAME 'sshPublicKey'
   DESC 'OpenSSH public key' EQUALITY octetStringMatch
   SYNTAX 1.3.6.1.4.1.1466.115.121.1.40 )
@@ -189,7 +189,8 @@ def seed_ldif(bind_password: str, public_keys: dict[str, str]) -> str:
 
 def directory_values(record: DirectoryRecord) -> str:
     """The values a user adds to the repo (values.d/) to use this directory."""
-    return f"""# From `reconciler local up --directory`: the stack's LDAP server (seed 001's keys).
+    return f"""# From `reconciler local up --directory`: the stack's LDAP server.
+# The keys are those of SUNK's "Slurm Workload Manager" page.
 directoryService:
   sudoGroups: [{SUDO_GROUP}]
   directories:

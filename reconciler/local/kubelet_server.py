@@ -1,6 +1,6 @@
 """The kubelet endpoint `kubectl logs` needs, for the local Nodes: the API server proxies
 GET /containerLogs/{namespace}/{pod}/{container} to the Node's kubelet port, and this answers
-with what that container's daemon wrote since it started. So seed 001's
+with what that container's daemon wrote since it started. So SUNK's "Slurm Workload Manager" page's
 
     kubectl logs -f -l app.kubernetes.io/name=slurmctld -c slurmctld
 

@@ -408,8 +408,8 @@ build_slurm() {
   step "make install slurm into $SLURM_PREFIX" install_slurm
 }
 
-# The user the scheduler's tests and examples run Pods' jobs as (seed 002's "user-id: 1001",
-# "a dedicated user in your Slurm environment for Kubernetes Pods").
+# The user the scheduler's tests and examples run Pods' jobs as (SUNK's "Schedule Kubernetes Pods
+# with Slurm": "user-id: 1001", "a dedicated user in your Slurm environment for Kubernetes Pods").
 POD_USER=sunk-pods
 POD_UID=1001
 

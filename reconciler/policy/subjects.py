@@ -20,9 +20,11 @@ from reconciler.errors import Location
 from reconciler.policy.engine import CompiledPolicy, Finding, evaluate
 
 # The highest sunk.coreweave.com/priority a Pod may set without values
-# scheduler.podPolicy.maxPriority (pod-priority-at-most-max): seed 002's example is 100.
+# scheduler.podPolicy.maxPriority (pod-priority-at-most-max): the example of
+# SUNK's "Schedule Kubernetes Pods with Slurm" is 100.
 DEFAULT_MAX_PRIORITY: Final = 1000
-# Seed 002: "The Slurm job will default to using the root user (uid=0, gid=0)".
+# SUNK's "Schedule Kubernetes Pods with Slurm": "The Slurm job will default to using the root user
+# (uid=0, gid=0)".
 ROOT_UID: Final = 0
 
 

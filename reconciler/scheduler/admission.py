@@ -1,9 +1,9 @@
 """Admission: is this Pod schedulable through Slurm, and what does it ask Slurm for?
 
-A pure function of the Pod and the scheduler's settings. Every problem names the field to change
-and how; a refused Pod gets them all at once (one Event), not one per retry. The rules are the
-SUNK requirements of seeds 002/003: non-zero CPU and memory requests, a grace period below
-kill-wait minus 5 s, typed annotations.
+A pure function of the Pod and the scheduler's settings. Every problem names the field to change and
+how; a refused Pod gets them all at once (one Event), not one per retry. The rules are the
+requirements of SUNK's "Schedule Kubernetes Pods with Slurm" and "SUNK Pod Scheduler" pages:
+non-zero CPU and memory requests, a grace period below kill-wait minus 5 s, typed annotations.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def admit(
 ) -> PodRequest | Rejection:
     """The Pod's request to Slurm, or every reason it cannot have one. A Pod without user-id
     runs as `default_user_id` (values scheduler.podPolicy.defaultUserId), or as the operator's
-    user (root in SUNK, seed 002) when that is None."""
+    user (root, as SUNK's "Schedule Kubernetes Pods with Slurm" says) when that is None."""
     problems: list[Problem] = []
     spec = pod.get("spec") or {}
     annotations = (pod.get("metadata") or {}).get("annotations") or {}

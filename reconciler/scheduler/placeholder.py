@@ -212,7 +212,9 @@ def describe_job(spec: JobSpec) -> str:
         if value:
             parts.append(f"{label} {value}")
     if spec.gres and not spec.shared:
-        # Seed 000 gave a GPU Pod the whole node by default; seeds 002/003 (newer) do not.
+        # SUNK's older "Schedule Kubernetes Pods with Slurm" text (in "Run Workloads") gave a GPU
+        # Pod the whole node by default; SUNK's newer "Schedule Kubernetes Pods with Slurm" and
+        # "SUNK Pod Scheduler" pages do not.
         parts.append(f"sharing: the partition's default (set {wk.ANNOTATION_EXCLUSIVE}: none "
                      "for the whole node)")
     return ", ".join(parts)

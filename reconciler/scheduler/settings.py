@@ -14,7 +14,8 @@ from reconciler.scheduler.gang_decide import FAILURE_POLICIES, FailurePolicy
 
 DEFAULT_POLL_SECONDS = 5.0
 DEFAULT_WORKERS = 16  # they wait on HTTP calls: in the benchmark 8 waited 90% of the time
-DEFAULT_HOOKS_PORT = 8000  # SUNK's --hooks-api-bind-address=:8000 (seed 002)
+# --hooks-api-bind-address=:8000, as in SUNK's "Schedule Kubernetes Pods with Slurm".
+DEFAULT_HOOKS_PORT = 8000
 # A job runs on a Slurm node whose slurmd Pod we do not see on a Node yet: look again after.
 UNRESOLVED_NODE_RECHECK_SECONDS = 2.0
 
@@ -39,7 +40,8 @@ class SchedulerSettings:
     # slurmConfig.slurmd.suspendTime is set: slurmd Pods name this scheduler (power_effects.py).
     power_saving: bool = False
     # The uid of a Pod without sunk.coreweave.com/user-id (values
-    # scheduler.podPolicy.defaultUserId); None: the operator's user, root in SUNK (seed 002).
+    # scheduler.podPolicy.defaultUserId); None: the operator's user, root
+    # as SUNK's "Schedule Kubernetes Pods with Slurm" says.
     default_user_id: int | None = None
 
     @property

@@ -48,7 +48,7 @@ SLURM_URL = "http://slurm-rest.slurm.svc.cluster.local:6820"
 TEST_LAYER = """\
 compute:
   ssh:
-    enabled: true  # seed 001: SSH to compute nodes (sshd beside slurmd)
+    enabled: true  # SUNK's "Slurm Workload Manager": SSH to compute nodes
   nodes:
     cpu:
       replicas: 2
@@ -254,9 +254,10 @@ def test_ssh_into_the_login_pod_runs_sinfo(cluster: Cluster) -> None:
 
 
 def test_ssh_into_a_compute_pod_refuses_root(cluster: Cluster) -> None:
-    """compute.ssh.enabled (seed 001): sshd runs beside slurmd in the slurmd container, with
-    host keys made at the Pod's start, and admits only whom Slurm would: never root, whose
-    key opens the login Pod (tests/integration/test_sshd_run_dir.py tries the others)."""
+    """compute.ssh.enabled (SUNK's "Slurm Workload Manager" page): sshd runs beside slurmd in the
+    slurmd container, with host keys made at the Pod's start, and admits only whom Slurm would:
+    never root, whose key opens the login Pod (tests/integration/test_sshd_run_dir.py tries the
+    others)."""
     address = cluster.pod("slurm-cpu-0")["status"]["podIP"]
     done = _ssh(cluster, address, "true")
     assert done.returncode == 255 and "Permission denied" in done.stderr, done.stderr
@@ -268,8 +269,8 @@ def _job_state(cluster: Cluster, job: str) -> str:
 
 
 def test_a_running_job_outlives_seed_001s_controller_restart(cluster: Cluster) -> None:
-    """Seed 001, "Restarting the Controller": `kubectl rollout restart` of the controller's
-    Deployment "will not cancel active jobs"."""
+    """SUNK's "Slurm Workload Manager" page, "Restarting the Controller": `kubectl rollout restart`
+    of the controller's Deployment "will not cancel active jobs"."""
     job = cluster.slurm("sbatch", "--parsable", "--no-requeue", "-p", "all", "-N1",
                         "-o", "/mnt/data/restart-%j.out", "--wrap", "sleep 30; hostname",
                         pod="slurm-login-0", container="sshd").strip()  # fmt: skip
@@ -331,11 +332,12 @@ def test_replicas_2_3_2_adds_a_node_and_drains_it_before_removing_it(cluster: Cl
     assert "slurm-cpu-2" not in states and states["slurm-cpu-0"] == "idle", states
 
 
-# Seed 002's two example Pods, for this machine, without `user-id: 1001`: that user must exist in
-# the controller's and slurmd's containers, which only a directory gives them (slurmctld holds
-# such a job: "slurm_cred_create failure"), so both run as root. "A Kubernetes job" asks for a
-# whole H100 node; here it takes half a CPU (a Node has 2, its slurmd Pod asks for 1) and no
-# GPU. "A single GPU Pod" keeps its one GPU and exclusive=user, on the fixture's RTX 4000 nodes.
+# The two example Pods of SUNK's "Schedule Kubernetes Pods with Slurm", for this machine, without
+# `user-id: 1001`: that user must exist in the controller's and slurmd's containers, which only a
+# directory gives them (slurmctld holds such a job: "slurm_cred_create failure"), so both run as
+# root. "A Kubernetes job" asks for a whole H100 node; here it takes half a CPU (a Node has 2, its
+# slurmd Pod asks for 1) and no GPU. "A single GPU Pod" keeps its one GPU and exclusive=user, on the
+# fixture's RTX 4000 nodes.
 def _seed_pod(name: str, comment: str, exclusive: str, resources: dict[str, Any],
               affinity: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
     return {
@@ -387,7 +389,7 @@ def test_reconciler_run_schedules_seed_002s_pods_onto_the_nodes_slurm_chose(
     try:
         for pod in SEED_PODS:
             cluster.kubectl("apply", "-f", "-", input=json.dumps(pod))
-        wait_for(lambda: _running(cluster, names), 180, "the seed Pods running")
+        wait_for(lambda: _running(cluster, names), 180, "the example Pods running")
         # One job per Pod: its nodes, its GRES per node, its comment.
         jobs = [line.split("|") for line in
                 cluster.slurm("squeue", "-h", "-o", "%N|%b|%k").splitlines()]  # fmt: skip

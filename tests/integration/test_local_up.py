@@ -128,8 +128,9 @@ def kubectl(runtime: Path, *args: str, timeout: float = 60) -> str:
     return done.stdout
 
 
-# Seed 001's `kubectl get pods`: the control plane as Deployments and StatefulSets beside the
-# compute StatefulSets (a Deployment's Pod is <name>-<ReplicaSet hash>-<suffix>).
+# The `kubectl get pods` of SUNK's "Slurm Workload Manager" page: the control plane as Deployments
+# and StatefulSets beside the compute StatefulSets (a Deployment's Pod is <name>-<ReplicaSet
+# hash>-<suffix>).
 SEED_PODS = [
     r"slurm-accounting-[a-z0-9]+-[a-z0-9]{5}", r"slurm-controller-[a-z0-9]+-[a-z0-9]{5}",
     "slurm-cpu-0", "slurm-gpu-small-0", "slurm-gpu-small-1", "slurm-login-0", "slurm-mysql-0",
@@ -147,7 +148,8 @@ def test_kubectl_shows_the_whole_cluster_as_seed_001_lists_it(
         assert re.fullmatch(pattern, name), name
         done, total = ready.split("/")
         assert status == "Running" and done == total, (name, ready, status)
-    # Seed 001, "Restarting the Controller" and "Logging", as written there.
+    # SUNK's "Slurm Workload Manager" page, "Restarting the Controller" and "Logging", as written
+    # there.
     deployments = kubectl(runtime, "get", "deployments", "-l",
                           "app.kubernetes.io/component=controller", "-o", "name")  # fmt: skip
     assert deployments.split() == ["deployment.apps/slurm-controller"]
@@ -209,7 +211,8 @@ def test_a_rollout_restart_of_the_controller_keeps_a_running_job(
     before = slurm.supervisor.running("slurmctld")
     assert before is not None
     started = time.monotonic()
-    # Seed 001: kubectl rollout restart deployment <controller deployment name>
+    # SUNK's "Slurm Workload Manager" page: kubectl rollout restart deployment <controller
+    # deployment name>
     kubectl(runtime, "rollout", "restart", "deployment", "slurm-controller")
     kubectl(runtime, "rollout", "status", "deployment", "slurm-controller", "--timeout=60s")
     wait_for(slurm.controller_up, 30, "slurmctld to answer again")

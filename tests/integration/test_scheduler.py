@@ -1,6 +1,6 @@
 """The Pod scheduler end to end on the real local stack: kube-apiserver, slurmctld, slurmd,
 slurmrestd, and the node agent playing kubelet, from fixtures/config-repo plus one H100 node
-(the seed Pods ask for H100s).
+(the example Pods of SUNK's "Schedule Kubernetes Pods with Slurm" ask for H100s).
 
 The scheduler runs in this process (as `reconciler run` will run it); the kill -9 test runs it
 as `reconciler schedule` subprocesses under another scheduler name, so the two never compete.
@@ -53,7 +53,7 @@ NAMESPACE = "slurm"
 ON_SLURM_2205 = slurm_install().release == "22.05"
 SCHEDULER = "slurm-slurm-slurm-scheduler"
 H100_NODE = "slurm-h100-training-0"
-# One H100 node, labelled as the seed Pods' node affinity expects.
+# One H100 node, labelled as the example Pods' node affinity expects.
 H100_VALUES = """
 compute:
   nodes:
@@ -271,7 +271,7 @@ def test_every_example_pod_is_accepted_by_the_api_server(env: Env, file: str) ->
         )  # fmt: skip
 
 
-# ---- the seed Pods ----------------------------------------------------------------------
+# ---- the example Pods of SUNK's "Schedule Kubernetes Pods with Slurm" -------------------
 
 
 def test_seed_full_node_pod_gets_the_whole_h100_node(env: Env, pods: list[str]) -> None:
@@ -334,7 +334,7 @@ def test_annotation_heavy_pod_sets_every_job_field(env: Env, pods: list[str]) ->
     assert job["ExcNodeList"] == "slurm-gpu-small-0"
     assert job["NodeList"] == "slurm-gpu-small-1"  # the one gpu node not excluded
     assert job["Priority"] == "100"
-    assert job["TimeLimit"] == "01:30:00"  # 90: minutes, as seeds 002/003 say
+    assert job["TimeLimit"] == "01:30:00"  # 90: minutes, as SUNK's "SUNK Pod Scheduler" page says
     assert job["WorkDir"] == "/tmp"
     assert _sharing(job) == "YES"  # exclusive "ok"
     assert job["NumCPUs"] == "1"  # 500m rounds up
@@ -503,8 +503,8 @@ def test_a_group_slurm_22_05_cannot_give_is_refused_and_its_job_cancelled(
 
 @pytest.mark.skipif(ON_SLURM_2205, reason="Slurm 22.05's REST API has neither")
 def test_exclusive_topo_and_a_group_other_than_the_users(env: Env, pods: list[str]) -> None:
-    """v0.0.40+: the operator submits with user_id/group_id (seed 002's group-id rule) and
-    shared: topo (Slurm 24.11)."""
+    """v0.0.40+: the operator submits with user_id/group_id (the group-id rule of SUNK's "Schedule
+    Kubernetes Pods with Slurm") and shared: topo (Slurm 24.11)."""
     name = unique("group")
     pod = _wait_bound(env, _create(env, pods, _pod_spec(name, annotations={
         wk.ANNOTATION_USER_ID: "1001", wk.ANNOTATION_GROUP_ID: "0",

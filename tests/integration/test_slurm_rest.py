@@ -325,7 +325,8 @@ def test_nodes_drain_weigh_and_resume_over_rest_without_scontrol(
 def test_the_operator_submits_as_another_user_and_group(
     api: SlurmRestApi, slurm: SlurmEndpoints, tmp_path: Path, cancel_later: list[int]
 ) -> None:
-    """Seed 002's user-id/group-id, with the operator's token (no token per user)."""
+    """The user-id/group-id of SUNK's "Schedule Kubernetes Pods with Slurm", with the operator's
+    token (no token per user)."""
     if CAN_SUBMIT_AS_USER not in api.capabilities:
         pytest.skip(f"{api.api_version} refuses user_id (a job runs as its token's user)")
     tmp_path.chmod(0o777)  # the job's user writes its output here

@@ -71,7 +71,7 @@ def test_the_rendered_start_makes_the_empty_dir_one_sshd_accepts() -> None:
     assert result.returncode == 0, result.stderr
 
 
-# ---- compute.ssh.enabled: sshd beside slurmd (seed 001: SSH to compute nodes) --------------
+# ---- compute.ssh.enabled: sshd beside slurmd (SUNK's "Slurm Workload Manager") -------------------
 
 SLURMD = "exec slurmd -D -N $(POD_NAME)"
 # In place of slurmd: the container's program, which waits for sshd to hand out a host key.

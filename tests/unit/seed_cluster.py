@@ -1,7 +1,7 @@
-"""The widest cluster the tests render: fixtures/config-repo (accounting and login on) with seed
-001's examples layered over it as a values.d file, so every kind of Pod we render is in it
-(slurmctld, slurmrestd, slurmdbd, MariaDB, login, slurmd with pyxis, ssh, s6 and the sssd
-sidecar). Commands run as a user runs them, on a copy of that repo."""
+"""The widest cluster the tests render: fixtures/config-repo (accounting and login on) with the
+examples of SUNK's "Slurm Workload Manager" page layered over it as a values.d file, so every kind
+of Pod we render is in it (slurmctld, slurmrestd, slurmdbd, MariaDB, login, slurmd with pyxis, ssh,
+s6 and the sssd sidecar). Commands run as a user runs them, on a copy of that repo."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from tests.unit.test_seed_layering import SHORT_FORM
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "config-repo"
 
-# Seed 001's examples as the other tests use them, one values.d file each, merged over the
-# fixture's values in this order by the layering rules.
+# The examples of SUNK's "Slurm Workload Manager" page as the other tests use them, one values.d
+# file each, merged over the fixture's values in this order by the layering rules.
 SEED_001_CONTROL_PLANE = """\
 controller:
   image: {repository: example/slurm, tag: "24.11"}
@@ -47,7 +47,7 @@ compute:
       pvc: home-dir
   nodes:
     rtx4000-cu117:
-      # seed 001's custom image, named for its CUDA layer (the fixture's site policy)
+      # SUNK's custom image, named for its CUDA layer (the fixture's site policy)
       image: {repository: custom-slurmd-cu117, tag: 1.0.0}
 """
 SEED_001 = {
@@ -60,7 +60,8 @@ SEED_001 = {
 
 
 def seed_repo(root: Path) -> Path:
-    """A copy of the fixture repo at root/repo with seed 001's examples layered on."""
+    """A copy of the fixture repo at root/repo with the examples of SUNK's "Slurm Workload Manager"
+    page layered on."""
     repo = root / "repo"
     shutil.copytree(FIXTURE, repo)
     for name, text in SEED_001.items():

@@ -1,6 +1,6 @@
 """compute.clusterLabels (issue 37, item 8): the shipped layers request
-`sunk.coreweave.com/accelerator` and select on `gpu.nvidia.com/*` and
-`node.coreweave.cloud/cpu` (seed 001's rtx4000 layer), names only CoreWeave's clusters carry.
+`sunk.coreweave.com/accelerator` and select on `gpu.nvidia.com/*` and `node.coreweave.cloud/cpu`
+(the rtx4000 layer of SUNK's "Slurm Workload Manager" page), names only CoreWeave's clusters carry.
 The key renames them; `plan` warns when no Node carries a name a node set needs."""
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from reconciler.plan.node_names import missing_on_nodes, names_iter, needs_of, n
 from tests.unit.conftest import config_from
 
 Obj = dict[str, Any]
-# Seed 001's layered definition: "rtx4000-cu117: replicas: 2, definitions: [rtx4000, cu117, las1]".
+# The layered definition of SUNK's "Slurm Workload Manager" page: "rtx4000-cu117: replicas: 2,
+# definitions: [rtx4000, cu117, las1]".
 SEED = """
 compute:
   nodes:

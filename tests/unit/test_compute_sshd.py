@@ -1,7 +1,7 @@
-"""Seed 001, Features: "SSH to compute nodes as well as login node". With `compute.ssh.enabled`
-the slurmd container starts sshd from the image, as the login Pod does, and slurmd stays its
-program (issue 37, item 1). It admits only whom Slurm would: users with a job on the node
-(pam_slurm_adopt), or those the values name, never root."""
+"""SUNK's "Slurm Workload Manager" page, "Features": "SSH to compute nodes as well as login node".
+With `compute.ssh.enabled` the slurmd container starts sshd from the image, as the login Pod does,
+and slurmd stays its program (issue 37, item 1). It admits only whom Slurm would: users with a job
+on the node (pam_slurm_adopt), or those the values name, never root."""
 
 from __future__ import annotations
 
@@ -63,7 +63,8 @@ def test_power_saving_keeps_slurmd_boot_flag_with_sshd() -> None:
 
 
 def test_directory_keys_open_compute_nodes_as_they_open_the_login() -> None:
-    """Seed 001 signs directory users in by the key in their account (sshPublicKey)."""
+    """SUNK's "Slurm Workload Manager" page signs directory users in by the key in their account
+    (sshPublicKey)."""
     _, slurmd, _, login_sshd = compute_and_login(DIRECTORY, SSH)
     snippet = "/etc/ssh/sshd_config.d/sunk-directory.conf"
     assert mounts(slurmd)[snippet] == mounts(login_sshd)[snippet]

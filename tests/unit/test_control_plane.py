@@ -1,5 +1,6 @@
-"""The control plane rendered from seed 001's values: names, labels and the values each
-object takes; accounting in and out of the cluster; keys accepted but not acted on."""
+"""The control plane rendered from the values of SUNK's "Slurm Workload Manager" page: names, labels
+and the values each object takes; accounting in and out of the cluster; keys accepted but not acted
+on."""
 
 from __future__ import annotations
 
@@ -102,7 +103,8 @@ nodeSelector: {region: LAS1}
     assert claim["spec"]["storageClassName"] == "fast"
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert volumes["state"]["persistentVolumeClaim"]["claimName"] == "slurm-controller-state"
-    # The region places the control plane only (seed 001), never the compute nodes.
+    # The region places the control plane only (SUNK's "Slurm Workload Manager" page), never the
+    # compute nodes.
     assert "nodeSelector" not in pod_of(found[("StatefulSet", "slurm-cpu")])
 
 
@@ -113,7 +115,7 @@ def test_seed_defaults_for_the_controller() -> None:
     assert pod["terminationGracePeriodSeconds"] == 10
     assert container(controller, "slurmctld")["resources"]["requests"] == {
         "cpu": "4", "memory": "16Gi"}  # fmt: skip
-    assert "priorityClassName" not in pod  # seed 001's `spot` exists only on CoreWeave
+    assert "priorityClassName" not in pod  # SUNK's `spot` exists only on CoreWeave
 
 
 def test_two_controllers_are_refused_with_the_reason() -> None:

@@ -1,6 +1,6 @@
-"""directoryService (seed 001): what a values file's directories render into, which Pods carry
-the sssd sidecar, and what is refused or reported. The rendered files are checked by the real
-validators (sssctl, visudo) in tests/integration/test_directory_local.py."""
+"""directoryService (SUNK's "Slurm Workload Manager" page): what a values file's directories render
+into, which Pods carry the sssd sidecar, and what is refused or reported. The rendered files are
+checked by the real validators (sssctl, visudo) in tests/integration/test_directory_local.py."""
 
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ from reconciler.wellknown import ANNOTATION_FROM_VALUES
 from tests.unit.conftest import config_from
 from tests.unit.test_control_plane import NODES, container, objects, pod_of
 
-# Seed 001's "Google Secure LDAP" example, as written there (debugLevel unquoted: YAML reads
-# 0x0200 as the integer 512).
+# The "Google Secure LDAP" example of SUNK's "Slurm Workload Manager" page, as written there
+# (debugLevel unquoted: YAML reads 0x0200 as the integer 512).
 GOOGLE = """
 directoryService:
   sudoGroups:

@@ -123,7 +123,8 @@ def test_a_gangs_job_is_vouched_for_by_its_members_user() -> None:
 
 
 def test_a_pod_without_user_id_does_not_get_root_by_omission() -> None:
-    """Seed 002: without user-id the job runs as root, which user-id "0" is denied."""
+    """SUNK's "Schedule Kubernetes Pods with Slurm": without user-id the job runs as root, which
+    user-id "0" is denied."""
     found = denials(pod())
     assert set(found) == {USER_ID_POLICY}, found
     message = found[USER_ID_POLICY].message
@@ -183,9 +184,9 @@ _ID_TEXT = st.one_of(
 def test_the_policy_judges_the_ids_admission_submits(
     uid: str | None, gid: str | None, default: int
 ) -> None:
-    """Whatever (uid, gid) admission would submit, after seed 002's defaults: with root in
-    either, an id past 4294967293, or, in a namespace values do not list, a uid other than
-    the operator's default, the shipped policy denies the Pod."""
+    """Whatever (uid, gid) admission would submit, after the defaults of SUNK's "Schedule Kubernetes
+    Pods with Slurm": with root in either, an id past 4294967293, or, in a namespace values do not
+    list, a uid other than the operator's default, the shipped policy denies the Pod."""
     annotations = {k: v for k, v in (("user_id", uid), ("group_id", gid)) if v is not None}
     obj = pod(**annotations)
     request = admit(obj, kill_wait_seconds=30, default_user_id=default or None)
@@ -201,11 +202,11 @@ def test_values_default_user_id_reaches_the_policy_admission_and_ownership() -> 
     config = config_from(values)
     assert config.warnings == ()
     assert params_of(config)["defaultUserId"] == 1001
-    assert default_params()["defaultUserId"] == 0  # seed 002: root
+    assert default_params()["defaultUserId"] == 0  # SUNK's default: root
     settings = settings_from_values(config.values, release="slurm", namespace="slurm")
     request = admit(pod(), kill_wait_seconds=30, default_user_id=settings.default_user_id)
     assert isinstance(request, PodRequest) and request.user_id == 1001
-    assert request.group_id is None  # the group is the user id (seed 002)
+    assert request.group_id is None  # the group is the user id, as in SUNK
     assert run_as_users([_named(P_UID)], settings.default_user_id) == {P_UID: frozenset({"1001"})}
 
 

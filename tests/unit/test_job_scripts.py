@@ -1,4 +1,5 @@
-"""Prolog and epilog from one source each (compile/job_scripts.py), over seed 001's own text."""
+"""Prolog and epilog from one source each (compile/job_scripts.py), over the text of SUNK's "Slurm
+Workload Manager" page."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from reconciler.errors import CompileError
 from tests.unit.conftest import config_from
 
 NODES = "compute:\n  nodes:\n    cpu: {definitions: [cpu-epyc], replicas: 1}\n"
-# Seed 001, "Configuring SUNK": "if the two config maps are named `slurm-prolog` and
-# `slurm-epilog`, the values.yaml file should look like this:"
+# SUNK's "Slurm Workload Manager" page, "Configuring SUNK": "if the two config maps are named
+# `slurm-prolog` and `slurm-epilog`, the values.yaml file should look like this:"
 SEED_CONFIG_MAPS = """\
 slurmConfig:
   slurmd:

@@ -1,6 +1,6 @@
-"""Slurm's Lua plugins from the repo (seed 004: "Infrastructure engineers can use Lua scripts
-to customize job submission and execution"; issue 37, item 2): slurmConfig.luaPlugins becomes
-job_submit.lua and cli_filter.lua beside slurm.conf, and the lines that load them."""
+"""Slurm's Lua plugins from the repo (SUNK's "About SUNK": "Infrastructure engineers can use Lua
+scripts to customize job submission and execution"; issue 37, item 2): slurmConfig.luaPlugins
+becomes job_submit.lua and cli_filter.lua beside slurm.conf, and the lines that load them."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from reconciler.compile.manifests import CONF_MOUNT
 from reconciler.errors import CompileError, ConfigTypeError
 from tests.unit.test_control_plane import objects, pod_of, state_of
 
-# Seed 004's two uses: customize job submission (job_submit.lua) and what clients submit
-# (cli_filter.lua). Both after Slurm's contribs/lua examples.
+# The two uses in SUNK's "About SUNK": customize job submission (job_submit.lua) and what clients
+# submit (cli_filter.lua). Both after Slurm's contribs/lua examples.
 JOB_SUBMIT = """\
     jobSubmit: |
       function slurm_job_submit(job_desc, part_list, submit_uid)

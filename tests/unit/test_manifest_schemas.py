@@ -1,7 +1,8 @@
 """What we render, and what deploy/ holds, is valid against the strict OpenAPI schemas of every
 Kubernetes release users run (1.29 through 1.37): no unknown field, no wrong type, no missing
-required field. The render is tests/unit/seed_cluster.py's: the fixture repo with accounting,
-login and seed 001's examples, so every kind of Pod we make is checked."""
+required field. The render is tests/unit/seed_cluster.py's: the fixture repo with accounting, login
+and the examples of SUNK's "Slurm Workload Manager" page, so every kind of Pod we make is
+checked."""
 
 from __future__ import annotations
 

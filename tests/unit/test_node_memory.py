@@ -1,4 +1,4 @@
-"""Memory as Slurm schedules it (compile/node_memory.py): the warnings, over the seeds' text."""
+"""Memory as Slurm schedules it (compile/node_memory.py): the warnings, over SUNK's pages' text."""
 
 from __future__ import annotations
 
@@ -9,14 +9,16 @@ import pytest
 from reconciler.compile.desired import DesiredState
 from reconciler.errors import CompileError
 
-# Seed 001's values table: "slurmConfig.selectTypeParameters | | `CR_Core `" and
-# "slurmConfig.defMemPerCPU | The default memory per CPU in megabytes. ... | `4096`".
+# The values table of SUNK's "Slurm Workload Manager" page: "slurmConfig.selectTypeParameters | |
+# `CR_Core `" and "slurmConfig.defMemPerCPU | The default memory per CPU in megabytes. ... |
+# `4096`".
 SEED_001_SLURM_CONFIG = """\
 slurmConfig:
   selectTypeParameters: CR_Core
   defMemPerCPU: 4096
 """
-# Seed 001's rtx4000 ("Compute Node Definitions"): "requests: cpu: '8' memory: 16Gi".
+# The rtx4000 of SUNK's "Slurm Workload Manager" page ("Compute Node Definitions"): "requests: cpu:
+# '8' memory: 16Gi".
 RTX4000 = "compute:\n  nodes:\n    rtx4000-cu117: {definitions: [rtx4000, cu117, las1]}\n"
 
 
@@ -29,8 +31,8 @@ def _memory_warnings(state: DesiredState) -> list[str]:
 def test_the_seeds_cr_core_is_warned_with_the_fix(
     compile_values: Callable[..., DesiredState],
 ) -> None:
-    """Seed 002: "Setting SelectTypeParameters to CR_CPU, CR_Core, or CR_Socket is
-    discouraged because these values allow memory oversubscription." """
+    """SUNK's "Schedule Kubernetes Pods with Slurm": "Setting SelectTypeParameters to CR_CPU,
+    CR_Core, or CR_Socket is discouraged because these values allow memory oversubscription." """
     state = compile_values(SEED_001_SLURM_CONFIG + "compute: {nodes: {}}\n")
     [warning] = _memory_warnings(state)
     assert warning.startswith("slurmConfig.selectTypeParameters: warning: ")
@@ -99,8 +101,8 @@ def test_a_def_mem_per_cpu_that_fits_is_not_warned(
     assert _memory_warnings(compile_values(values)) == []
 
 
-# Seed 002 ("Memory"): "MemSpecLimit can be used in the slurm NodeSet configuration to reserve
-# memory for slurmd and other system Pods (such as DaemonSets)."
+# SUNK's "Schedule Kubernetes Pods with Slurm", "Memory": "MemSpecLimit can be used in the slurm
+# NodeSet configuration to reserve memory for slurmd and other system Pods (such as DaemonSets)."
 def _with_spec_limit(limit: int, def_mem: int = 1024) -> str:
     return (
         f"slurmConfig: {{defMemPerCPU: {def_mem}}}\n"

@@ -29,7 +29,7 @@ FIXTURE_REPO = ROOT / "fixtures" / "config-repo"
 PODS = ROOT / "fixtures" / "pods"
 USER_ID_POLICY = "pod-user-id-allowed"
 PRIORITY_POLICY = "pod-priority-at-most-max"
-TEAM_A = {"team-a": [1001]}  # values that let the Pods below run as seed 002's uid
+TEAM_A = {"team-a": [1001]}  # values that let the Pods below run as SUNK's example uid
 SHIPPED = tuple(
     p
     for p in compile_policies(effective_policies(shipped_documents(read_shipped_policies()), ()))
@@ -85,9 +85,9 @@ def test_user_id_0_is_denied_by_default_and_says_how_to_allow_it() -> None:
 
 
 def test_a_namespace_without_an_entry_runs_no_uid_values_do_not_list() -> None:
-    """Any non-root uid was admitted in a namespace allowedUserIds did not list: a Pod could
-    run its job as another tenant's user, or SlurmUser, by naming its uid. Seed 002's own
-    examples: user-id 1001, and none at all (root): both need values now."""
+    """Any non-root uid was admitted in a namespace allowedUserIds did not list: a Pod could run its
+    job as another tenant's user, or SlurmUser, by naming its uid. The examples of SUNK's "Schedule
+    Kubernetes Pods with Slurm": user-id 1001, and none at all (root): both need values now."""
     found = denials(pod(user_id="1001"))
     assert set(found) == {USER_ID_POLICY}
     message = found[USER_ID_POLICY].message

@@ -111,9 +111,10 @@ def test_min_replicas_without_power_saving_is_refused(
 def test_power_saving_without_our_scheduler_is_refused(
     compile_values: Callable[..., DesiredState],
 ) -> None:
-    """Seed 001: "slurmConfig.slurmd.suspendTime | Pods which remain idle or down for this
-    amount of time will be deleted"; seed 003: "Set scheduler.enabled to true". A powered-down
-    node's Pod names our scheduler, so without it the Pod would stay Pending forever."""
+    """SUNK's "Slurm Workload Manager" page: "slurmConfig.slurmd.suspendTime | Pods which remain
+    idle or down for this amount of time will be deleted"; SUNK's "SUNK Pod Scheduler" page: "Set
+    scheduler.enabled to true". A powered-down node's Pod names our scheduler, so without it the Pod
+    would stay Pending forever."""
     with pytest.raises(CompileError) as error:
         compile_values(POWER + "scheduler:\n  enabled: false\n")
     message = str(error.value)

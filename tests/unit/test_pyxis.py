@@ -28,7 +28,7 @@ PATH_VARIABLES = ("ENROOT_RUNTIME_PATH", "ENROOT_CACHE_PATH", "ENROOT_DATA_PATH"
                   "ENROOT_CONFIG_PATH")  # fmt: skip
 
 NODE = "  nodes:\n    cpu: {definitions: [cpu-epyc], replicas: 1}\n"
-SEED = "compute:\n  pyxis:\n    enabled: true\n" + NODE  # seed 001, "Enabling Pyxis"
+SEED = "compute:\n  pyxis:\n    enabled: true\n" + NODE  # SUNK's "Enabling Pyxis"
 
 
 def _objects(state: DesiredState, kind: str) -> dict[str, dict[str, Any]]:

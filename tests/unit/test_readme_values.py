@@ -1,7 +1,7 @@
-"""The values tables cover every row of seed 001's values table that the issue asked for
-(directoryService.* in docs/directory.md; compute.pyxis.* in docs/values.md), every directory
-key we read, and every topology key (docs/topology.md). The README links to them; it lists no
-keys itself (issue 35: README is for users)."""
+"""The values tables cover every row of the values table of SUNK's "Slurm Workload Manager" page
+that the issue asked for (directoryService.* in docs/directory.md; compute.pyxis.* in
+docs/values.md), every directory key we read, and every topology key (docs/topology.md). The README
+links to them; it lists no keys itself (issue 35: README is for users)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ VALUES_DOC = (ROOT / "docs" / "values.md").read_text()
 def _seed_rows(prefix: str) -> list[str]:
     seed = next(iter(sorted(SEEDS.glob("001_*.txt"))), None)
     if seed is None:
-        pytest.skip(f"seed 001 is not beside this checkout ({SEEDS})")
+        pytest.skip(f"the text of SUNK's 'Slurm Workload Manager' page is not in {SEEDS}")
     return re.findall(rf"^\|\s*({re.escape(prefix)}[^\s|]*)\s*\|", seed.read_text(), re.M)
 
 
@@ -35,7 +35,8 @@ def test_every_seed_directory_service_row_is_in_the_directory_doc() -> None:
 
 
 def test_every_seed_pyxis_key_is_in_the_values_doc() -> None:
-    # Seed 001 names compute.pyxis.enabled and .mountHome in its text, not its table.
+    # SUNK's "Slurm Workload Manager" page names compute.pyxis.enabled and .mountHome in its text,
+    # not its table.
     keys = ["compute.pyxis.enabled", "compute.pyxis.mountHome", *_seed_rows("compute.pyxis.")]
     assert [k for k in keys if f"| `{k}`" not in VALUES_DOC] == []
 

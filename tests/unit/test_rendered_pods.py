@@ -208,8 +208,8 @@ def test_every_long_running_container_has_a_liveness_probe() -> None:
 
 
 def test_slurmctld_is_restarted_when_it_stops_answering_not_when_it_is_slow() -> None:
-    """Seed 004: a failing slurmctld is restarted. A hung one still accepts TCP: the liveness
-    check is an RPC, given longer than MessageTimeout and two minutes before a restart."""
+    """SUNK's "About SUNK": a failing slurmctld is restarted. A hung one still accepts TCP: the
+    liveness check is an RPC, given longer than MessageTimeout and two minutes before a restart."""
     slurmctld = containers(workloads(render())["slurm-controller"])["slurmctld"]
     live = slurmctld["livenessProbe"]
     assert live["exec"]["command"] == ["scontrol", "ping"]

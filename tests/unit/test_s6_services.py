@@ -1,6 +1,7 @@
-"""compute.s6 -> an s6-rc source tree in the slurmd container: the seed's example compiled, then
-its volumes laid out by the local stack's materializer as kubelet would, and read back as the
-tree s6-overlay compiles (type, up or run, dependencies.d/base, user/contents.d)."""
+"""compute.s6 -> an s6-rc source tree in the slurmd container: the example of SUNK's "Slurm Workload
+Manager" page compiled, then its volumes laid out by the local stack's materializer as kubelet
+would, and read back as the tree s6-overlay compiles (type, up or run, dependencies.d/base,
+user/contents.d)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from reconciler.compile.desired import DesiredState
 from reconciler.errors import ConfigTypeError
 from reconciler.local.volumes import HostLayout, Materializer, pod_mounts
 
-# Seed 001, "Running Scripts with s6", with one node definition to mount it on.
+# SUNK's "Slurm Workload Manager" page, "Running Scripts with s6", with one node definition to mount
+# it on.
 SEED_S6 = """
 compute:
   s6:

@@ -74,7 +74,7 @@ def annotation_field(key: str) -> str:
     return f"metadata.annotations[{key!r}]"
 
 
-# ---- the seed Pods --------------------------------------------------------------------------
+# ---- the example Pods of SUNK's "Schedule Kubernetes Pods with Slurm" -------------------------
 
 
 def test_full_node_seed_pod_asks_for_the_whole_h100_node() -> None:

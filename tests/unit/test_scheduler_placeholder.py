@@ -60,7 +60,7 @@ def job_for(req: PodRequest, pod: dict[str, Any] | None = None, **kw: Any) -> Jo
     )
 
 
-# ---- the seed Pods --------------------------------------------------------------------------
+# ---- the example Pods of SUNK's "Schedule Kubernetes Pods with Slurm" -------------------------
 
 
 def test_full_node_seed_pod_becomes_an_exclusive_8_gpu_job() -> None:
@@ -117,9 +117,10 @@ def test_sharing_mode_maps_to_slurm(mode: str | None, shared: Any) -> None:
 
 
 def test_a_gpu_pod_without_exclusive_is_told_it_does_not_get_the_whole_node() -> None:
-    """Seed 003: "Pod needs the entire Node (all GPUs, or full CPU Node) | exclusive: "none"";
-    seed 000's "Full Node (Default): Pod takes the whole node if it requests GPUs" is older.
-    The SlurmJobSubmitted Event's text (describe_job) says so where the user looks."""
+    """SUNK's "SUNK Pod Scheduler" page: "Pod needs the entire Node (all GPUs, or full CPU Node) |
+    exclusive: "none""; "Full Node (Default): Pod takes the whole node if it requests GPUs" is
+    from SUNK's older "Schedule Kubernetes Pods with Slurm" text (in "Run Workloads"). The
+    SlurmJobSubmitted Event's text (describe_job) says so where the user looks."""
     shared_by_default = describe_job(job_for(request(gpus=1)))
     assert shared_by_default.endswith(
         "gpu:1, sharing: the partition's default (set sunk.coreweave.com/exclusive: none for "

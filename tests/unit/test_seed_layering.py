@@ -1,4 +1,5 @@
-"""Golden tests: every composition example of seed 001 ("Compute Node Definitions")."""
+"""Golden tests: every composition example of SUNK's "Slurm Workload Manager" page ("Compute Node
+Definitions")."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from reconciler.compile.slurm_nodes import slurm_node_spec
 from reconciler.config.layering import deep_update
 from tests.unit.conftest import config_from
 
-# Seed 001, the long-form definition (verbatim but for comments).
+# SUNK's "Slurm Workload Manager" page, the long-form definition (verbatim but for comments).
 LONG_FORM = """
 compute:
   nodes:
@@ -71,7 +72,7 @@ def _expressions(definition: dict[str, Any]) -> dict[str, tuple[str, list[str]]]
 
 def _normalized(definition: dict[str, Any]) -> dict[str, Any]:
     """Order-only differences do not change the Slurm node or the Pod placement. The image is
-    compared apart: the seed's long form names CoreWeave's CUDA image, our cu117 layer none."""
+    compared apart: SUNK's long form names CoreWeave's CUDA image, our cu117 layer none."""
     out = {k: v for k, v in definition.items() if k not in ("enabled", "affinity", "image")}
     out["features"] = sorted(out["features"])
     out["affinity"] = _expressions(definition)
@@ -85,7 +86,7 @@ def test_short_form_equals_long_form() -> None:
     assert _normalized(short.definition) == _normalized(long_def)
     assert long_def["image"]["repository"].endswith("slurmd-cw-cu117-extras")
     assert "image" not in short.definition  # our default image (docs/rendered-pods.md#images)
-    # The seed's long form says `enabled: false` ("can be toggled"); base switches short forms on.
+    # SUNK's long form says `enabled: false` ("can be toggled"); base switches short forms on.
     assert long_def["enabled"] is False and short.definition["enabled"] is True
 
 
@@ -161,7 +162,7 @@ def test_rtx4000_cu117_las1_lga1_a4000_is_an_a4000_node_in_lga1() -> None:
     assert composed["resources"]["requests"]["cpu"] == "32"
     assert composed["resources"]["limits"]["memory"] == "200Gi"
     assert "image" not in composed  # no layer picks an image: our default runs
-    # String lists are unioned, so both region features stay (seed 001's rule, not a choice).
+    # String lists are unioned, so both region features stay (SUNK's rule, not a choice).
     assert composed["features"] == ["gpu", "cu117", "las1", "lga1"]
 
 

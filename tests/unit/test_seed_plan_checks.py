@@ -1,4 +1,4 @@
-"""`reconciler plan --offline` of the seeds' own examples says what a migrating SUNK user hits
+"""`reconciler plan --offline` of SUNK's pages' own examples says what a migrating SUNK user hits
 (issue 37): the warnings on stderr with a plan, the contradictions as errors without one."""
 
 from __future__ import annotations
@@ -30,8 +30,9 @@ def test_the_seeds_prolog_config_map_is_refused_for_release_slurm(tmp_path: Path
 
 
 def test_the_seeds_suspend_time_without_the_scheduler_is_refused(tmp_path: Path) -> None:
-    # Seed 001: "slurmConfig.slurmd.suspendTime | Pods which remain idle or down for this
-    # amount of time will be deleted"; seed 003: "Set scheduler.enabled to true".
+    # SUNK's "Slurm Workload Manager" page: "slurmConfig.slurmd.suspendTime | Pods which remain idle
+    # or down for this amount of time will be deleted"; SUNK's "SUNK Pod Scheduler" page: "Set
+    # scheduler.enabled to true".
     values = "slurmConfig:\n  slurmd: {suspendTime: 600}\nscheduler: {enabled: false}\n"
     result = run("plan", str(write_repo(tmp_path, values + RTX4000)), "--offline")
     assert result.returncode == 1 and result.stdout == ""
@@ -39,7 +40,7 @@ def test_the_seeds_suspend_time_without_the_scheduler_is_refused(tmp_path: Path)
 
 
 def test_the_seeds_login_sidecar_is_in_the_plan_not_refused(tmp_path: Path) -> None:
-    # Seed 004: "Infrastructure engineers can add sidecar containers to Slurm login and
+    # SUNK's "About SUNK": "Infrastructure engineers can add sidecar containers to Slurm login and
     # compute nodes". Before: "login.containers is not a key this reconciler reads".
     values = "login:\n  containers:\n  - {name: node-exporter, image: prom/node-exporter}\n"
     result = run("plan", str(write_repo(tmp_path, values + RTX4000)), "--offline")
@@ -49,7 +50,8 @@ def test_the_seeds_login_sidecar_is_in_the_plan_not_refused(tmp_path: Path) -> N
 
 
 def test_the_seeds_lua_plugin_is_in_the_plan(tmp_path: Path) -> None:
-    # Seed 004: "Infrastructure engineers can use Lua scripts to customize job submission".
+    # SUNK's "About SUNK": "Infrastructure engineers can use Lua scripts to customize job
+    # submission".
     values = (
         "slurmConfig:\n  luaPlugins:\n    jobSubmit: |\n"
         "      function slurm_job_submit(job_desc, part_list, submit_uid) return 0 end\n"

@@ -1,5 +1,6 @@
-"""Sidecars a user adds to login and compute Pods (seed 004: "Infrastructure engineers can add
-sidecar containers to Slurm login and compute nodes"), one rule for both (issue 37, item 3)."""
+"""Sidecars a user adds to login and compute Pods (SUNK's "About SUNK": "Infrastructure engineers
+can add sidecar containers to Slurm login and compute nodes"), one rule for both (issue 37, item
+3)."""
 
 from __future__ import annotations
 
