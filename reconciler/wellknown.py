@@ -208,6 +208,10 @@ NODE_SYNC_FIELD_MANAGER: Final = "sunk-reconciler-node-sync"
 EVENT_SLURM_NODE_DRAINED: Final = "SlurmNodeDrained"
 EVENT_SLURM_NODE_RESUMED: Final = "SlurmNodeResumed"
 EVENT_REPORTER: Final = "sunk-reconciler"
+# Events on the daemon's status ConfigMap: a revision applied, refused by policy, or failed.
+EVENT_REVISION_APPLIED: Final = "RevisionApplied"
+EVENT_REVISION_DENIED: Final = "RevisionDenied"
+EVENT_REVISION_FAILED: Final = "RevisionFailed"
 NODE_SYNC_STATUS_MANAGER: Final = "sunk-reconciler-node-sync-status"
 
 # CoreWeave-only names the shipped layers use (issue 37): compute.clusterLabels renames them.

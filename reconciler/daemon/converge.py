@@ -15,12 +15,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
+from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
+from reconciler.adapters.kube_wire import Obj
 from reconciler.apply.executor import apply_plan
 from reconciler.apply.target import ApplyOptions
 from reconciler.compile.topology_spec import topology_set
 from reconciler.config.repo import Config
-from reconciler.daemon.status import Status, read_status, write_status
+from reconciler.daemon.status import Status, read_status, revision_event, write_status
 from reconciler.daemon.topology_watch import TopologyWatch
 from reconciler.errors import ReconcilerError
 from reconciler.pipeline.clients import Clients
@@ -45,6 +47,7 @@ class Outcome:
     error: str = ""
     drift: bool = False
     seconds: float = 0.0
+    denied: bool = False  # failed because the revision's policies deny it
 
 
 class Converger:
@@ -103,6 +106,12 @@ class Converger:
             topologies = topology_set(view.values, config.topology_where)
             self.topology.follow(topologies, namespace, release)
         return self._record(revision, outcome, started, release=release, namespace=namespace)
+
+    def _tell(self, stored: Obj, status: Status, denied: bool) -> None:
+        kind, reason, message = revision_event(status, denied)
+        self._kube.create_event(stored, reason=reason, message=message, action="Converge",
+                                type=kind, reporting_controller=wk.EVENT_REPORTER,
+                                reporting_instance=wk.EVENT_REPORTER)  # fmt: skip
 
     def _compiled(self, revision: Revision, config: Config) -> tuple[CompiledPolicy, ...]:
         """Once per revision: a resync of the same revision reuses them."""
@@ -172,7 +181,7 @@ class Converger:
             plan, target = planned.plan, planned.target
             if plan.denials:  # the same next time: no retry
                 denied = "policies deny this revision:\n  " + "\n  ".join(plan.denials)
-                return Outcome(revision, "failed", error=denied)
+                return Outcome(revision, "failed", error=denied, denied=True)
             if not plan.has_changes:
                 break
             summary = plan.summary()
@@ -205,14 +214,20 @@ class Converger:
                              applied_origin=revision.origin)  # fmt: skip
         if outcome.drift:
             status = replace(status, drift_corrected=str(int(status.drift_corrected or 0) + 1))
+        news = outcome.state == "applied" or (
+            outcome.state == "failed"
+            and (self.status.revision, self.status.error) != (status.revision, status.error)
+        )  # a resync of a failed revision says nothing new
         self.status = status
         release = release or self._release
         namespace = namespace or self._namespace
         if release and namespace:
             try:
-                write_status(self._kube, namespace, release, status)
+                stored = write_status(self._kube, namespace, release, status)
+                if news:
+                    self._tell(stored, status, outcome.denied)
             except ReconcilerError as error:
-                log.warning("converge: cannot write the status ConfigMap: %s", error)
+                log.warning("converge: cannot write the status ConfigMap or its Event: %s", error)
         level = logging.WARNING if outcome.state == "failed" else logging.INFO
         log.log(level, "converge: %s: %s %s", revision, outcome.state,
                 outcome.error or outcome.summary)  # fmt: skip

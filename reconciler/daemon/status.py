@@ -14,6 +14,7 @@ from typing import Any
 
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
+from reconciler.adapters.kube_wire import Obj
 from reconciler.sources.redact import redacted_text
 
 STATUS_SUFFIX = "-reconciler-status"
@@ -44,8 +45,9 @@ def status_name(release: str) -> str:
     return f"{release}{STATUS_SUFFIX}"
 
 
-def write_status(kube: Kube, namespace: str, release: str, status: Status) -> None:
-    kube.apply(
+def write_status(kube: Kube, namespace: str, release: str, status: Status) -> Obj:
+    """The status ConfigMap as stored (its uid is what Events about it name)."""
+    return kube.apply(
         {"apiVersion": "v1", "kind": "ConfigMap",
          "metadata": {"name": status_name(release), "namespace": namespace,
                       "labels": {wk.LABEL_MANAGED_BY: wk.MANAGED_BY_VALUE,
@@ -63,3 +65,17 @@ def read_status(kube: Kube, namespace: str, release: str) -> Status | None:
 def _camel(name: str) -> str:
     head, *rest = name.split("_")
     return head + "".join(word.capitalize() for word in rest)
+
+
+EVENT_MESSAGE_LIMIT = 1024  # kubectl describe shows an Event's message whole: keep it readable
+
+
+def revision_event(status: Status, denied: bool) -> tuple[str, str, str]:
+    """(type, reason, message) of the Event a recorded revision makes: how a push went, where
+    `kubectl get events` and `kubectl describe configmap` show it. Redacted as the status."""
+    data = status.as_data()
+    head = f"revision {data['revision']} from {data['origin']}"
+    if status.state == "failed":
+        reason = wk.EVENT_REVISION_DENIED if denied else wk.EVENT_REVISION_FAILED
+        return "Warning", reason, f"{head}: {data['error']}"[:EVENT_MESSAGE_LIMIT]
+    return "Normal", wk.EVENT_REVISION_APPLIED, f"{head}: {data['summary']}"[:EVENT_MESSAGE_LIMIT]

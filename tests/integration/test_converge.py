@@ -164,6 +164,44 @@ def test_converge_follows_git_and_keeps_the_last_good_revision(env: Env) -> None
     assert status is not None and (status.state, status.applied_revision) == ("unchanged", fixed)
 
 
+def _revision_events(env: Env) -> list[tuple[str, str]]:
+    """(reason, message) of the Events on the status ConfigMap, oldest first."""
+    about = f"involvedObject.name={status_name(RELEASE)}"
+    events = env.kube.list("v1", "Event", NAMESPACE, field_selector=about)
+    ordered = sorted(events.items, key=lambda e: e["metadata"]["creationTimestamp"])
+    return [(e["reason"], e["message"]) for e in ordered]
+
+
+def test_a_denied_push_is_refused_in_status_and_events_and_nothing_applied(env: Env) -> None:
+    """The fixture's own policy: a GPU node definition needs a CUDA layer. A push that drops
+    it, with another change beside, is refused whole; `kubectl get events` says so."""
+    env.converger.converge(env.source.fetch())
+    before = nccl_debug(env)
+    denied = push(env, "[rtx4000, cu117,", "[rtx4000,", "no CUDA layer")
+    path = env.author / "values.yaml"
+    path.write_text(path.read_text().replace(f"value: {before}", "value: TRACE", 1))
+    git(env.author, "commit", "-q", "-am", "and more NCCL logs")
+    git(env.author, "push", "-q", "origin", "main")
+    outcome = env.converger.converge(env.source.fetch())
+    assert outcome.state == "failed" and outcome.denied, outcome
+    assert nccl_debug(env) == before, "a denied revision changed the cluster"
+    status = read_status(env.kube, NAMESPACE, RELEASE)
+    assert status is not None and status.state == "failed"
+    assert "gpu-nodes-use-a-cuda-image" in status.error or "CUDA" in status.error, status.error
+    reason, message = _revision_events(env)[-1]
+    assert reason == wk.EVENT_REVISION_DENIED and "CUDA" in message, (reason, message)
+    assert denied != outcome.revision.id  # the head, both commits, was judged
+    again = env.converger.converge(outcome.revision, resync=True)  # a resync: no second Event
+    assert again.state == "failed" and _revision_events(env)[-1] == (reason, message)
+    assert len([e for e in _revision_events(env) if e == (reason, message)]) == 1
+
+    git(env.author, "revert", "--no-edit", "HEAD", "HEAD~1")
+    git(env.author, "push", "-q", "origin", "main")
+    fixed = env.converger.converge(env.source.fetch())
+    assert fixed.state in ("unchanged", "applied"), fixed
+    assert nccl_debug(env) == before
+
+
 def test_a_resync_reverts_a_hand_edit_and_counts_it(env: Env) -> None:
     revision = env.source.fetch()
     env.converger.converge(revision)
