@@ -42,7 +42,7 @@ from reconciler.adapters.http_server import (
 from reconciler.daemon.converge import Converger, Outcome
 from reconciler.daemon.metrics import CONVERGE_RESYNC, CONVERGE_REVISION, DaemonMetrics
 from reconciler.daemon.webhook import judge
-from reconciler.errors import ReconcilerError, SlurmUnavailableError, SourceError
+from reconciler.errors import ReconcilerError, SourceError
 from reconciler.scheduler.loop import PodScheduler
 from reconciler.slurm_metrics.reader import SlurmMetricsReader, SlurmView
 from reconciler.sources import Revision, Source
@@ -161,26 +161,39 @@ class Daemon:
         self._connect_scheduler = (connect, retry_seconds)
 
     def _attach_scheduler(self, connect: Callable[[], PodScheduler], every: float) -> None:
-        said = False
+        said = ""
         while not self._stopping.is_set():
             try:
-                scheduler = connect()
-            except SlurmUnavailableError as error:
-                if not said:
-                    log.warning("daemon: the scheduler waits for slurmrestd: %s; trying again "
+                scheduler = self._started_scheduler(connect)
+            except ReconcilerError as error:
+                # Unreachable, or reachable before slurmctld answers it (502, 504): either
+                # way not yet. Said once per kind of answer, not once per try.
+                if said != (kind := type(error).__name__):
+                    log.warning("daemon: the scheduler waits for Slurm: %s; trying again "
                                 "every %g s", error.message, every)  # fmt: skip
-                    said = True
+                    said = kind
                 self._stopping.wait(every)
                 continue
-            if self._tried is not None:  # a convergence ran: its policies, not the first's
-                scheduler.set_policies(self._converger.pod_policies)
-            scheduler.observe(bind=self.metrics.observe_bind, slurm=self.metrics.observe_slurm)
-            scheduler.start()
             self._pod_scheduler = scheduler
             if self._stopping.is_set():  # stop() may have looked before it was attached
                 scheduler.stop()
             log.info("daemon: scheduling Pods as %s", scheduler.settings.name)
             return
+
+    def _started_scheduler(self, connect: Callable[[], PodScheduler]) -> PodScheduler:
+        """A scheduler made and started, or none at all: its start reads Slurm's jobs, which
+        fails while slurmctld is down behind a slurmrestd that answers, and a half-started
+        one would hold the hooks port the next try binds."""
+        scheduler = connect()
+        if self._tried is not None:  # a convergence ran: its policies, not the first's
+            scheduler.set_policies(self._converger.pod_policies)
+        scheduler.observe(bind=self.metrics.observe_bind, slurm=self.metrics.observe_slurm)
+        try:
+            scheduler.start()
+        except BaseException:
+            scheduler.stop()
+            raise
+        return scheduler
 
     def lead_with(self, leading: Callable[[], bool]) -> None:
         """Act only while `leading()` (a LeaderElector's)."""
