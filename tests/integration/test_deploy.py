@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -94,30 +93,6 @@ def test_every_object_passes_a_server_side_dry_run(deployed: Deployed) -> None:
     assert yaml.safe_load(settings["data"]["config.yaml"])["leader-elect"] is True
     for obj in kustomize(ROOT / "deploy" / "cluster-scope"):
         deployed.admin.apply(obj, dry_run=True, force=True)
-
-
-def test_the_argo_cd_plugin_renders_what_the_daemon_applies(deployed: Deployed) -> None:
-    """plugin.yaml's generate command, run as Argo CD's cmp-server runs it (in the app's
-    folder), prints the repo's objects, and the API server takes them. Into a namespace of
-    its own: the local stack's objects are rendered for loopback ports, these for a cluster."""
-    plugin = yaml.safe_load((ROOT / "deploy" / "argocd" / "plugin.yaml").read_text())
-    assert (deployed.repo / plugin["spec"]["discover"]["fileName"]).is_file()
-    command = plugin["spec"]["generate"]["command"]
-    namespace = "argocd-render"
-    deployed.admin.apply({"apiVersion": "v1", "kind": "Namespace",
-                          "metadata": {"name": namespace}})  # fmt: skip
-    done = subprocess.run(
-        [sys.executable, "-m", "reconciler", *command[1:], "--namespace", namespace],
-        cwd=deployed.repo, capture_output=True, text=True, check=False,
-        env={**os.environ, "ARGOCD_APP_NAME": "slurm", "ARGOCD_APP_NAMESPACE": NAMESPACE},
-    )  # fmt: skip
-    assert command[0] == "reconciler" and done.returncode == 0, done.stderr
-    rendered = [doc for doc in yaml.safe_load_all(done.stdout) if doc]
-    assert {"StatefulSet", "Service", "ConfigMap"} <= {obj["kind"] for obj in rendered}
-    for obj in rendered:
-        deployed.admin.apply(obj, dry_run=True, force=True)
-    kustomized = kustomize(ROOT / "deploy" / "argocd")
-    assert kustomized[0]["data"]["plugin.yaml"] == (ROOT / "deploy/argocd/plugin.yaml").read_text()
 
 
 def test_the_flux_example_passes_a_server_side_dry_run(deployed: Deployed) -> None:
