@@ -210,7 +210,10 @@ def _delete_all(env: Env, pods: list[str]) -> None:
         _wait_gone(env, name)
     pods.clear()
     try:
-        wait_for(lambda: not _live_placeholders(env), 30, "placeholder jobs to end")
+        # A job cancelled to be submitted again (a bind-time check refused its node) whose
+        # script has not heard "gone" ends at the latest when Slurm kills it, KillWait (30 s
+        # in the fixture) after the cancel: a 30 s wait raced that bound once in CI.
+        wait_for(lambda: not _live_placeholders(env), 60, "placeholder jobs to end")
     except AssertionError as exc:  # which jobs, and what the scheduler holds of them
         live = [(j.job_id, j.name, j.state, j.nodes) for j in _live_placeholders(env)]
         held = {k: (j.job_id, j.state) for k, j in env.scheduler.known_jobs().items()}
