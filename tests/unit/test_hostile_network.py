@@ -278,13 +278,19 @@ class _StatusKube:
     def __init__(self, applied: str, origin: str) -> None:
         self.data = {"appliedRevision": applied, "revision": applied, "state": "applied",
                      "appliedOrigin": f"git {origin}@main"}  # fmt: skip
+        self.events: list[dict[str, Any]] = []
 
     def get(self, api: str, kind: str, name: str, namespace: str) -> dict[str, Any]:
         assert (kind, name) == ("ConfigMap", "slurm-reconciler-status")
         return {"data": dict(self.data)}
 
-    def apply(self, obj: dict[str, Any], *, force: bool = False) -> None:
+    def apply(self, obj: dict[str, Any], *, force: bool = False) -> dict[str, Any]:
         self.data = dict(obj["data"])
+        return dict(obj)
+
+    def create_event(self, regarding: dict[str, Any], **event: Any) -> dict[str, Any]:
+        self.events.append(event)
+        return event
 
 
 def _prepared(revision: Revision) -> Prepared:
