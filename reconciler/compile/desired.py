@@ -149,7 +149,7 @@ def compile_desired_state(
                  *memory_warnings(values, specs, slurm_conf),
                  *compute_ssh_warnings(values, slurm_conf)]  # fmt: skip
     check_lua_settings(slurm_conf, values)
-    gres_conf = render_gres_conf(specs, profile, values)
+    gres_conf = render_gres_conf(specs, profile, values, target.release)
     if gres_config(values) and not gpu_node_specs(specs):
         warnings.append(Warning_("values", "slurmConfig.gresConfig is not used: no enabled node "
                                  "definition has GPUs (gresGpu), so gres.conf lists none"))
