@@ -80,3 +80,8 @@ def maybe_release(text: str | None) -> SlurmRelease | None:
 # here, and the daemon's metrics reader asks for them only from here: an older slurmctld
 # logs "Insane message length" for each HTTP request on its port.
 OPENMETRICS_SINCE = SlurmRelease(25, 11)
+
+# gres.conf's AutoDetect=nvidia is the gpu/nvidia plugin of Slurm 24.11, which reads the
+# driver's /proc and /dev entries without NVML; an older slurmd autodetects NVIDIA GPUs only
+# through NVML (AutoDetect=nvml).
+GRES_NVIDIA_SINCE = SlurmRelease(24, 11)

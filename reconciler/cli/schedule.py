@@ -15,6 +15,7 @@ from reconciler.adapters.kube import Kube
 from reconciler.adapters.scontrol import Scontrol
 from reconciler.adapters.slurm.jwt import MintedTokens
 from reconciler.cli.compile import load
+from reconciler.cli.durations import duration_seconds
 from reconciler.cli.settings import log_format_arg
 from reconciler.cli.where import is_local, kubeconfig_of, local_stack, target_args, tokens_from_args
 from reconciler.errors import ReconcilerError
@@ -54,7 +55,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="namespace to watch (repeatable); default: scheduler.scope, else --namespace",
     )  # fmt: skip
     cmd.add_argument("--all-namespaces", action="store_true", help="watch the whole cluster")
-    cmd.add_argument("--slurm-kill-wait", type=int, metavar="SECONDS", help="Slurm's KillWait")
+    cmd.add_argument(
+        "--slurm-kill-wait", type=duration_seconds, metavar="DURATION",
+        help="Slurm's KillWait: seconds (30) or a duration (30s, 1m30s), as SUNK's scheduler",
+    )  # fmt: skip
     cmd.add_argument(
         "--hooks-api-bind-address", default=f"0.0.0.0:{DEFAULT_HOOKS_PORT}", metavar="HOST:PORT",
         help="where placeholder jobs call in (port 0: any free port)",

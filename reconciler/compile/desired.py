@@ -18,8 +18,10 @@ from reconciler.compile.cgroup import (
     render_cgroup_conf,
 )
 from reconciler.compile.control_plane import control_plane_objects
+from reconciler.compile.images import image_warnings
 from reconciler.compile.job_scripts import KINDS, script_map_name
 from reconciler.compile.lua_plugins import check_lua_settings, lua_files
+from reconciler.compile.no_nodes import no_nodes_warnings
 from reconciler.compile.node_memory import memory_warnings
 from reconciler.compile.nodesets import NodeSet, compose_all
 from reconciler.compile.power import (
@@ -139,6 +141,7 @@ def compile_desired_state(
         )
         for p, d in empty
     ]
+    warnings += [*no_nodes_warnings(config, nodesets), *image_warnings(config, nodesets)]
     warnings += [Warning_(str(config.topology_where), note) for note in topo.notes]
     warnings += [Warning_("slurmConfig.release", note) for note in target.notes]
     warnings += release_warnings(values, target.release, str(where))
@@ -149,7 +152,7 @@ def compile_desired_state(
                  *memory_warnings(values, specs, slurm_conf),
                  *compute_ssh_warnings(values, slurm_conf)]  # fmt: skip
     check_lua_settings(slurm_conf, values)
-    gres_conf = render_gres_conf(specs, profile, values)
+    gres_conf = render_gres_conf(specs, profile, values, target.release)
     if gres_config(values) and not gpu_node_specs(specs):
         warnings.append(Warning_("values", "slurmConfig.gresConfig is not used: no enabled node "
                                  "definition has GPUs (gresGpu), so gres.conf lists none"))

@@ -120,6 +120,33 @@ def _without_definitions(data: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in data.items() if k != DEFINITIONS_KEY}
 
 
+@dataclass(frozen=True)
+class Setter:
+    """The layer whose write of a key a composed definition keeps, and where it wrote it."""
+
+    layer: str
+    value: Any
+    where: str  # "file:line"
+
+
+def last_setter(config: Config, nodeset: NodeSet, key: tuple[str, ...]) -> Setter | None:
+    """Which layer of `nodeset`'s composition (its own keys last) set `key` last, or None
+    where none did. Layers apply in order and a later write wins (a null removes the key), so
+    the last layer that writes it is the one the composed definition shows."""
+    for name in reversed((*nodeset.layers, nodeset.name)):
+        layer = config.layer(name)
+        data: Any = layer.data if layer else None
+        for part in key:
+            data = data.get(part, _ABSENT) if isinstance(data, dict) else _ABSENT
+        if layer is not None and data is not _ABSENT:
+            where = layer.key_locations.get(key) or layer.where
+            return Setter(name, plain(data), f"{where.file}:{where.line}")
+    return None
+
+
+_ABSENT = object()
+
+
 def _did_you_mean(name: str, known: list[str]) -> str:
     close = closest_names(name, known)
     if close:

@@ -22,7 +22,7 @@ from reconciler.config.defaults import DEFAULT_KILL_WAIT_SECONDS
 from reconciler.config.schema import Warning_
 from reconciler.config.topology import topology_settings
 from reconciler.errors import CompileError, Location
-from reconciler.slurm_release import OPENMETRICS_SINCE, SlurmRelease
+from reconciler.slurm_release import GRES_NVIDIA_SINCE, OPENMETRICS_SINCE, SlurmRelease
 
 HEADER = "# Rendered by reconciler from the config repo; edit the repo, not this file."
 DEFAULT_PARTITIONS = "PartitionName=all Nodes=ALL Default=YES MaxTime=INFINITE State=UP"
@@ -304,18 +304,34 @@ def declared_range(spec: SlurmNodeSpec) -> str:
 
 # gres.conf's AutoDetect plugins (Slurm 24.11). Our image's Slurm has no NVML (Debian has no
 # nvml.h), so its default is gpu/nvidia, which reads the driver's /proc and /dev entries;
-# images built with NVML (SUNK's) take `nvml`.
+# images built with NVML (SUNK's) take `nvml`. A release before GRES_NVIDIA_SINCE has no
+# `nvidia`: its default is `nvml`.
 GRES_AUTODETECT = ("nvidia", "nvml", "rsmi", "oneapi", "nrt", "off")
 DEFAULT_GRES_AUTODETECT = "nvidia"
+_GRES_KEY = "slurmConfig.gresAutoDetect"
 
 
-def gres_autodetect(values: Mapping[str, Any]) -> str:
-    """`slurmConfig.gresAutoDetect`, checked against the plugins Slurm has."""
-    chosen = (values.get("slurmConfig") or {}).get("gresAutoDetect") or DEFAULT_GRES_AUTODETECT
+def gres_autodetect(values: Mapping[str, Any], release: SlurmRelease = DEFAULT_RELEASE) -> str:
+    """`slurmConfig.gresAutoDetect`, checked against the plugins Slurm `release` has."""
+    chosen = (values.get("slurmConfig") or {}).get("gresAutoDetect")
+    if chosen in (None, ""):
+        return DEFAULT_GRES_AUTODETECT if release >= GRES_NVIDIA_SINCE else "nvml"
     if chosen not in GRES_AUTODETECT:
-        raise CompileError(f"values: slurmConfig.gresAutoDetect is {chosen!r}; Slurm's gres.conf "
+        raise CompileError(f"values: {_GRES_KEY} is {chosen!r}; Slurm's gres.conf "
                            f"AutoDetect takes one of {', '.join(GRES_AUTODETECT)}")  # fmt: skip
+    _check_autodetect_release(str(chosen), release, f"{_GRES_KEY} is {chosen!r}")
     return str(chosen)
+
+
+def _check_autodetect_release(chosen: str, release: SlurmRelease, written: str) -> None:
+    if chosen.lower() == "nvidia" and release < GRES_NVIDIA_SINCE:
+        raise CompileError(
+            f"values: {written}, but gres.conf's AutoDetect=nvidia came with Slurm "
+            f"{GRES_NVIDIA_SINCE.series} and this render targets Slurm {release}: its slurmd "
+            "would find no GPU",
+            hint="set slurmConfig.gresAutoDetect: nvml (an image built with NVML), or off and "
+            "list the devices in slurmConfig.gresConfig",
+        )
 
 
 def gpu_node_specs(specs: list[SlurmNodeSpec]) -> list[SlurmNodeSpec]:
@@ -329,18 +345,25 @@ def gres_config(values: Mapping[str, Any]) -> str:
 
 
 def render_gres_conf(
-    specs: list[SlurmNodeSpec], profile: Profile, values: Mapping[str, Any]
+    specs: list[SlurmNodeSpec],
+    profile: Profile,
+    values: Mapping[str, Any],
+    release: SlurmRelease = DEFAULT_RELEASE,
 ) -> str:
-    """Real clusters autodetect GPUs (`gres_autodetect`); the local profile points at fake
-    devices. `gresConfig` lines follow ours: `AutoDetect=...` replaces ours in place, device
-    lines are added (as `extraConfig` does for slurm.conf)."""
+    """Real clusters autodetect GPUs (`gres_autodetect`, for the Slurm `release` the render
+    targets); the local profile points at fake devices. `gresConfig` lines follow ours:
+    `AutoDetect=...` replaces ours in place, device lines are added (as `extraConfig` does
+    for slurm.conf)."""
     gpu_specs = gpu_node_specs(specs)
-    autodetect = gres_autodetect(values)  # checked with or without GPU definitions
+    autodetect = gres_autodetect(values, release)  # checked with or without GPU definitions
     lines = ["# Rendered by reconciler from the config repo; edit the repo, not this file."]
     if not gpu_specs and not profile.is_local:
         return write_lines("gres.conf", [*lines, "# no GPU node definitions"])
     settings = {"AutoDetect": "off" if profile.is_local else autodetect}
     extra = apply_setting_lines(settings, gres_config(values))
+    if settings["AutoDetect"] not in ("off", autodetect):  # gresConfig's line replaced ours
+        written = f"slurmConfig.gresConfig sets AutoDetect={settings['AutoDetect']}"
+        _check_autodetect_release(settings["AutoDetect"], release, written)
     lines += [f"{k}={v}" for k, v in settings.items()]
     for spec in gpu_specs if profile.is_local else []:
         assert spec.gres is not None

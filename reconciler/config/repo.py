@@ -28,7 +28,7 @@ from reconciler.config.reservations import check_reservations
 from reconciler.config.schema import Warning_, check_layer_file, check_values_file
 from reconciler.config.slurm_words import check_layer_words, check_slurm_values
 from reconciler.config.values_view import ValuesView
-from reconciler.config.yamlfile import KeyPath, YamlFile, check_yaml_limits, parse_yaml
+from reconciler.config.yamlfile import KeyPath, YamlFile, check_yaml_limits, lookup, parse_yaml
 from reconciler.errors import ConfigTypeError, Location, ReconcilerError
 
 VALUES_FILE = "values.yaml"
@@ -45,6 +45,15 @@ class Layer:
     name: str
     data: dict[str, Any]
     where: Location
+    # Where this layer writes each of WATCHED_KEYS (the plan's warnings name the line).
+    key_locations: Mapping[KeyPath, Location] = field(default_factory=dict)
+
+
+# Keys of a node definition whose silent effect a plan warning names with its file and line:
+# `enabled` (no nodes) and the image (a repository without a tag).
+WATCHED_KEYS: tuple[KeyPath, ...] = (("enabled",), ("image", "repository"), ("image", "tag"))
+# The control-plane components whose `image.repository` and `image.tag` are watched the same way.
+IMAGE_COMPONENTS = ("controller", "login", "rest", "accounting", "mysql")
 
 
 @dataclass(frozen=True)
@@ -69,6 +78,9 @@ class Config:
     accounting_locations: dict[str, Location] = field(default_factory=dict)
     # compute.topology: where it was last set (errors only the merge shows point there).
     topology_where: Location | None = None
+    # Where WATCHED_KEYS of compute.nodes entries and the image keys of IMAGE_COMPONENTS were
+    # last set, by full key path.
+    value_locations: dict[KeyPath, Location] = field(default_factory=dict)
 
     @functools.cached_property
     def view(self) -> ValuesView:
@@ -80,7 +92,10 @@ class Config:
         """compute.nodes entries win over files of the same name, as in SUNK's chart."""
         nodes = self.values.get("compute", {}).get("nodes") or {}
         if name in nodes:
-            return Layer(name, nodes[name] or {}, self.node_locations[name])
+            prefix = ("compute", "nodes", name)
+            keys = {key: where for key in WATCHED_KEYS
+                    if (where := self.value_locations.get((*prefix, *key)))}  # fmt: skip
+            return Layer(name, nodes[name] or {}, self.node_locations[name], keys)
         return self.file_layers.get(name)
 
     def layer_names(self) -> list[str]:
@@ -122,9 +137,10 @@ def load_config(
     reservation_locations: dict[str, dict[str, Location]] = {}
     accounting_locations: dict[str, Location] = {}
     wheres: dict[str, Location] = {}
+    value_locations: dict[KeyPath, Location] = {}
     values, node_locations, partitions_where = _merge_values(
         files, warnings, track_origins, reservation_locations, accounting_locations, budget,
-        wheres,
+        wheres, value_locations,
     )  # fmt: skip
     # The shipped layers say CoreWeave's GPU and Node label names; values may rename them.
     layers = _load_layers(library, LIBRARY_PREFIX, warnings, track_origins, budget,
@@ -155,6 +171,7 @@ def load_config(
         reservation_locations,
         accounting_locations,
         wheres.get("topology"),
+        value_locations,
     )
 
 
@@ -166,6 +183,7 @@ def _merge_values(
     accounting_locations: dict[str, Location],
     budget: ValueBudget,
     wheres: dict[str, Location],
+    value_locations: dict[KeyPath, Location],
 ) -> tuple[dict[str, Any], dict[str, Location], Location | None]:
     names = [
         VALUES_FILE,
@@ -186,6 +204,7 @@ def _merge_values(
         _note_reservations(doc, reservation_locations)
         check_accounting(doc)
         note_accounting(doc, accounting_locations)
+        _note_watched(doc, value_locations)
         for node_name in (doc.data.get("compute") or {}).get("nodes") or {}:
             node_locations.setdefault(node_name, doc.location(("compute", "nodes", node_name)))
         if "partitions" in (doc.data.get("compute") or {}):
@@ -195,6 +214,25 @@ def _merge_values(
         data = tag(doc.data, _origin(doc, _values_label)) if track_origins else doc.data
         merged = deep_update(merged, data)
     return merged, node_locations, partitions_where
+
+
+def _note_watched(doc: YamlFile, locations: dict[KeyPath, Location]) -> None:
+    """Where this file writes a watched key (a later file's write wins; its null removes)."""
+    nodes = (doc.data.get("compute") or {}).get("nodes") or {}
+    paths = [
+        *(("compute", "nodes", name, *key) for name in nodes for key in WATCHED_KEYS),
+        *((part, "image", key) for part in IMAGE_COMPONENTS for key in ("repository", "tag")),
+    ]
+    for path in paths:
+        value, found = lookup(doc.data, path)
+        if found and value is None:
+            locations.pop(path, None)
+        elif found:
+            locations[path] = doc.location(path)
+
+
+def _key_locations(doc: YamlFile, layer_name: str, data: dict[str, Any]) -> dict[KeyPath, Location]:
+    return {key: doc.location((layer_name, *key)) for key in WATCHED_KEYS if lookup(data, key)[1]}
 
 
 def _check_node_sets(doc: YamlFile, known: Mapping[str, Location]) -> None:
@@ -258,7 +296,8 @@ def _load_layers(
             data = renamed_layer(data or {}, names or {})
             if track_origins:
                 data = tag(data, _origin(doc, lambda _p, n=layer_name: n, (layer_name,)))
-            layers[layer_name] = Layer(str(layer_name), data, where)
+            keys = _key_locations(doc, layer_name, data)
+            layers[layer_name] = Layer(str(layer_name), data, where, keys)
     return layers
 
 

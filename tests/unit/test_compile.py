@@ -214,6 +214,28 @@ def test_gres_autodetect_follows_values_and_refuses_what_slurm_has_not() -> None
         compile_desired_state(config_from(typo))
 
 
+def test_gres_autodetect_follows_the_target_release() -> None:
+    """gres.conf's AutoDetect=nvidia is Slurm 24.11's gpu/nvidia plugin: a render for an older
+    Slurm (22.05, which we support) defaults to nvml and refuses an explicit nvidia."""
+    import pytest
+
+    from reconciler.errors import CompileError
+
+    gpu = "compute:\n  nodes:\n    g: {definitions: [rtx4000], replicas: 1}\n"
+    older = gpu + "slurmConfig:\n  release: '22.05.8'\n"
+    assert compile_desired_state(config_from(older)).gres_conf.splitlines()[1:] == [
+        "AutoDetect=nvml"
+    ]
+    newer = gpu + "slurmConfig:\n  release: '24.11.5'\n"
+    assert "AutoDetect=nvidia" in compile_desired_state(config_from(newer)).gres_conf
+    explicit = older + "  gresAutoDetect: nvidia\n"
+    with pytest.raises(CompileError, match=r"gresAutoDetect is 'nvidia'.*Slurm 24\.11.*22\.05"):
+        compile_desired_state(config_from(explicit))
+    in_text = older + "  gresConfig: 'AutoDetect=nvidia'\n"
+    with pytest.raises(CompileError, match=r"slurmConfig\.gresConfig sets AutoDetect=nvidia"):
+        compile_desired_state(config_from(in_text))
+
+
 def test_gres_config_lists_devices_where_autodetection_finds_none() -> None:
     """`slurmConfig.gresConfig` (ours) is gres.conf text: `AutoDetect=off` replaces ours in
     place, a device line is added; without it slurmd drops a file-less GPU ("Ignoring

@@ -202,7 +202,9 @@ def test_partition_naming_a_disabled_definition_keeps_an_empty_node_set() -> Non
     assert "NodeSet=big Feature=big" in state.slurm_conf.splitlines()
     assert [str(w) for w in state.warnings] == [
         "values.yaml:3 (compute.partitions): warning: partition 'gpu' names disabled node "
-        "definition 'big': it contributes no nodes until enabled"
+        "definition 'big': it contributes no nodes until enabled",
+        "values.yaml:5 (compute.nodes.big): warning: node definition 'big' makes no nodes: it "
+        "sets `enabled: false` (values.yaml:5); set `enabled: true` in 'big' to make its nodes",
     ]
 
 

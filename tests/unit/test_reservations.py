@@ -3,6 +3,7 @@ data: create / update / recreate / delete ours, warn about the others."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 
@@ -252,6 +253,9 @@ def _resv_changes(plan: Plan) -> list[Change]:
 def _plan(reservations: str, live: LiveState) -> tuple[Plan, list[Change]]:
     state = _state(reservations)
     plan = plan_changes(state, _with_slurm(state, live))
+    # `retired` (disabled) has a warning of its own; these tests read the reservations' ones.
+    kept = tuple(w for w in plan.warnings if "node definition 'retired' makes no nodes" not in w)
+    plan = dataclasses.replace(plan, warnings=kept)
     return plan, _resv_changes(plan)
 
 
