@@ -182,6 +182,8 @@ EVENT_BIND_FAILED: Final = "FailedBinding"
 EVENT_POLICY_WARNING: Final = "PolicyWarning"
 EVENT_GANG_WAITING: Final = "GangWaiting"
 EVENT_GANG_RESTART: Final = "GangRestart"
+# On a waiting Pod whose schedulerName looks like ours but is none of the names we answer to.
+EVENT_SCHEDULER_NAME_UNKNOWN: Final = "SchedulerNameNotServed"
 
 # The local node agent: simulated container stop time of a Pod (tests of teardown ordering).
 ANNOTATION_LOCAL_STOP_SECONDS: Final = f"{DOMAIN}/local-stop-seconds"

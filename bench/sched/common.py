@@ -111,7 +111,10 @@ def bench_settings(workers: int, name_suffix: str = "", repo: Path = REPO) -> Sc
         config.values, release=config.settings.release, namespace=config.settings.namespace,
         hooks_host="127.0.0.1", hooks_port=0, workers=workers,
     )  # fmt: skip
-    return replace(settings, name=settings.name + name_suffix)
+    # A suffixed scheduler is one of several in one run: it answers to its own name only.
+    if not name_suffix:
+        return settings
+    return replace(settings, name=settings.name + name_suffix, aliases=())
 
 
 def placeholder_jobs_ended(api: SlurmRestApi) -> bool:

@@ -273,7 +273,7 @@ def _print_ready(stack: LocalStack, state: DesiredState, scheduler: PodScheduler
               f"login.authorizedKeysSecret names)")  # fmt: skip
     if scheduler is not None:
         hooks = scheduler.hooks.port if scheduler.hooks else "?"
-        print(f"# scheduler {scheduler.settings.name} runs here (hooks on 127.0.0.1:{hooks}); a "
+        print(f"# {scheduler.settings.served} runs here (hooks on 127.0.0.1:{hooks}); a "
               "daemon beside it: reconciler run --local --no-scheduler ...")  # fmt: skip
     print("# Ctrl-C here, or `reconciler local down` elsewhere, stops the stack.", flush=True)
 

@@ -193,7 +193,7 @@ def run_daemon(args: argparse.Namespace) -> int:
     log.info(
         "reconciler run: %s -> %s/%s; health and metrics on port %d%s",
         getattr(source, "origin", source), namespace, release, daemon.port,
-        "" if scheduler is None else f"; scheduling Pods as {scheduler.settings.name}",
+        "" if scheduler is None else f"; scheduling Pods as {scheduler.settings.served}",
     )  # fmt: skip
     stop.wait()
     daemon.stop()  # our writers stop before the lease is given up

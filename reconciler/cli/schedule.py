@@ -158,7 +158,7 @@ def run_schedule(args: argparse.Namespace) -> int:
     scheduler.start()
     log.info(
         "scheduling Pods with schedulerName %s (hooks on port %s); Ctrl-C stops",
-        settings.name, scheduler.hooks.port if scheduler.hooks else "?",
+        " or ".join(settings.names), scheduler.hooks.port if scheduler.hooks else "?",
     )  # fmt: skip
     stop.wait()
     scheduler.stop()

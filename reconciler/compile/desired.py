@@ -35,6 +35,7 @@ from reconciler.compile.pyxis import (
     enroot_map_name,
     plugstack_files,
     pyxis_enabled,
+    pyxis_warnings,
     render_enroot_conf,
 )
 from reconciler.compile.reservations import Reservation, compile_reservations
@@ -145,6 +146,7 @@ def compile_desired_state(
     warnings += [Warning_(str(config.topology_where), note) for note in topo.notes]
     warnings += [Warning_("slurmConfig.release", note) for note in target.notes]
     warnings += release_warnings(values, target.release, str(where))
+    warnings += pyxis_warnings(values, [(n.name, d) for n, d in enabled])
     slurm_conf = render_slurm_conf(
         release, values, specs, partitions, profile, (d for _, d in empty), target.release
     )

@@ -164,16 +164,11 @@ def _boot_flag(values: dict[str, Any]) -> list[str]:
 
 def _pod_spec(release: str, namespace: str, definition: dict[str, Any],
               values: dict[str, Any], cgroups: bool) -> dict[str, Any]:  # fmt: skip
-    compute = values.get("compute") or {}
     spec: dict[str, Any] = {
         "terminationGracePeriodSeconds": definition.get("terminationGracePeriodSeconds", 30),
         "enableServiceLinks": False,
         "automountServiceAccountToken": False,
     }
-    if compute.get("pyxis", {}).get("enabled"):
-        spec["securityContext"] = {
-            "seccompProfile": {"type": "Localhost", "localhostProfile": "profiles/enroot"}
-        }
     for key in ("dnsPolicy", "dnsConfig", "priorityClassName", "hostNetwork"):
         if definition.get(key) is not None:
             spec[key] = definition[key]

@@ -7,13 +7,21 @@ goes in the `<release>-slurm-conf` ConfigMap); pyxis runs enroot, which reads
 /etc/enroot/enroot.conf. Enabling pyxis also adds SYS_NICE and SYS_ADMIN to the slurmd container,
 beside what the values add, and mounts a Secret holding enroot's registry `.credentials` when values
 name one: only its name is ever rendered.
+
+No seccomp profile is rendered unless `compute.pyxis.seccompProfile` names one the Nodes have
+(a `Localhost` profile nothing ships makes every slurmd Pod fail with CreateContainerError), and
+then on the slurmd container only: munge and sssd run beside it without it. Our image has no
+pyxis and no enroot (docs/images.md): `pyxis_warnings` says so when plugstack.conf makes the
+plugin `required` for nodes on it.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from reconciler.compile.images import compute_image, default_slurm_image
 from reconciler.compile.lines import one_line, write_lines
+from reconciler.config.schema import Warning_
 
 PLUGSTACK_CONF = "plugstack.conf"
 # pyxis's `make install` puts the plugin here; a deb build puts it under /usr/lib.
@@ -37,6 +45,28 @@ def pyxis_values(values: dict[str, Any]) -> dict[str, Any]:
 
 def pyxis_enabled(values: dict[str, Any]) -> bool:
     return bool(pyxis_values(values).get("enabled"))
+
+
+def pyxis_warnings(values: dict[str, Any],
+                   definitions: list[tuple[str, dict[str, Any]]]) -> list[Warning_]:  # fmt: skip
+    """A `required` pyxis line on nodes that run our image, which has no pyxis or enroot:
+    every srun and sbatch on them fails. `definitions`: the enabled (name, definition)."""
+    if not pyxis_enabled(values) or not pyxis_values(values).get("required", True):
+        return []
+    ours = default_slurm_image(values).repository
+    by_image: dict[str, list[str]] = {}
+    for name, definition in definitions:
+        image = compute_image(values, definition)
+        if image.rpartition(":")[0] == ours:
+            by_image.setdefault(image, []).append(name)
+    return [
+        Warning_("compute.pyxis.required", f"plugstack.conf loads pyxis as required, but node "
+                 f"definition(s) {', '.join(sorted(names))} run {image}, our image, which has "
+                 "no pyxis or enroot: every srun and sbatch there fails to load it. Give those "
+                 "definitions an image with pyxis and enroot (`image`), or set "
+                 "compute.pyxis.required: false")
+        for image, names in sorted(by_image.items())
+    ]  # fmt: skip
 
 
 def enroot_map_name(release: str) -> str:
@@ -114,10 +144,22 @@ def with_pyxis(spec: dict[str, Any], release: str, values: dict[str, Any]) -> di
     slurmd = {
         **slurmd,
         "volumeMounts": [*(slurmd.get("volumeMounts") or []), *mounts],
-        "securityContext": _with_capabilities(slurmd.get("securityContext") or {}),
+        "securityContext": _with_seccomp(
+            _with_capabilities(slurmd.get("securityContext") or {}), values
+        ),
     }
     return {**spec, "containers": [slurmd, *others],
             "volumes": [*(spec.get("volumes") or []), *volumes]}  # fmt: skip
+
+
+def _with_seccomp(security: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    """`compute.pyxis.seccompProfile` (a path under the kubelet's seccomp folder, which the
+    Nodes must have) as the slurmd container's Localhost profile; a profile the container's
+    own securityContext sets wins."""
+    profile = pyxis_values(values).get("seccompProfile")
+    if not profile or "seccompProfile" in security:
+        return security
+    return {**security, "seccompProfile": {"type": "Localhost", "localhostProfile": profile}}
 
 
 def _with_capabilities(security: dict[str, Any]) -> dict[str, Any]:

@@ -11,8 +11,37 @@ MAX_UNIX_ID = 0xFFFFFFFD
 
 
 def default_scheduler_name(namespace: str, release: str) -> str:
-    """`<namespace>-<release>-slurm-scheduler`, as SUNK's older "Schedule Kubernetes Pods with
-    Slurm" text (in "Run Workloads") gives it; it is also what the examples of SUNK's "Schedule
-    Kubernetes Pods with Slurm" and "SUNK Pod Scheduler" pages show
-    (tenant-slurm-staging-slurm-scheduler)."""
+    """`<namespace>-<release>-slurm-scheduler`: the name the scheduler uses (its jobs' names,
+    its Events, the slurmd Pods it places with power saving) when `scheduler.name` is unset,
+    as the older "Schedule Kubernetes Pods with Slurm" text in SUNK's "Run Workloads" gives it.
+    It answers to more: `served_scheduler_names`."""
     return f"{namespace}-{release}-slurm-scheduler"
+
+
+def served_scheduler_names(
+    namespace: str, release: str, configured: str | None = None
+) -> tuple[str, ...]:
+    """Every `spec.schedulerName` the scheduler of `release` in `namespace` (the namespace it
+    is deployed in, not the Pod's) answers to, the name it uses first. The one rule, so that a
+    Pod written after any of SUNK's pages is scheduled:
+
+    - `configured` (`scheduler.name`, `--scheduler-name`), else ours, below;
+    - `<namespace>-<release>-slurm-scheduler`: the older "Schedule Kubernetes Pods with Slurm"
+      text in "Run Workloads" ("e.g. `<namespace>-<release>-slurm-scheduler`");
+    - `<namespace>-<release>-scheduler`: "Schedule Kubernetes Pods with Slurm" writes its
+      example `tenant-slurm-staging-slurm-scheduler`, for a Pod in `tenant-slurm-staging`,
+      as "Formatted as `<namespace>-<scheduler-name>`", the scheduler being
+      `<release>-scheduler` (release `slurm`, the "Slurm Workload Manager" page's); "Run
+      Workloads"' example `tenant-slurm-scheduler` is the same form in namespace `tenant`;
+    - `<namespace>-<release>`: "SUNK Pod Scheduler" (and the prose of "Schedule Kubernetes
+      Pods with Slurm"): "The default name is `<namespace>-<releaseName>`".
+
+    Every form names the release, so two releases never answer to the same default name (a
+    `scheduler.name` of one equal to another's default form is the operator's to avoid)."""
+    forms = (
+        configured or default_scheduler_name(namespace, release),
+        default_scheduler_name(namespace, release),
+        f"{namespace}-{release}-scheduler",
+        f"{namespace}-{release}",
+    )
+    return tuple(dict.fromkeys(forms))

@@ -111,6 +111,7 @@ VALUES: dict[str, str] = {
     "compute.pyxis.required": "boolean",
     "compute.pyxis.pluginPath": "string",
     "compute.pyxis.credentialsSecret": "string",
+    "compute.pyxis.seccompProfile": "string",
     "compute.securityContext": "mapping",
     "scheduler": "mapping",
     "scheduler.enabled": "boolean",

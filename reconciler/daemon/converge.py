@@ -76,6 +76,7 @@ class Converger:
         self.status = Status()
         self.pod_policies = PodPolicies()
         self.power_saving: bool | None = None  # as the last applied revision says
+        self.scheduler_names = ""  # the Pod scheduler's, for the status (run.py sets them)
         self._policies: tuple[str, tuple[CompiledPolicy, ...]] = ("", ())
         # The applied revision's desired state, kept for its resyncs: one compilation per
         # revision while the cluster's inputs (profile, topology, Slurm release) stay the same.
@@ -208,6 +209,7 @@ class Converger:
         status = replace(
             self.status, revision=revision.id, origin=revision.origin, state=outcome.state,
             summary=outcome.summary, error=outcome.error, attempted_at=now,
+            scheduler_names=self.scheduler_names,
         )  # fmt: skip
         if outcome.state != "failed":
             status = replace(status, applied_revision=revision.id, applied_at=now,

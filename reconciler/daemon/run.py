@@ -177,7 +177,9 @@ class Daemon:
             self._pod_scheduler = scheduler
             if self._stopping.is_set():  # stop() may have looked before it was attached
                 scheduler.stop()
-            log.info("daemon: scheduling Pods as %s", scheduler.settings.name)
+            self._converger.scheduler_names = ", ".join(scheduler.settings.names)
+            log.info("daemon: scheduling Pods as %s (answers to %s)", scheduler.settings.name,
+                     self._converger.scheduler_names)  # fmt: skip
             return
 
     def _started_scheduler(self, connect: Callable[[], PodScheduler]) -> PodScheduler:
@@ -218,6 +220,7 @@ class Daemon:
         self.serve()
         if self._pod_scheduler is not None:
             self._pod_scheduler.start()
+            self._converger.scheduler_names = ", ".join(self._pod_scheduler.settings.names)
         now = datetime.now(UTC)
         self._jobs.add_job(
             self._fetch_and_converge, "interval", seconds=self._settings.interval_seconds,

@@ -32,6 +32,9 @@ class Status:
     applied_at: str = ""
     applied_origin: str = ""  # the source it came from: a git head must descend from it
     drift_corrected: str = "0"  # resyncs that found and reverted changes made by hand
+    # Every spec.schedulerName the daemon's Pod scheduler answers to, its own first ("" when
+    # it runs none yet).
+    scheduler_names: str = ""
 
     def as_data(self) -> dict[str, str]:
         return {_camel(k): redacted_text(str(v)) for k, v in asdict(self).items()}

@@ -96,7 +96,7 @@ class GangSteps:
         alive = [
             p for p in pods
             if group_of(p) == group and not finished(p)
-            and (p.get("spec") or {}).get("schedulerName") == self.settings.name
+            and (p.get("spec") or {}).get("schedulerName") in self.settings.names
         ]  # fmt: skip
         if alive:
             log.info(
@@ -272,7 +272,8 @@ class GangSteps:
             self._effects.pods_out.event(
                 pod, wk.EVENT_SUBMITTED, "Submit",
                 f"submitted Slurm job {job_id} for gang {gang.namespace}/{gang.name}: "
-                f"{len(pods)} nodes, all or none, each with {describe_job(spec)}",
+                f"{len(pods)} nodes, all or none, each with {describe_job(spec)}; "
+                + self.settings.served,
             )  # fmt: skip
 
     def _refresh_gang_job(self, key: str, job_id: int) -> None:

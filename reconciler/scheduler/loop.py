@@ -39,6 +39,7 @@ from reconciler.scheduler.hook_server import HookCall, HooksServer
 from reconciler.scheduler.intake import Intake
 from reconciler.scheduler.job_reads_effects import JobReads
 from reconciler.scheduler.job_trust import JobTrust
+from reconciler.scheduler.misnamed_effects import MisnamedPods
 from reconciler.scheduler.packing_decide import Fragmentation
 from reconciler.scheduler.packing_effects import Packer
 from reconciler.scheduler.parts import Parts
@@ -92,6 +93,7 @@ class PodScheduler:
         self._queue = WorkQueue()
         self._pods_out = PodWriter(kube, settings.name, self.counters)
         self.power = PowerKeeper(kube, slurm, settings, self._pods_out)
+        self._misnamed = MisnamedPods(kube, settings, self._pods_out, clock)
         self._trust = JobTrust(self._state, slurm, settings, self._queue, self.counters)
         self._effects = Effects(
             self._state, slurm, self._pods_out, self._trust, self.counters, clock
@@ -151,9 +153,13 @@ class PodScheduler:
             self._packer.check()
             self._packer.pack()  # before the first submit: a burst must already see the order
             self._spawn("packer", self._packer.pack_forever)
-        ours = f"spec.schedulerName={self.settings.name}"
-        for namespace in self.settings.watch_namespaces or (None,):
-            self._mirror("Pod", namespace, self._on_pod, field_selector=ours, shape=cache_form)
+        # A field selector matches one value: one watch per name we answer to (at most 4,
+        # config/defaults.py served_scheduler_names), each bringing only our Pods.
+        for name in self.settings.names:
+            ours = f"spec.schedulerName={name}"
+            for namespace in self.settings.watch_namespaces or (None,):
+                self._mirror("Pod", namespace, self._on_pod, field_selector=ours,
+                             shape=cache_form)  # fmt: skip
         slurmd = f"{wk.LABEL_NAME}=slurmd,{wk.LABEL_MANAGED_BY}={wk.MANAGED_BY_VALUE}"
         self._mirror("Pod", self.settings.namespace, self._on_slurmd_pod, label_selector=slurmd)
         self._mirror("Node", None, self._on_node)
@@ -162,11 +168,13 @@ class PodScheduler:
         self._spawn("poll", self._reads.poll_forever, self._stopping, lambda: self._poll_jobs())
         self._spawn("power", self.power.run_forever, self._stopping)
         self._spawn("starts", self._starts.run_forever, self.settings.poll_seconds)
+        self._spawn("misnamed", self._misnamed.run_forever, self._stopping)
         for index in range(self.settings.workers):
             self._spawn(f"worker-{index}", self._work)
         log.info(
-            "scheduler %s: watching %s, hooks at %s, %d placeholder jobs known",
+            "scheduler %s: answering to %s, watching %s, hooks at %s, %d placeholder jobs known",
             self.settings.name,
+            ", ".join(self.settings.names),
             ", ".join(self.settings.watch_namespaces or ("the whole cluster",)),
             url,
             len(self._state.known_jobs()),

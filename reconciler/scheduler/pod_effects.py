@@ -106,7 +106,8 @@ class PodSteps:
         pods_out.event(
             pod, wk.EVENT_SUBMITTED, "Submit",
             f"submitted placeholder Slurm job {step.job_id}"
-            + (f" ({described})" if described else "") + "; waiting for Slurm to start it",
+            + (f" ({described})" if described else "") + "; waiting for Slurm to start it; "
+            + self.settings.served,
         )  # fmt: skip
 
     # ---- bind -------------------------------------------------------------------------

@@ -133,7 +133,7 @@ class PowerKeeper:
             pods = list(self._pods.values())
         ours = [
             self._remember_where(p) for p in pods
-            if (p.get("spec") or {}).get("schedulerName") == self._settings.name
+            if (p.get("spec") or {}).get("schedulerName") in self._settings.names
         ]  # fmt: skip
         if not ours and not self._enabled:
             return []  # nothing of ours to place, and no node ever powers down

@@ -8,7 +8,7 @@ from typing import Any
 
 from reconciler import wellknown as wk
 from reconciler.compile.power import power_saving
-from reconciler.config.defaults import DEFAULT_KILL_WAIT_SECONDS, default_scheduler_name
+from reconciler.config.defaults import DEFAULT_KILL_WAIT_SECONDS, served_scheduler_names
 from reconciler.errors import ConfigTypeError
 from reconciler.scheduler.gang_decide import FAILURE_POLICIES, FailurePolicy
 
@@ -22,7 +22,7 @@ UNRESOLVED_NODE_RECHECK_SECONDS = 2.0
 
 @dataclass(frozen=True)
 class SchedulerSettings:
-    name: str  # the spec.schedulerName Pods set
+    name: str  # the spec.schedulerName the scheduler uses: its jobs' names, its Events
     release: str
     namespace: str  # where the slurmd Pods (and this scheduler) run
     watch_namespaces: tuple[str, ...] | None  # None: the whole cluster
@@ -43,6 +43,18 @@ class SchedulerSettings:
     # scheduler.podPolicy.defaultUserId); None: the operator's user, root
     # as SUNK's "Schedule Kubernetes Pods with Slurm" says.
     default_user_id: int | None = None
+    # The other names Pods may set for it (config/defaults.py served_scheduler_names).
+    aliases: tuple[str, ...] = ()
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every spec.schedulerName this scheduler answers to, its own name first."""
+        return tuple(dict.fromkeys((self.name, *self.aliases)))
+
+    @property
+    def served(self) -> str:
+        """The names, as Events and logs say them."""
+        return f"scheduler {self.name} (answers to {', '.join(self.names)})"
 
     @property
     def hooks_secret_name(self) -> str:
@@ -61,8 +73,11 @@ def settings_from_values(
     else:
         watch = _namespaces(scope.get("namespaces")) or (namespace,)
     kill_wait = scheduler.get("killWait", slurm.get("killWait", DEFAULT_KILL_WAIT_SECONDS))
+    name = overrides.get("name") or scheduler.get("name") or None
+    names = served_scheduler_names(namespace, release, name)
     fields: dict[str, Any] = {
-        "name": scheduler.get("name") or default_scheduler_name(namespace, release),
+        "name": names[0],
+        "aliases": names[1:],
         "release": release,
         "namespace": namespace,
         "watch_namespaces": watch,

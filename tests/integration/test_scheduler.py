@@ -37,6 +37,7 @@ from reconciler.local.slurm import SlurmCluster, current_user
 from reconciler.local.slurm_install import slurm_install
 from reconciler.scheduler.clients import SlurmClients
 from reconciler.scheduler.loop import PodScheduler
+from reconciler.scheduler.misnamed_decide import SWEEP_SECONDS
 from reconciler.scheduler.placeholder import pod_uid_of
 from reconciler.scheduler.pod_policies import PodPolicies, startup_pod_policies
 from reconciler.scheduler.settings import settings_from_values
@@ -305,6 +306,35 @@ def test_a_placeholder_says_which_scheduler_made_it(env: Env, pods: list[str]) -
     expected = f"pod:{NAMESPACE}/{name}@{pod['metadata']['uid']}:{SCHEDULER}"
     assert job.name == expected
     assert job.admin_comment == ("" if ON_SLURM_2205 else expected)
+
+
+def test_each_pages_name_form_is_bound_and_a_look_alike_is_told(
+    env: Env, pods: list[str]
+) -> None:
+    """SUNK's pages give three forms of the scheduler's default name; a Pod written with any
+    of them, for this release and namespace, is bound. One written for another release is told
+    within 30 s, once, which names serve this one (it used to wait forever, with no Event)."""
+    forms = {
+        "run-workloads": "slurm-slurm-slurm-scheduler",  # <namespace>-<release>-slurm-scheduler
+        "schedule-pods": "slurm-slurm-scheduler",  # "Formatted as <namespace>-<scheduler-name>"
+        "pod-scheduler": "slurm-slurm",  # "SUNK Pod Scheduler": <namespace>-<releaseName>
+    }
+    made = [_create(env, pods, _pod_spec(unique(form), schedulerName=scheduler_name))
+            for form, scheduler_name in forms.items()]  # fmt: skip
+    lookalike = _create(env, pods, _pod_spec(unique("lookalike"),
+                                             schedulerName="slurm-other-slurm-scheduler"))
+    for pod in made:
+        _wait_bound(env, pod["metadata"]["name"], timeout=30)
+    name = lookalike["metadata"]["name"]
+    told = wait_for(lambda: _events(env, name, wk.EVENT_SCHEDULER_NAME_UNKNOWN), 30,
+                    f"pod {name} to be told which scheduler names serve")  # fmt: skip
+    assert all(n in told[0]["message"] for n in forms.values()), told[0]["message"]
+    assert "slurm-other-slurm-scheduler" in told[0]["message"]
+    time.sleep(SWEEP_SECONDS * 2)  # later sweeps tell it no more
+    assert len(_events(env, name, wk.EVENT_SCHEDULER_NAME_UNKNOWN)) == 1
+    still = _pod(env, name)
+    assert still is not None and not still["spec"].get("nodeName")
+    assert not _jobs_for(env, lookalike["metadata"]["uid"])
 
 
 def test_seed_single_gpu_pod_runs_as_its_user_sharing_by_user(env: Env, pods: list[str]) -> None:

@@ -251,7 +251,7 @@ def test_a_held_look_alike_of_a_pods_job_neither_deletes_the_pod_nor_is_cancelle
 def test_another_schedulers_gang_job_is_never_cancelled(env: Env, pods: list[str]) -> None:
     """Two schedulers on one Slurm: ours saw the other's gang job, no member of its own, and
     cancelled it without asking the API server."""
-    other = env.new_scheduler(name=OTHER)
+    other = env.new_scheduler(name=OTHER, aliases=())  # not the release's default names too
     group = unique("their-gang")
     names = [f"{group}-{i}" for i in range(2)]
     annotations = {wk.ANNOTATION_POD_GROUP: group, wk.ANNOTATION_POD_GROUP_MIN_MEMBER: "2"}

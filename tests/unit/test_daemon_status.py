@@ -10,6 +10,8 @@ def test_status_round_trips_through_configmap_data() -> None:
     data = status.as_data()
     assert data["appliedRevision"] == "" and data["driftCorrected"] == "2"
     assert Status.from_data(data) == status
+    names = Status(scheduler_names="slurm-slurm-slurm-scheduler, slurm-slurm")
+    assert names.as_data()["schedulerNames"] == "slurm-slurm-slurm-scheduler, slurm-slurm"
 
 
 def test_status_configmap_is_named_for_the_release() -> None:

@@ -71,7 +71,7 @@ def test_pyxis_off_renders_nothing_of_it(compile_values: Any) -> None:
     assert "plugstack.conf" not in _objects(state, "ConfigMap")["slurm-slurm-conf"]["data"]
     assert "slurm-enroot" not in _objects(state, "ConfigMap")
     rendered = dump_stream(list(state.kube_objects))
-    assert "enroot" not in rendered.replace("profiles/enroot", "") and "SYS_ADMIN" not in rendered
+    assert "enroot" not in rendered and "SYS_ADMIN" not in rendered
 
 
 def test_enroot_conf_uses_only_documented_variables_and_mount_home(compile_values: Any) -> None:
@@ -90,7 +90,7 @@ def test_enroot_conf_uses_only_documented_variables_and_mount_home(compile_value
     assert "/etc/enroot/enroot.conf" in mounts
 
 
-def test_capabilities_are_the_union_and_seccomp_stays(compile_values: Any) -> None:
+def test_capabilities_are_the_union_and_slurmd_only(compile_values: Any) -> None:
     values = (
         "compute:\n  securityContext:\n"
         "    capabilities: {add: [NET_ADMIN, SYS_ADMIN], drop: [MKNOD]}\n"
@@ -100,9 +100,6 @@ def test_capabilities_are_the_union_and_seccomp_stays(compile_values: Any) -> No
     security = pod["containers"][0]["securityContext"]
     assert security["capabilities"] == {"add": ["NET_ADMIN", "SYS_ADMIN", "SYS_NICE"],
                                         "drop": ["MKNOD"]}  # fmt: skip
-    assert pod["securityContext"]["seccompProfile"] == {
-        "type": "Localhost", "localhostProfile": "profiles/enroot"
-    }  # fmt: skip
     assert [c["name"] for c in pod["containers"]][1:] == ["munge"]  # only slurmd changed
 
 
@@ -129,3 +126,55 @@ def test_a_misspelt_pyxis_key_warns_with_the_nearest(compile_values: Any) -> Non
     state = compile_values("compute:\n  pyxis: {enabled: true, mounthome: true}\n" + NODE)
     assert any("compute.pyxis.mounthome" in str(w) and "mountHome" in str(w)
                for w in state.warnings), [str(w) for w in state.warnings]  # fmt: skip
+
+
+def _localhost_profiles(objects: Any) -> list[str]:
+    """Every Localhost seccomp profile the render names, anywhere in any object."""
+    found: list[str] = []
+    if isinstance(objects, dict):
+        profile = objects.get("seccompProfile")
+        if isinstance(profile, dict) and profile.get("type") == "Localhost":
+            found.append(str(profile.get("localhostProfile")))
+        for value in objects.values():
+            found += _localhost_profiles(value)
+    elif isinstance(objects, list):
+        for value in objects:
+            found += _localhost_profiles(value)
+    return found
+
+
+def test_no_localhost_seccomp_profile_unless_the_values_name_one(compile_values: Any) -> None:
+    """Nothing ships `profiles/enroot`: on a Node without it every slurmd Pod would fail with
+    CreateContainerError, so pyxis alone renders no Localhost profile."""
+    state = compile_values(SEED)
+    assert _localhost_profiles(list(state.kube_objects)) == []
+
+
+def test_a_named_seccomp_profile_goes_on_the_slurmd_container_only(compile_values: Any) -> None:
+    values = "compute:\n  pyxis: {enabled: true, seccompProfile: profiles/enroot.json}\n"
+    pod = _pod(compile_values(values + NODE))
+    assert "seccompProfile" not in (pod.get("securityContext") or {})  # munge, sssd: none
+    slurmd, *others = pod["containers"]
+    assert slurmd["securityContext"]["seccompProfile"] == {
+        "type": "Localhost", "localhostProfile": "profiles/enroot.json"
+    }  # fmt: skip
+    assert others and all("seccompProfile" not in (c.get("securityContext") or {})
+                          for c in others)  # fmt: skip
+
+
+def test_pyxis_required_with_our_image_warns_naming_key_and_image(compile_values: Any) -> None:
+    """Our image has no pyxis or enroot: a `required` pyxis line fails every srun."""
+    state = compile_values(SEED)
+    texts = [str(w) for w in state.warnings if "pyxis" in str(w)]
+    assert any("compute.pyxis.required" in t and "ghcr.io/sunk-reconciler/slurm:24.11.5" in t
+               and "cpu" in t for t in texts), texts  # fmt: skip
+
+
+def test_pyxis_optional_or_another_image_does_not_warn(compile_values: Any) -> None:
+    optional = compile_values("compute:\n  pyxis: {enabled: true, required: false}\n" + NODE)
+    own = compile_values(
+        SEED.replace("replicas: 1}", "replicas: 1, image: {repository: example.com/slurmd-pyxis,"
+                                     " tag: '1.0'}}")
+    )
+    for state in (optional, own):
+        assert not [str(w) for w in state.warnings if "has no pyxis" in str(w)]
