@@ -2,7 +2,8 @@
 shaped like the "Slurm Workload Manager" page's examples) names what the compile did silently:
 every node definition that makes no nodes and the layer and line that turned it off, every
 image without a tag and the tag it gets, and a controller on another Slurm build than the
-compute nodes. Warnings, not errors: the plan is still made, in every output."""
+compute nodes, and pyxis `required` on our image, which has none. Warnings, not errors: the
+plan is still made, in every output."""
 
 from __future__ import annotations
 
@@ -94,3 +95,11 @@ def test_a_compute_image_of_its_own_under_our_controller_is_a_skew(tmp_path: Pat
 
 def test_definitions_that_run_on_one_image_say_nothing(tmp_path: Path) -> None:
     assert "warning" not in _plan_stderr(tmp_path, CPU)
+
+
+@pytest.mark.parametrize("output", ["text", "json", "markdown"])
+def test_the_plan_names_pyxis_on_our_image(output: str) -> None:
+    """pyxis on, as SUNK's values usually have it: every srun on our image would fail."""
+    lines = _warnings(output)
+    [line] = [w for w in lines if "pyxis" in w and "compute.pyxis.required" in w]
+    assert "ghcr.io/sunk-reconciler/slurm:" in line and "cpu-las" in line, line
