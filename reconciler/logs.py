@@ -16,7 +16,12 @@ TEXT_FORMAT: Final = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 JSON_FIELDS: Final = {"asctime": "time", "levelname": "level", "name": "logger"}
 
 
+_structured = False  # set by configure_logging: compile warnings then go through the logs
+
+
 def configure_logging(log_format: str, level: int) -> None:
+    global _structured
+    _structured = log_format == "json"
     handler = logging.StreamHandler(sys.stderr)
     if log_format == "json":
         handler.setFormatter(
@@ -37,6 +42,10 @@ def configure_logging(log_format: str, level: int) -> None:
 
 def print_warnings(warnings: Iterable[object]) -> None:
     """Compile warnings, one a line on stderr: plain text for whoever runs the command, so
-    stdout stays the command's output (YAML, a plan)."""
+    stdout stays the command's output (YAML, a plan); with --log-format json, log records
+    like every other line, so a collector never meets a line that is not JSON."""
     for warning in warnings:
-        print(warning, file=sys.stderr)
+        if _structured:
+            logging.getLogger("reconciler.compile").warning("%s", warning)
+        else:
+            print(warning, file=sys.stderr)

@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from reconciler.cli import main
-from reconciler.logs import configure_logging
+from reconciler.logs import configure_logging, print_warnings
 
 
 @pytest.fixture(autouse=True)
@@ -50,3 +50,16 @@ def test_a_daemon_that_cannot_start_says_why_in_json(
     (line,) = capsys.readouterr().err.splitlines()
     record = json.loads(line)
     assert record["level"] == "ERROR" and str(missing) in record["message"]
+
+
+def test_compile_warnings_are_json_lines_too(capsys: pytest.CaptureFixture[str]) -> None:
+    """The daemon compiles each revision: its warnings once broke the JSON stream (a
+    collector met `values.yaml:90 (...): warning: ...` as a bare line)."""
+    configure_logging("json", logging.INFO)
+    print_warnings(["values.yaml:90 (compute.nodes.x): warning: makes no nodes"])
+    (line,) = capsys.readouterr().err.splitlines()
+    record = json.loads(line)
+    assert record["level"] == "WARNING" and record["message"].endswith("makes no nodes")
+    configure_logging("text", logging.INFO)  # for whoever runs a command: the plain line
+    print_warnings(["a warning"])
+    assert capsys.readouterr().err == "a warning\n"
