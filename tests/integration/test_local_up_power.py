@@ -35,7 +35,8 @@ def _kube(stack: RepoStack) -> Kube:
 def test_power_saving_repo_comes_up_with_its_scheduler(stack: RepoStack) -> None:
     said = stack.running.log.read_text()
     assert f"slurmd Pods name scheduler {OURS} (power saving): it runs here" in said
-    assert f"# scheduler {OURS} runs here (hooks on 127.0.0.1:" in said
+    assert f"# scheduler {OURS} (answers to {OURS}, " in said  # and SUNK's other forms
+    assert ") runs here (hooks on 127.0.0.1:" in said
     pods = _kube(stack).list("v1", "Pod", NAMESPACE, label_selector=f"{wk.LABEL_NAME}=slurmd")
     assert {p["spec"]["schedulerName"] for p in pods.items} == {OURS}
     assert all(p["spec"].get("nodeName") for p in pods.items), stack.running.output()
