@@ -150,10 +150,11 @@ def _controller(release: str, namespace: str, values: Obj, profile: Profile) -> 
 
 # kubelet updates a ConfigMap volume a while after the ConfigMap changes (up to about a
 # minute): the controller Pod itself tells slurmctld to reread its config once the files it
-# mounts have changed, so slurmctld never rereads the old ones. Needs nothing but the image's
-# shell and scontrol (and munge, beside it).
+# mounts have changed, so slurmctld never rereads the old ones. Every file, not only *.conf:
+# topology.yaml (25.05+) and the Lua plugins live there too (the glob skips kubelet's
+# dot-directories). Needs nothing but the image's shell and scontrol (and munge, beside it).
 RECONFIGURE_SCRIPT = (
-    f"conf() {{ cat {CONF_MOUNT}/*.conf 2>/dev/null | cksum; }}; seen=$(conf); "
+    f"conf() {{ cat {CONF_MOUNT}/* 2>/dev/null | cksum; }}; seen=$(conf); "
     "while sleep 5; do now=$(conf); "
     '[ "$now" = "$seen" ] || { scontrol reconfigure && seen=$now; }; done'
 )

@@ -277,6 +277,12 @@ def test_the_controller_pod_reconfigures_once_each_time_its_mounted_config_chang
         assert calls.read_text().splitlines() == ["reconfigure", "reconfigure"]  # fail, retry
         (conf / "gres.conf").write_text("AutoDetect=off\n")
         wait(lambda: len(calls.read_text().splitlines()) == 3)
+        # Every file the render writes beside slurm.conf, not only *.conf: 25.05's
+        # topology.yaml and the Lua plugins too.
+        (conf / "topology.yaml").write_text("- topology: default\n")
+        wait(lambda: len(calls.read_text().splitlines()) == 4)
+        (conf / "job_submit.lua").write_text("return slurm.SUCCESS\n")
+        wait(lambda: len(calls.read_text().splitlines()) == 5)
     finally:
         shell.kill()
         shell.wait()
