@@ -24,7 +24,7 @@ from pathlib import Path
 from reconciler.errors import LocalStackError
 from reconciler.local import SETUP_COMMAND
 from reconciler.local.kube_pki import make_pki
-from reconciler.local.processes import Supervisor
+from reconciler.local.processes import DEFAULT_GRACE_SECONDS, Supervisor
 
 KUBE_VERSION = "v1.20.2"
 ETCD_BINARY = Path("/usr/bin/etcd")
@@ -52,6 +52,10 @@ rules:
 """
 ETCD_READY_SECONDS = 30.0
 APISERVER_READY_SECONDS = 90.0
+# kube-apiserver drains open watches on SIGTERM and outlives any grace while a client
+# still holds one (10 s at every `down`); it keeps no state of its own (etcd has it all),
+# so it is killed soon after.
+STOP_GRACE_SECONDS: dict[str, float] = {"kube-apiserver": 1.0}
 CONTROLLER_MANAGER_READY_SECONDS = 60.0
 
 
@@ -375,7 +379,8 @@ class KubeControlPlane:
 
     def stop(self) -> list[str]:
         """Stop every daemon that is running; return the names stopped."""
-        return [name for name in self.DAEMONS if self.supervisor.stop(name)]
+        graces = {n: STOP_GRACE_SECONDS.get(n, DEFAULT_GRACE_SECONDS) for n in self.DAEMONS}
+        return [name for name, grace in graces.items() if self.supervisor.stop(name, grace=grace)]
 
     def health(self) -> dict[str, bool]:
         token = read_token(self.paths) if self.paths.token_file.exists() else ""
