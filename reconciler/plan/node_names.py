@@ -1,7 +1,7 @@
 """The Node labels and extended resources a node set's slurmd Pods need, against the Nodes of
 the cluster (pure): a name no Node carries keeps those Pods Pending, and Kubernetes says only
 "0/N nodes are available". The shipped layers use CoreWeave's names by default, which exist
-only on CoreWeave's clusters (issue 37); the warning names the node set, the name and the
+only on CoreWeave's clusters; the warning names the node set, the name and the
 compute.clusterLabels key that renames it."""
 
 from __future__ import annotations

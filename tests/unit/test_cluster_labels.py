@@ -1,4 +1,4 @@
-"""compute.clusterLabels (issue 37, item 8): the shipped layers request
+"""compute.clusterLabels: the shipped layers request
 `sunk.coreweave.com/accelerator` and select on `gpu.nvidia.com/*` and `node.coreweave.cloud/cpu`
 (the rtx4000 layer of SUNK's "Slurm Workload Manager" page), names only CoreWeave's clusters carry.
 The key renames them; `plan` warns when no Node carries a name a node set needs."""
@@ -59,7 +59,7 @@ def match_keys(spec: Obj) -> set[str]:
     return {e["key"] for t in terms["nodeSelectorTerms"] for e in t["matchExpressions"]}
 
 
-def test_by_default_the_layers_say_coreweave_names_as_seed_001_shows() -> None:
+def test_by_default_the_layers_say_coreweave_names_as_slurm_workload_manager_does() -> None:
     _, state = compiled(SEED)
     gpu = pod_spec(state, "slurm-rtx4000-cu117")
     assert gpu["containers"][0]["resources"]["requests"]["sunk.coreweave.com/accelerator"] == "7"
