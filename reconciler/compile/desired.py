@@ -40,6 +40,7 @@ from reconciler.compile.pyxis import (
 )
 from reconciler.compile.reservations import Reservation, compile_reservations
 from reconciler.compile.s6_services import s6_config_map_data, s6_map_name, s6_services
+from reconciler.compile.scheduled_gpus import scheduled_gpu_warnings
 from reconciler.compile.secrets import GeneratedSecret, generated_secrets
 from reconciler.compile.slurm_conf import (
     Partition,
@@ -143,6 +144,7 @@ def compile_desired_state(
         for p, d in empty
     ]
     warnings += [*no_nodes_warnings(config, nodesets), *image_warnings(config, nodesets)]
+    warnings += scheduled_gpu_warnings(config, enabled)
     warnings += [Warning_(str(config.topology_where), note) for note in topo.notes]
     warnings += [Warning_("slurmConfig.release", note) for note in target.notes]
     warnings += release_warnings(values, target.release, str(where))

@@ -2,7 +2,13 @@
 shipped layers (reconciler/library) request and select on. Their defaults are CoreWeave's, which
 exist only on CoreWeave's clusters; elsewhere a cluster names them otherwise (nvidia.com/gpu,
 say), and a layer's slurmd Pods would stay Pending. The key renames them in the shipped layers
-only: a repo's own layers and node definitions say what they say (pure)."""
+only: a repo's own layers and node definitions say what they say (pure).
+
+SUNK asks two resources of a GPU Node: slurmd Pods hold `sunk.coreweave.com/accelerator` while
+the Pods the scheduler binds beside them request `nvidia.com/gpu` (the Pods of "Schedule
+Kubernetes Pods with Slurm"). A gpuResource that is the scheduler's Pods' own resource would let
+slurmd hold all of it, and no such Pod would ever fit on those Nodes: refused while the
+scheduler runs."""
 
 from __future__ import annotations
 
@@ -10,8 +16,9 @@ import re
 from typing import Any
 
 from reconciler import wellknown as wk
+from reconciler.config.layering import plain
 from reconciler.config.yamlfile import YamlFile, lookup
-from reconciler.errors import ConfigTypeError
+from reconciler.errors import ConfigTypeError, Location
 
 _KEY = "compute.clusterLabels"
 # subkey -> the CoreWeave name the shipped layers are written with.
@@ -22,6 +29,11 @@ DEFAULTS: dict[str, str] = {
     "cpu": wk.NODE_LABEL_CW_CPU,
 }
 RESOURCE_KEYS = ("gpuResource",)
+GPU_RESOURCE_PATH = ("compute", "clusterLabels", "gpuResource")
+# What the Pods our scheduler binds request of a GPU: a slurmd Pod that holds it leaves them none.
+SCHEDULED_POD_GPU_RESOURCES = (wk.RESOURCE_NVIDIA_GPU,)
+# Where to advertise a second extended resource per GPU Node.
+SECOND_RESOURCE_DOCS = "docs/node-definitions.md#two-gpu-resources-per-node"
 CLUSTER_LABEL_VALUES: dict[str, str] = {
     _KEY: "mapping", **{f"{_KEY}.{key}": "string" for key in DEFAULTS}
 }
@@ -39,6 +51,35 @@ def check_cluster_labels(doc: YamlFile) -> None:
                 where=doc.location(path),
                 hint=f"a name such as {DEFAULTS[key]!r} (prefix/name), as your Nodes carry it",
             )
+
+
+def check_gpu_resource(values: dict[str, Any], where: Location | None) -> None:
+    """The merged gpuResource (`where`: the file and line that last set it): an extended
+    resource, and not the one the scheduler's Pods request while the scheduler is enabled."""
+    name = str(plain(lookup(values, list(GPU_RESOURCE_PATH))[0]) or "")
+    if not name:
+        return
+    prefix, slash, _ = name.rpartition("/")
+    if not slash or prefix == "kubernetes.io" or prefix.endswith(".kubernetes.io"):
+        raise ConfigTypeError(
+            f"{_KEY}.gpuResource: {name!r} is one of Kubernetes' own resources, not an extended "
+            "resource: the shipped GPU layers' GPU count would replace slurmd's own request",
+            where=where,
+            hint=f"a GPU extended resource your Nodes advertise for slurmd (default "
+            f"{DEFAULTS['gpuResource']!r}; {SECOND_RESOURCE_DOCS})",
+        )
+    scheduler = plain(values.get("scheduler")) or {}
+    if name in SCHEDULED_POD_GPU_RESOURCES and scheduler.get("enabled", True):
+        raise ConfigTypeError(
+            f"{_KEY}.gpuResource: {name!r} is the resource the scheduler's GPU Pods request, "
+            "and scheduler.enabled is true (the default): each shipped GPU layer's slurmd Pod "
+            "would hold all of it on its Node, so no GPU Pod could ever be bound there",
+            where=where,
+            hint=f"keep the default {DEFAULTS['gpuResource']!r}, or name another extended "
+            f"resource, and advertise it on each GPU Node beside {name} "
+            f"({SECOND_RESOURCE_DOCS}); or set scheduler.enabled: false if no Pod is "
+            "scheduled through Slurm",
+        )
 
 
 def cluster_names(values: dict[str, Any]) -> dict[str, str]:

@@ -19,7 +19,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler.config.accounting import check_accounting, note_accounting
-from reconciler.config.cluster_labels import renamed_layer, renames
+from reconciler.config.cluster_labels import (
+    GPU_RESOURCE_PATH,
+    check_gpu_resource,
+    renamed_layer,
+    renames,
+)
 from reconciler.config.layering import deep_update, tag
 from reconciler.config.limits import MAX_NODE_SETS, ValueBudget
 from reconciler.config.policy_file import Override, Policy, parse_policy_file
@@ -143,6 +148,7 @@ def load_config(
         wheres, value_locations,
     )  # fmt: skip
     # The shipped layers say CoreWeave's GPU and Node label names; values may rename them.
+    check_gpu_resource(values, wheres.get("gpuResource"))
     layers = _load_layers(library, LIBRARY_PREFIX, warnings, track_origins, budget,
                           renames(values))  # fmt: skip
     repo_layers = _load_layers(
@@ -211,6 +217,8 @@ def _merge_values(
             partitions_where = doc.location(("compute", "partitions"))
         if "topology" in (doc.data.get("compute") or {}):
             wheres["topology"] = doc.location(("compute", "topology"))
+        if lookup(doc.data, GPU_RESOURCE_PATH)[1]:
+            wheres["gpuResource"] = doc.location(GPU_RESOURCE_PATH)
         data = tag(doc.data, _origin(doc, _values_label)) if track_origins else doc.data
         merged = deep_update(merged, data)
     return merged, node_locations, partitions_where

@@ -1,7 +1,7 @@
 """The Node labels and extended resources a node set's slurmd Pods need, against the Nodes of
 the cluster (pure): a name no Node carries keeps those Pods Pending, and Kubernetes says only
 "0/N nodes are available". The shipped layers use CoreWeave's names by default, which exist
-only on CoreWeave's clusters (issue 37); the warning names the node set, the name and the
+only on CoreWeave's clusters; the warning names the node set, the name and the
 compute.clusterLabels key that renames it."""
 
 from __future__ import annotations
@@ -11,7 +11,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconciler import wellknown as wk
-from reconciler.config.cluster_labels import DEFAULTS, key_for
+from reconciler.config.cluster_labels import (
+    DEFAULTS,
+    RESOURCE_KEYS,
+    SCHEDULED_POD_GPU_RESOURCES,
+    SECOND_RESOURCE_DOCS,
+    key_for,
+)
 from reconciler.errors import Location
 
 Obj = dict[str, Any]
@@ -96,8 +102,17 @@ def _text(nodeset: str, what: str, name: str, verb: str, count: int, values: Obj
     if key is not None:
         default = DEFAULTS[key.rpartition(".")[2]]
         named = "CoreWeave's name, the shipped layers' default" if name == default else "its name"
-        return text + f" ({named}); set {key} to the name your Nodes carry"
+        return text + f" ({named}); set {key} to the name your Nodes carry" + _not_theirs(key)
     return text + "; change the node definition (or its layers) to a name your Nodes carry"
+
+
+def _not_theirs(key: str) -> str:
+    """The GPU resource: not the one the scheduler's Pods request (config refuses it)."""
+    if key.rpartition(".")[2] not in RESOURCE_KEYS:
+        return ""
+    theirs = " or ".join(SCHEDULED_POD_GPU_RESOURCES)
+    return (f" (not {theirs}, which the scheduler's GPU Pods request: advertise a second "
+            f"resource per GPU Node, {SECOND_RESOURCE_DOCS})")
 
 
 def unchecked_offline(needs: Sequence[NodeSetNeeds], values: Obj) -> list[str]:
@@ -112,7 +127,8 @@ def unchecked_offline(needs: Sequence[NodeSetNeeds], values: Obj) -> list[str]:
     return [f"values: warning: node sets {', '.join(map(repr, sorted(used)))} need "
             f"{', '.join(names)}, which exist only on CoreWeave's clusters; offline no Node is "
             "checked for them (`plan` against the cluster is); elsewhere set "
-            "compute.clusterLabels to your cluster's names"]
+            "compute.clusterLabels to your cluster's names"
+            + (_not_theirs("gpuResource") if DEFAULTS["gpuResource"] in names else "")]
 
 
 def nodeset_wheres(nodesets: Iterable[Any]) -> dict[str, Location]:

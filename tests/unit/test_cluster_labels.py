@@ -1,4 +1,4 @@
-"""compute.clusterLabels (issue 37, item 8): the shipped layers request
+"""compute.clusterLabels: the shipped layers request
 `sunk.coreweave.com/accelerator` and select on `gpu.nvidia.com/*` and `node.coreweave.cloud/cpu`
 (the rtx4000 layer of SUNK's "Slurm Workload Manager" page), names only CoreWeave's clusters carry.
 The key renames them; `plan` warns when no Node carries a name a node set needs."""
@@ -31,10 +31,13 @@ compute:
       replicas: 1
       definitions: [cpu-epyc]
 """
-ELSEWHERE = """
+# A second extended resource each GPU Node advertises for slurmd, beside the device plugin's
+# nvidia.com/gpu that the scheduler's Pods request (docs/node-definitions.md).
+SLURMD_GPU = "example.com/slurmd-gpu"
+ELSEWHERE = f"""
 compute:
   clusterLabels:
-    gpuResource: nvidia.com/gpu
+    gpuResource: {SLURMD_GPU}
     gpuModel: nvidia.com/gpu.product
     cpu: feature.node.kubernetes.io/cpu-model.vendor_id
 """
@@ -56,7 +59,7 @@ def match_keys(spec: Obj) -> set[str]:
     return {e["key"] for t in terms["nodeSelectorTerms"] for e in t["matchExpressions"]}
 
 
-def test_by_default_the_layers_say_coreweave_names_as_seed_001_shows() -> None:
+def test_by_default_the_layers_say_coreweave_names_as_slurm_workload_manager_does() -> None:
     _, state = compiled(SEED)
     gpu = pod_spec(state, "slurm-rtx4000-cu117")
     assert gpu["containers"][0]["resources"]["requests"]["sunk.coreweave.com/accelerator"] == "7"
@@ -68,8 +71,8 @@ def test_cluster_labels_rename_the_shipped_layers_names() -> None:
     _, state = compiled(SEED, {"values.d/cluster.yaml": ELSEWHERE})
     gpu = pod_spec(state, "slurm-rtx4000-cu117")
     requests = gpu["containers"][0]["resources"]["requests"]
-    assert requests["nvidia.com/gpu"] == "7" and "sunk.coreweave.com/accelerator" not in requests
-    assert gpu["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "7"
+    assert requests[SLURMD_GPU] == "7" and "sunk.coreweave.com/accelerator" not in requests
+    assert gpu["containers"][0]["resources"]["limits"][SLURMD_GPU] == "7"
     assert match_keys(gpu) == {"nvidia.com/gpu.product", "topology.kubernetes.io/region"}
     cpu = pod_spec(state, "slurm-cpu")
     assert match_keys(cpu) == {"feature.node.kubernetes.io/cpu-model.vendor_id"}
@@ -126,7 +129,7 @@ def test_nodes_that_carry_the_names_raise_no_warning() -> None:
     renamed = [node({"topology.kubernetes.io/region": "LAS1",
                      "nvidia.com/gpu.product": "Quadro_RTX_4000",
                      "feature.node.kubernetes.io/cpu-model.vendor_id": "AMD"},
-                    {"nvidia.com/gpu": "8"})]  # fmt: skip
+                    {"nvidia.com/gpu": "8", SLURMD_GPU: "8"})]  # fmt: skip
     assert warnings_for(SEED, renamed, {"values.d/cluster.yaml": ELSEWHERE}) == []
 
 
@@ -156,3 +159,72 @@ def test_offline_plan_says_coreweaves_names_are_not_checked() -> None:
     elsewhere = plan_offline(config_from(SEED, {"values.d/cluster.yaml": ELSEWHERE})).warnings
     # gpuModel, gpuResource and cpu renamed; nothing CoreWeave's is left to say.
     assert [w for w in elsewhere if "CoreWeave" in w] == []
+
+
+# ---- the GPU resource slurmd holds and the one the scheduler's Pods request ------------------
+
+NVIDIA_GPU = "compute:\n  clusterLabels:\n    gpuResource: nvidia.com/gpu\n"
+NO_SCHEDULER = "scheduler:\n  enabled: false\n"
+
+
+def test_the_resource_the_schedulers_gpu_pods_request_is_refused_at_its_line() -> None:
+    """gpuResource: nvidia.com/gpu (the example these docs gave) made each shipped GPU layer's
+    slurmd Pod hold all of its Node's nvidia.com/gpu, the resource the scheduler's GPU Pods
+    request (the Pods of SUNK's "Schedule Kubernetes Pods with Slurm"): none could ever be
+    bound on those Nodes, and nothing said why."""
+    with pytest.raises(ConfigTypeError) as error:
+        config_from(SEED, {"values.d/cluster.yaml": NVIDIA_GPU})
+    where = error.value.where
+    assert where is not None and (where.file, where.line) == ("values.d/cluster.yaml", 3)
+    said = str(error.value)
+    assert "compute.clusterLabels.gpuResource" in said and "nvidia.com/gpu" in said
+    assert "scheduler.enabled" in said and "sunk.coreweave.com/accelerator" in said
+
+
+def test_without_the_scheduler_slurmd_may_hold_the_device_plugins_gpus() -> None:
+    """No Pod of ours is bound beside slurmd then: it may hold every nvidia.com/gpu."""
+    _, state = compiled(SEED + NO_SCHEDULER, {"values.d/cluster.yaml": NVIDIA_GPU})
+    requests = pod_spec(state, "slurm-rtx4000-cu117")["containers"][0]["resources"]["requests"]
+    assert requests["nvidia.com/gpu"] == "7"
+    assert not [w for w in state.warnings if "nvidia.com/gpu" in str(w)]
+
+
+@pytest.mark.parametrize("name", ["cpu", "memory", "hugepages-2Mi", "kubernetes.io/batch"])
+def test_a_kubernetes_resource_is_no_gpu_resource(name: str) -> None:
+    """Every scheduled Pod requests cpu and memory; a shipped GPU layer's GPU count would
+    replace slurmd's own cpu request. Refused with or without the scheduler."""
+    with pytest.raises(ConfigTypeError, match=r"compute\.clusterLabels\.gpuResource") as error:
+        config_from(SEED + NO_SCHEDULER, {"values.d/cluster.yaml": NVIDIA_GPU.replace(
+            "nvidia.com/gpu", name)})  # fmt: skip
+    assert error.value.where is not None and error.value.where.line == 3
+
+
+OWN_GPU_LAYER = {"compute-defs/mine.yaml": """
+mine:
+  resources:
+    limits: {cpu: "2", memory: 4Gi, nvidia.com/gpu: "8"}
+"""}
+OWN_GPU_SET = "compute: {nodes: {x: {enabled: true, replicas: 1, definitions: [mine]}}}\n"
+
+
+def test_a_slurmd_pod_that_requests_the_schedulers_gpus_is_named_in_the_plan() -> None:
+    """A repo's own layer is not renamed: its slurmd Pods may still ask for nvidia.com/gpu.
+    The scheduler then never binds a GPU Pod on those Nodes; the plan names the definition,
+    the layer that sets it and its file."""
+    _, state = compiled(OWN_GPU_SET, OWN_GPU_LAYER)
+    said = [str(w) for w in state.warnings if "nvidia.com/gpu" in str(w)]
+    assert len(said) == 1, state.warnings
+    assert said[0].startswith("values.yaml:1") and "node definition 'x'" in said[0]
+    assert "layer 'mine' (compute-defs/mine.yaml:2)" in said[0]
+    assert "never" in said[0] and "sunk.coreweave.com/accelerator" in said[0]
+    _, off = compiled(OWN_GPU_SET + NO_SCHEDULER, OWN_GPU_LAYER)
+    assert not [w for w in off.warnings if "nvidia.com/gpu" in str(w)]
+
+
+def test_the_missing_accelerator_warning_does_not_send_you_to_nvidia_gpu() -> None:
+    """Nodes that offer only nvidia.com/gpu: renaming gpuResource to it is the trap above."""
+    plain = [node({"topology.kubernetes.io/region": "LAS1"}, {"nvidia.com/gpu": "8"})]
+    [said] = [w for w in warnings_for(SEED, plain) if "sunk.coreweave.com/accelerator" in w]
+    assert "not nvidia.com/gpu" in said and "docs/node-definitions.md" in said
+    [offline] = [w for w in plan_offline(config_from(SEED)).warnings if "CoreWeave" in w]
+    assert "not nvidia.com/gpu" in offline
