@@ -371,6 +371,36 @@ def test_annotation_heavy_pod_sets_every_job_field(env: Env, pods: list[str]) ->
     assert pod["spec"]["nodeName"] == _kube_node_of(env, "slurm-gpu-small-1")
 
 
+def test_annotations_changed_after_binding_leave_the_job_as_it_is(
+    env: Env, pods: list[str]
+) -> None:
+    """SUNK's "Schedule Kubernetes Pods with Slurm": changes to annotations after a Pod is
+    scheduled do not affect the job (nor submit another)."""
+    name = unique("reannotated")
+    first = {wk.ANNOTATION_COMMENT: "as bound", wk.ANNOTATION_TIMEOUT: "30"}
+    uid = _create(env, pods, _pod_spec(name, annotations=first))["metadata"]["uid"]
+    job_id = _job_id(_wait_bound(env, name))
+    before = _show_job(env, job_id)
+    assert (before["Comment"], before["TimeLimit"]) == ("as bound", "00:30:00")
+    submitted = env.scheduler.counters.submitted
+    # As `kubectl annotate --overwrite` writes it: a merge patch of the Pod.
+    env.kube.request_json(
+        "PATCH", f"/api/v1/namespaces/{NAMESPACE}/pods/{name}",
+        body={"metadata": {"annotations": {wk.ANNOTATION_COMMENT: "changed",
+                                           wk.ANNOTATION_TIMEOUT: "90"}}},
+        content_type="application/merge-patch+json", target=f"Pod {name}",
+    )  # fmt: skip
+    # The scheduler sees the update at once (its watch queues the Pod); give it a few turns.
+    time.sleep(3)
+    after = _show_job(env, job_id)
+    assert (after["Comment"], after["TimeLimit"]) == ("as bound", "00:30:00")
+    assert after["JobState"] == "RUNNING"
+    assert [j.job_id for j in _jobs_for(env, uid)] == [job_id]
+    assert env.scheduler.counters.submitted == submitted
+    pod = _pod(env, name)
+    assert pod is not None and _job_id(pod) == job_id
+
+
 def test_reservation_and_required_nodes(env: Env, pods: list[str]) -> None:
     reservation = unique("k8s")
     env.slurm.run(
