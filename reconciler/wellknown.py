@@ -184,6 +184,9 @@ EVENT_GANG_WAITING: Final = "GangWaiting"
 EVENT_GANG_RESTART: Final = "GangRestart"
 # On a waiting Pod whose schedulerName looks like ours but is none of the names we answer to.
 EVENT_SCHEDULER_NAME_UNKNOWN: Final = "SchedulerNameNotServed"
+# On a Pod that names a Slurm account or QOS where Slurm accounting is off (neither is charged
+# or enforced): once per Pod.
+EVENT_ACCOUNTING_OFF: Final = "SlurmAccountingOff"
 
 # The local node agent: simulated container stop time of a Pod (tests of teardown ordering).
 ANNOTATION_LOCAL_STOP_SECONDS: Final = f"{DOMAIN}/local-stop-seconds"

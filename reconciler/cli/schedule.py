@@ -93,6 +93,8 @@ def scheduler_settings(args: argparse.Namespace) -> SchedulerSettings:
         poll_seconds=args.poll_interval,
         workers=args.workers,
     )
+    if not args.repo:
+        settings = replace(settings, accounting=None)  # no values: slurm.conf is not known
     if args.all_namespaces:
         settings = replace(settings, watch_namespaces=None)
     elif args.watch_namespace:

@@ -11,6 +11,7 @@ import hostlist
 from reconciler import wellknown as wk
 from reconciler.compile import directory, manifests
 from reconciler.compile.accounting import Accounting, compile_accounting
+from reconciler.compile.accounting_off import accounting_off_warnings
 from reconciler.compile.cgroup import (
     CGROUP_CONF,
     cgroup_config,
@@ -23,7 +24,7 @@ from reconciler.compile.job_scripts import KINDS, script_map_name
 from reconciler.compile.lua_plugins import check_lua_settings, lua_files
 from reconciler.compile.no_nodes import no_nodes_warnings
 from reconciler.compile.node_memory import memory_warnings
-from reconciler.compile.nodesets import NodeSet, compose_all
+from reconciler.compile.nodesets import NodeSet, compose_all, last_setter
 from reconciler.compile.power import (
     check_power_saving,
     program_files,
@@ -153,7 +154,7 @@ def compile_desired_state(
         release, values, specs, partitions, profile, (d for _, d in empty), target.release
     )
     warnings += [*openmetrics_warnings(slurm_conf, target.release),
-                 *memory_warnings(values, specs, slurm_conf),
+                 *memory_warnings(values, specs, slurm_conf, _limits_where(config, enabled)),
                  *compute_ssh_warnings(values, slurm_conf)]  # fmt: skip
     check_lua_settings(slurm_conf, values)
     gres_conf = render_gres_conf(specs, profile, values, target.release)
@@ -193,6 +194,9 @@ def compile_desired_state(
         by_definition,
         (n.name for n in (*slurm_nodes, *spare_nodes)),
     )
+    accounting = compile_accounting(release, values, config.accounting_locations)
+    warnings += accounting_off_warnings(values, accounting, partitions, str(where), slurm_conf,
+                                        config.policies)  # fmt: skip
     return DesiredState(
         release=release,
         namespace=namespace,
@@ -206,12 +210,19 @@ def compile_desired_state(
         gres_conf=gres_conf,
         warnings=(*config.warnings, *warnings),
         reservations=reservations,
-        accounting=compile_accounting(release, values, config.accounting_locations),
+        accounting=accounting,
         secrets=generated_secrets(release, namespace, mysql=dbd.render_mysql),
         value_secrets=tuple(directory.value_secrets(release, namespace, values)),
         topology_files=topo.files,
         slurm_release=target,
     )
+
+
+def _limits_where(config: Config, enabled: list[tuple[NodeSet, dict[str, Any]]]) -> dict[str, str]:
+    """Node definition -> where the memSpecLimit it keeps is written."""
+    setters = ((n.name, last_setter(config, n, ("memSpecLimit",))) for n, d in enabled
+               if d.get("memSpecLimit") is not None)  # fmt: skip
+    return {name: setter.where for name, setter in setters if setter is not None}
 
 
 def declared_nodes(config: Config) -> list[str]:

@@ -12,6 +12,7 @@ or CR_Socket is discouraged because these values allow memory oversubscription."
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from reconciler.compile.slurm_nodes import SlurmNodeSpec
@@ -25,16 +26,19 @@ _VALUES_KEYS = {"SelectTypeParameters": "selectTypeParameters", "DefMemPerCPU": 
 
 
 def memory_warnings(
-    values: dict[str, Any], specs: list[SlurmNodeSpec], slurm_conf: str
-) -> list[Warning_]:
-    """`specs`: the enabled node definitions; `slurm_conf`: the rendered file."""
+    values: dict[str, Any], specs: list[SlurmNodeSpec], slurm_conf: str,
+    limits_where: Mapping[str, str] | None = None,
+) -> list[Warning_]:  # fmt: skip
+    """`specs`: the enabled node definitions; `slurm_conf`: the rendered file; `limits_where`:
+    node definition -> where its memSpecLimit is written ("file:line")."""
     selected = _select_warnings(values, slurm_conf)
-    return [*selected, *_default_memory_warnings(values, specs, slurm_conf)]
+    limits = _mem_spec_warnings(values, specs, slurm_conf, limits_where or {})
+    return [*selected, *limits, *_default_memory_warnings(values, specs, slurm_conf)]
 
 
 def _select_warnings(values: dict[str, Any], slurm_conf: str) -> list[Warning_]:
     key = _written_by(values, "SelectTypeParameters")
-    value = _setting(slurm_conf, "SelectTypeParameters")
+    value = conf_setting(slurm_conf, "SelectTypeParameters")
     if key is None or value is None:
         return []  # our default, not the user's choice (docs/values.md says why it stays)
     options = value.split(",")
@@ -44,14 +48,38 @@ def _select_warnings(values: dict[str, Any], slurm_conf: str) -> list[Warning_]:
     return [Warning_(key, f"SelectTypeParameters={value} does not make memory a consumable "
                      "resource, so Slurm oversubscribes a node's memory and jobs (and Pods our "
                      "scheduler places) can run it out of memory (SUNK's 'Schedule Kubernetes "
-                     "Pods with Slurm' discourages it); "
-                     f"set {fixed}")]  # fmt: skip
+                     "Pods with Slurm' discourages it), and a node definition's memSpecLimit "
+                     f"has no effect; set {fixed}")]  # fmt: skip
+
+
+def _mem_spec_warnings(values: dict[str, Any], specs: list[SlurmNodeSpec], slurm_conf: str,
+                       limits_where: Mapping[str, str]) -> list[Warning_]:  # fmt: skip
+    """slurm.conf(5), MemSpecLimit: "having the Memory set in SelectTypeParameters as any of the
+    options that has it as a consumable resource is needed for this option to work"; our
+    default CR_Core does not, so a memSpecLimit is judged whoever set SelectTypeParameters."""
+    value = conf_setting(slurm_conf, "SelectTypeParameters")
+    if value is None or "MEMORY" in value.upper():
+        return []
+    written = _written_by(values, "SelectTypeParameters")
+    key = written or "slurmConfig.selectTypeParameters"
+    by = written or f"{key}, our default"
+    fixed = ",".join(_WITH_MEMORY.get(option.upper(), option) for option in value.split(","))
+    fix = fixed if fixed != value else "CR_Core_Memory"
+    return [
+        Warning_(limits_where.get(spec.nodeset, "compute.nodes"),
+                 f"node definition {spec.nodeset!r} sets memSpecLimit: "
+                 f"{spec.mem_spec_limit_mb} (MiB), which has no effect: "
+                 f"SelectTypeParameters={value} ({by}) does not make memory a consumable "
+                 "resource, and Slurm keeps MemSpecLimit from jobs only when it is; set "
+                 f"{key} to {fix} (CR_Core_Memory or CR_CPU_Memory)")
+        for spec in specs if spec.mem_spec_limit_mb
+    ]  # fmt: skip
 
 
 def _default_memory_warnings(
     values: dict[str, Any], specs: list[SlurmNodeSpec], slurm_conf: str
 ) -> list[Warning_]:
-    raw = _setting(slurm_conf, "DefMemPerCPU")
+    raw = conf_setting(slurm_conf, "DefMemPerCPU")
     if raw is None or not raw.isdigit() or int(raw) == 0:
         return []  # 0: no default (Slurm's "unlimited")
     per_cpu = int(raw)
@@ -84,8 +112,8 @@ def _kept(spec: SlurmNodeSpec) -> str:
     return f" (RealMemory={spec.real_memory_mb} less MemSpecLimit={limit})" if limit else ""
 
 
-def _setting(slurm_conf: str, key: str) -> str | None:
-    """The value slurm.conf gives `key` (keys compared as Slurm does, ignoring case)."""
+def conf_setting(slurm_conf: str, key: str) -> str | None:
+    """The value slurm.conf text gives `key` (keys compared as Slurm does, ignoring case)."""
     prefix = key.lower() + "="
     for line in slurm_conf.splitlines():
         if line.lower().startswith(prefix):

@@ -194,6 +194,17 @@ class Effects:
         self._state.note_deleting(pod, self._clock())
         self.counters.pods_deleted += 1
 
+    def warn_once(self, pod: Obj, reason: str, message: str) -> None:
+        """A Warning Event with `reason` on the Pod, the first time only (a retried submit, a
+        restarted gang or a new watch event do not repeat it; a restarted scheduler does)."""
+        uid = pod["metadata"]["uid"]
+        with self._state.lock:
+            told = self._state.told_once.setdefault(uid, set())
+            if reason in told:
+                return
+            told.add(reason)
+        self.pods_out.event(pod, reason, "Scheduling", message, "Warning")
+
     def refuse(self, pod: Obj, message: str) -> None:
         self.counters.refused += 1
         self.pods_out.refuse(pod, message)

@@ -12,6 +12,7 @@ from typing import Any
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
 from reconciler.kuberules.problem import Problem
+from reconciler.scheduler.accounting_decide import unaccounted
 from reconciler.scheduler.admission import PodRequest, Rejection, admit
 from reconciler.scheduler.clients import SlurmClients
 from reconciler.scheduler.effects import Effects
@@ -64,6 +65,9 @@ class Intake:
             self._effects.refuse(pod, refusal)
             return None
         self._effects.stages.mark([pod["metadata"]["uid"]], "admitted", self._clock())
+        said = unaccounted(admission.account, admission.qos, self.settings.accounting)
+        if said is not None:
+            self._effects.warn_once(pod, wk.EVENT_ACCOUNTING_OFF, said)
         return admission
 
     def admission(self, pod: Obj) -> PodRequest | Rejection:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconciler import wellknown as wk
+from reconciler.compile.accounting_off import accounting_on
 from reconciler.compile.power import power_saving
 from reconciler.config.defaults import DEFAULT_KILL_WAIT_SECONDS, served_scheduler_names
 from reconciler.errors import ConfigTypeError
@@ -45,6 +46,9 @@ class SchedulerSettings:
     default_user_id: int | None = None
     # The other names Pods may set for it (config/defaults.py served_scheduler_names).
     aliases: tuple[str, ...] = ()
+    # Whether slurm.conf runs Slurm accounting (compile/accounting_off.py); None: not known
+    # (no config repo), and a Pod naming an account or QOS is told nothing.
+    accounting: bool | None = None
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -86,6 +90,7 @@ def settings_from_values(
         "bin_pack_partitions": _namespaces(scheduler.get("binPackPartitions")),
         "power_saving": power_saving(dict(values)) is not None,
         "default_user_id": (scheduler.get("podPolicy") or {}).get("defaultUserId"),
+        "accounting": accounting_on(values),
     }
     fields.update({k: v for k, v in overrides.items() if v is not None})
     return SchedulerSettings(**fields)

@@ -39,6 +39,7 @@ class SchedulerState:
         self.node_facts: dict[str, NodeFacts] = {}  # Node -> what node_fit reads of it
         self.gang_members: dict[str, set[str]] = {}  # gang key -> Pod uids
         self.told_waiting: dict[str, str] = {}  # Pod uid -> what it was told it waits for
+        self.told_once: dict[str, set[str]] = {}  # Pod uid -> reasons of Events said once
         self.gang_admitted: set[str] = set()  # gang members admitted for their job
         self.rule_pods: set[str] = set()  # uids of our Pods with pod (anti-)affinity rules
         # What is checked with Slurm before it is believed (job_trust.py, issue 17).
@@ -101,6 +102,7 @@ class SchedulerState:
             self.gang_members.setdefault(new, set()).add(uid)
         if after is None:
             self.told_waiting.pop(uid, None)
+            self.told_once.pop(uid, None)
             self.gang_admitted.discard(uid)
         return left
 

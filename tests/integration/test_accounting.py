@@ -9,11 +9,17 @@ The tests run in file order and build on each other's state (one stack per modul
   a `high` QOS preempting `low` -> a --qos=high job preempts (requeues) a running --qos=low job
   remove an account with a job  -> apply refuses, naming the account and the job
   its job gone                  -> ours deleted; one made by hand is only a warning
+  a Pod naming its account      -> our scheduler's job is charged to it (scontrol, sacct)
+  a Pod naming another account  -> Slurm refuses it; the Pod's Event says why
+
+The repo also sets AccountingStorageEnforce=associations,qos, as a site that means its
+accounts to be enforced does: without it Slurm takes an account the user is not in.
 """
 
 from __future__ import annotations
 
 import getpass
+import re
 import shutil
 import subprocess
 import tempfile
@@ -24,6 +30,17 @@ from typing import Any
 
 import pytest
 
+from reconciler import wellknown as wk
+from reconciler.adapters.kube import Kube
+from reconciler.adapters.scontrol import Scontrol
+from reconciler.adapters.slurm.jwt import MintedTokens
+from reconciler.config.files import read_library, read_repo
+from reconciler.config.repo import load_config
+from reconciler.local.slurm import current_user
+from reconciler.scheduler.clients import SlurmClients
+from reconciler.scheduler.loop import PodScheduler
+from reconciler.scheduler.settings import settings_from_values
+from tests.integration.helpers import unique, wait_for
 from tests.integration.local_up import RepoStack, local_up
 
 pytestmark = pytest.mark.integration
@@ -56,8 +73,9 @@ Env = RepoStack  # the copied repo, its work dir and the running stack
 def _preempt_qos(repo: Path) -> None:
     values = repo / "values.yaml"
     text = values.read_text()
-    assert "PreemptType=preempt/partition_prio" in text
-    values.write_text(text.replace("preempt/partition_prio", "preempt/qos"))
+    assert "    PreemptType=preempt/partition_prio\n" in text
+    enforce = "    AccountingStorageEnforce=associations,qos\n"
+    values.write_text(text.replace("preempt/partition_prio\n", "preempt/qos\n" + enforce))
 
 
 @pytest.fixture(scope="module")
@@ -217,3 +235,114 @@ def test_an_account_with_jobs_is_not_deleted_then_ours_go_and_others_stay(env: E
     code, text = _plan_text(env)
     assert code == 0 and NO_CHANGES in text, text
     assert "account ops is not in git and not ours" in text
+
+
+# ---- Pods through our scheduler, charged to the account they name -----------------------------
+
+NAMESPACE = "slurm"
+
+
+@pytest.fixture(scope="module")
+def scheduler(env: Env, stack_timings: dict[str, float]) -> Iterator[tuple[Kube, PodScheduler]]:
+    """Our Pod scheduler in this process, on this module's stack, with the repo's settings."""
+    slurm = env.slurm
+    kube = Kube.from_kubeconfig(env.running.stack.kube_paths.kubeconfig)
+    config = load_config(read_repo(env.repo), read_library())
+    settings = settings_from_values(
+        config.values, release="slurm", namespace=NAMESPACE, hooks_host="127.0.0.1",
+        hooks_port=0, poll_seconds=2.0,
+    )  # fmt: skip
+    assert settings.accounting is True
+    tokens = MintedTokens(slurm.paths.jwt_key, current_user())
+    clients = SlurmClients(slurm.rest_url(), tokens, jwt_key=slurm.paths.jwt_key,
+                           scontrol=Scontrol(tokens, env=slurm.env()))  # fmt: skip
+    running = PodScheduler(kube, clients, settings)
+    started = time.monotonic()
+    running.start()
+    stack_timings["accounting tests: scheduler start"] = time.monotonic() - started
+    try:
+        yield kube, running
+    finally:
+        started = time.monotonic()
+        running.stop()
+        clients.close()
+        stack_timings["accounting tests: scheduler stop"] = time.monotonic() - started
+
+
+def _research_declared(env: Env) -> None:
+    """The earlier tests leave USER in account research; run alone, declare it here."""
+    if ["research"] not in _sacctmgr(env, "account", "research", "format=Account"):
+        (env.repo / ACCOUNTING_FILE).write_text(ACCOUNTING)
+        _apply(env)
+
+
+def _account_pod(kube: Kube, account: str) -> dict[str, Any]:
+    name = unique("acct")
+    container = {"name": "main", "image": "ubuntu",
+                 "resources": {"requests": {"cpu": "1", "memory": "256Mi"}}}  # fmt: skip
+    pod = {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": NAMESPACE,
+                     "annotations": {wk.ANNOTATION_ACCOUNT: account}},
+        "spec": {"schedulerName": "slurm-slurm-slurm-scheduler", "containers": [container],
+                 "terminationGracePeriodSeconds": 1},
+    }  # fmt: skip
+    path = f"/api/v1/namespaces/{NAMESPACE}/pods"
+    return kube.request_json("POST", path, body=pod, target=f"Pod {name}")
+
+
+def _events(kube: Kube, name: str) -> list[dict[str, Any]]:
+    selector = f"involvedObject.name={name}"
+    return kube.list("v1", "Event", NAMESPACE, field_selector=selector).items
+
+
+def _delete(env: Env, kube: Kube, name: str) -> None:
+    kube.delete("v1", "Pod", name, NAMESPACE, grace_period_seconds=0)
+    wait_for(lambda: kube.get("v1", "Pod", name, NAMESPACE) is None, 30, f"Pod {name} gone")
+    _wait("jobs gone", lambda: not env.slurm.run("squeue", "-h").strip())
+
+
+def test_a_pod_naming_its_account_gets_a_job_charged_to_it(
+    env: Env, scheduler: tuple[Kube, PodScheduler]
+) -> None:
+    kube, _ = scheduler
+    _research_declared(env)
+    name = _account_pod(kube, "research")["metadata"]["name"]
+    try:
+        pod = wait_for(
+            lambda: (p := kube.get("v1", "Pod", name, NAMESPACE)) and p["spec"].get("nodeName")
+            and p, 30, f"Pod {name} bound",
+        )  # fmt: skip
+        job = pod["metadata"]["annotations"][wk.ANNOTATION_JOB_ID]
+        show = env.slurm.run("scontrol", "show", "job", job)
+        assert re.search(r"\bAccount=research\b", show), show
+        charged = wait_for(
+            lambda: env.slurm.run("sacct", "-n", "-X", "-P", "-j", job, "-o", "Account").strip(),
+            30, f"sacct to record job {job}",
+        )  # fmt: skip
+        assert charged == "research"
+        reasons = {e.get("reason") for e in _events(kube, name)}
+        assert wk.EVENT_ACCOUNTING_OFF not in reasons  # accounting is on here
+    finally:
+        _delete(env, kube, name)
+
+
+def test_a_pod_naming_an_account_its_user_is_not_in_is_refused_saying_why(
+    env: Env, scheduler: tuple[Kube, PodScheduler]
+) -> None:
+    kube, _ = scheduler
+    _research_declared(env)
+    if ["ops"] not in _sacctmgr(env, "account", "ops", "format=Account"):
+        env.slurm.run("sacctmgr", "-i", "add", "account", "ops", "description=made by hand")
+    name = _account_pod(kube, "ops")["metadata"]["name"]
+    try:
+        refused = wait_for(
+            lambda: [e for e in _events(kube, name) if e.get("reason") == wk.EVENT_REJECTED],
+            30, f"Pod {name} refused",
+        )  # fmt: skip
+        message = refused[0]["message"]
+        assert "Slurm refused the placeholder job" in message, message
+        assert "Invalid account" in message, message
+        assert not env.slurm.run("squeue", "-h").strip()  # no job was made
+    finally:
+        _delete(env, kube, name)

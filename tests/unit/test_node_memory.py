@@ -103,9 +103,9 @@ def test_a_def_mem_per_cpu_that_fits_is_not_warned(
 
 # SUNK's "Schedule Kubernetes Pods with Slurm", "Memory": "MemSpecLimit can be used in the slurm
 # NodeSet configuration to reserve memory for slurmd and other system Pods (such as DaemonSets)."
-def _with_spec_limit(limit: int, def_mem: int = 1024) -> str:
+def _with_spec_limit(limit: int, def_mem: int = 1024, select: str = "CR_Core_Memory") -> str:
     return (
-        f"slurmConfig: {{defMemPerCPU: {def_mem}}}\n"
+        f"slurmConfig: {{defMemPerCPU: {def_mem}, selectTypeParameters: {select}}}\n"
         + RTX4000.replace("las1]}", f"las1], memSpecLimit: {limit}}}")
     )
 
@@ -141,3 +141,39 @@ def test_def_mem_per_cpu_is_judged_against_what_mem_spec_limit_leaves(
         warning
     )
     assert "set DefMemPerCPU to 1792 or less, or give 'rtx4000-cu117' 18Gi of memory" in warning
+
+
+# slurm.conf(5), MemSpecLimit: "having the Memory set in SelectTypeParameters as any of the
+# options that has it as a consumable resource is needed for this option to work".
+def test_mem_spec_limit_under_our_default_cr_core_is_said_to_do_nothing(
+    compile_values: Callable[..., DesiredState],
+) -> None:
+    values = _with_spec_limit(2048).replace(", selectTypeParameters: CR_Core_Memory", "")
+    [warning] = [str(w) for w in compile_values(values).warnings if "memSpecLimit" in str(w)]
+    assert warning == (
+        "values.yaml:4: warning: node definition 'rtx4000-cu117' sets memSpecLimit: "
+        "2048 (MiB), which has no effect: SelectTypeParameters=CR_Core "
+        "(slurmConfig.selectTypeParameters, our default) does not make memory a consumable "
+        "resource, and Slurm keeps MemSpecLimit from jobs only when it is; set "
+        "slurmConfig.selectTypeParameters to CR_Core_Memory (CR_Core_Memory or CR_CPU_Memory)"
+    )
+
+
+def test_the_written_cr_core_warning_says_mem_spec_limit_does_nothing_and_names_the_key(
+    compile_values: Callable[..., DesiredState],
+) -> None:
+    state = compile_values(_with_spec_limit(2048, select="CR_CPU"))
+    warnings = _memory_warnings(state)
+    assert "a node definition's memSpecLimit has no effect; set CR_CPU_Memory" in warnings[0]
+    [limit] = [w for w in warnings if "sets memSpecLimit: 2048" in w]
+    assert "SelectTypeParameters=CR_CPU (slurmConfig.selectTypeParameters) does not" in limit
+    assert limit.endswith("set slurmConfig.selectTypeParameters to CR_CPU_Memory (CR_Core_Memory "
+                          "or CR_CPU_Memory)")  # fmt: skip
+
+
+def test_mem_spec_limit_with_memory_consumable_is_not_warned(
+    compile_values: Callable[..., DesiredState],
+) -> None:
+    for select in ("CR_Core_Memory", "CR_CPU_Memory", "CR_Memory"):
+        state = compile_values(_with_spec_limit(2048, select=select))
+        assert not [w for w in state.warnings if "memSpecLimit" in str(w)], select
