@@ -65,6 +65,7 @@ log = logging.getLogger(__name__)
 
 RETRY_BASE_SECONDS = 0.5
 RETRY_MAX_SECONDS = 30.0
+STOP_SECONDS = 2.0  # what stop() waits for its threads in all
 Obj = dict[str, Any]
 
 
@@ -203,8 +204,11 @@ class PodScheduler:
         if self.hooks is not None:
             self.hooks.stop()
         self._pods_out.close()
+        # One deadline for all: a watch thread blocked in a read ends only at its next event
+        # or timeout, and a second per thread made every stop take 8 s or more.
+        deadline = time.monotonic() + STOP_SECONDS
         for thread in self._threads:
-            thread.join(timeout=1.0)  # watch threads end at their next event or timeout
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
     def observe(
         self, *, bind: BindObserver | None = None, slurm: SlurmObserver | None = None,
