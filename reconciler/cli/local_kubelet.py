@@ -276,6 +276,16 @@ def _user_objects(
         else:
             progress(f"the repo's Pods name Secret {namespace}/{name}, which local up cannot "
                      "know: create it (kubectl create secret) or they stay Pending")  # fmt: skip
+    for name in shape.pull_secrets_named(state):
+        # Every image is in the Nodes' containerd and none is pulled: an empty login will do.
+        _secret(
+            kube,
+            name,
+            namespace,
+            {".dockerconfigjson": b'{"auths": {}}'},
+            kind="kubernetes.io/dockerconfigjson",
+        )
+        progress(f"Secret {name}: an empty registry login (imagePullSecrets; nothing is pulled)")
     for name in shape.claims_to_make(state):
         kube.create(shape.claim(name, namespace))
         progress(
@@ -300,9 +310,11 @@ def _ssh_key(path: Path) -> Path:
     return path
 
 
-def _secret(kube: Kube, name: str, namespace: str, data: dict[str, bytes]) -> None:
+def _secret(
+    kube: Kube, name: str, namespace: str, data: dict[str, bytes], kind: str = "Opaque"
+) -> None:
     encoded = {key: base64.b64encode(value).decode() for key, value in data.items()}
-    kube.create({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+    kube.create({"apiVersion": "v1", "kind": "Secret", "type": kind,
                  "metadata": {"name": name, "namespace": namespace}, "data": encoded})  # fmt: skip
 
 

@@ -8,8 +8,15 @@ and with few CPUs writes by hand:
 - the control plane's Pods ask for less than one of these Nodes holds (controller and login:
   the repo's requests are sized for a real cluster);
 - no GPU here: autodetection finds no device, and slurmd drops a GPU without a device file, so
-  each GPU node definition lists links to /dev/null as its devices (`gresAutoDetect: "off"`, a
-  `gresConfig` line per definition), made by an init container in an emptyDir.
+  each GPU node definition lists device files of its own (`gresAutoDetect: "off"`, a
+  `gresConfig` line per definition), made by an init container in an emptyDir: character
+  devices of NVIDIA's major number, one minor per GPU, that no driver serves. Each is a device
+  of its own, so task/cgroup's ConstrainDevices allows a job its GPU and denies the others (an
+  open of its own fails "No such device or address", of another "Operation not permitted");
+  links to /dev/null were one device for all, and a job's cgroup denied it /dev/null.
+
+The Pods' `imagePullSecrets` name registry logins nothing here uses (every image is loaded
+into the Nodes, none is pulled): `local up` makes each as an empty one (pull_secrets_named).
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from reconciler.compile.desired import DesiredState
 
 MACHINE_LAYER = "values.d/zz-local-machine.yaml"
 FAKE_GPU_DIR = "/dev/fake-gpu"
+FAKE_GPU_MAJOR = 195  # NVIDIA's character device major (/dev/nvidia<minor>)
 OUR_REGISTRY = "ghcr.io/sunk-reconciler/"
 # The control plane's Pods here: (requests, limits) by component, when the repo's ask for
 # more than SMALL_CPU_SHARE of the machine.
@@ -83,7 +91,10 @@ def _fake_gpus(state: DesiredState) -> tuple[list[str], dict[str, Any]]:
         lines.append(f"NodeName={','.join(n.name for n in mine)} Name=gpu{typed} File={files}")
         image = _slurmd_image(state, nodeset.name)
         links = " ".join(str(i) for i in range(count))
-        script = f"for i in {links}; do ln -sf /dev/null /fake-gpu/nvidia$i; done"
+        script = (
+            f"for i in {links}; do rm -f /fake-gpu/nvidia$i && "
+            f"mknod -m 666 /fake-gpu/nvidia$i c {FAKE_GPU_MAJOR} $i; done"
+        )
         definitions[nodeset.name] = {
             "initContainers": [{
                 "name": "fake-gpus", "image": image,
@@ -175,6 +186,14 @@ def secrets_named(state: DesiredState) -> list[str]:
             ref = (env.get("valueFrom") or {}).get("secretKeyRef")
             named |= {ref["name"]} if ref else set()
         named |= {e["secretRef"]["name"] for e in container.get("envFrom", []) if "secretRef" in e}
+    return sorted(named - made)
+
+
+def pull_secrets_named(state: DesiredState) -> list[str]:
+    """The registry logins the repo's Pods name (`imagePullSecrets`) that no `apply` makes."""
+    made = {o["metadata"]["name"] for o in state.kube_objects if o["kind"] == "Secret"}
+    named = {str(ref["name"]) for obj in _workloads(state)
+             for ref in _pod_spec(obj).get("imagePullSecrets", []) if ref.get("name")}  # fmt: skip
     return sorted(named - made)
 
 

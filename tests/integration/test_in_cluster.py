@@ -35,6 +35,7 @@ from reconciler.adapters.kube import Kube
 from reconciler.daemon.status import status_name
 from reconciler.local.image_build import image_tag
 from reconciler.local.kubelet_cluster import CGROUP_ROOT
+from reconciler.local.kubelet_repo import MACHINE_LAYER
 from reconciler.local.stack import LocalStack
 from reconciler.local.stack_record import new_temp_runtime_dir
 from tests.integration.flux_fixture import install_crd
@@ -58,8 +59,38 @@ CONVERGE_TIMEOUT = 300  # a push to its revision recorded (a slurmctld restart i
 # the rest for this machine of 2 CPUs without GPUs (MACHINE_LAYER, reconciler/local/
 # kubelet_repo.py).
 LAYER = "values.d/90-kubelet.yaml"
+# Beside them, what the push of test_deleting_the_leader... changes (every file the render
+# writes into /etc/slurm but slurm.conf) and what the jobs' tests read: task/cgroup (cgroup.conf,
+# ConstrainDevices), a prolog and an epilog (SUNK's "Slurm Workload Manager" page: scripts in
+# ConfigMaps, run as root), a job_submit.lua (it marks a job's Comment only: the scheduler marks
+# its placeholder jobs' AdminComment), a tree topology from the Nodes' labels (every Node a leaf
+# under one switch: `srun -N2` spans two Nodes), and a registry login on every Pod.
 TEST_LAYER = """\
+imagePullSecrets:
+  - name: registry-login
+slurmConfig:
+  slurmCtld:
+    taskPlugin: task/cgroup
+  slurmd:
+    prolog: |
+      #!/usr/bin/env bash
+      echo "$(id -un) $SLURMD_NODENAME" > /mnt/data/prolog-$SLURM_JOB_ID || true
+    epilog: |
+      #!/usr/bin/env bash
+      echo "$(id -un) $SLURMD_NODENAME" > /mnt/data/epilog-$SLURM_JOB_ID || true
+  luaPlugins:
+    jobSubmit: |
+      function slurm_job_submit(job_desc, part_list, submit_uid)
+        if job_desc.comment == nil then job_desc.comment = "job_submit v1" end
+        return slurm.SUCCESS
+      end
+      function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
+        return slurm.SUCCESS
+      end
 compute:
+  topology:
+    plugin: tree
+    switchLabels: [kubernetes.io/hostname, kubernetes.io/os]
   ssh:
     enabled: true  # SUNK's "Slurm Workload Manager": SSH to compute nodes
   nodes:
@@ -67,6 +98,7 @@ compute:
       replicas: 2
       maxReplicas: 3
 """
+PULL_SECRET = "registry-login"
 
 
 @dataclass
@@ -120,8 +152,15 @@ class Cluster:
 
     def push(self, edit: Callable[[str], str], file: str, message: str) -> str:
         """Edit a file of the clone, commit and `git push`: the pushed commit's id."""
-        path = self.clone / file
-        path.write_text(edit(path.read_text()))
+        return self.push_edits({file: edit}, message)
+
+    def push_edits(self, edits: dict[str, Callable[[str], str]], message: str) -> str:
+        """Edit files of the clone, commit them as one and `git push`: the commit's id."""
+        for file, edit in edits.items():
+            path = self.clone / file
+            before = path.read_text()
+            path.write_text(edit(before))
+            assert path.read_text() != before, f"the edit of {file} changed nothing"
         git(self.clone, "commit", "-q", "-am", message)
         git(self.clone, "push", "-q", "origin", "HEAD:main")
         return git(self.clone, "rev-parse", "HEAD")
@@ -262,6 +301,13 @@ def test_every_pod_is_ready_by_its_own_probes_as_a_container_of_our_image(cluste
     events = cluster.get("events")["items"]
     errored = [e["message"] for e in events if "probe errored" in e.get("message", "")]
     assert not errored, errored  # kubelet ignores a probe that cannot run at all
+    # values' imagePullSecrets on every Pod we render (deploy/'s reconciler Pods are not ours),
+    # naming the registry login `local up` made, and the kubelets ran them all.
+    ours = [p for p in pods if _workload_pod_name(p) != "reconciler"]
+    assert all(p["spec"].get("imagePullSecrets") == [{"name": PULL_SECRET}] for p in ours), [
+        (p["metadata"]["name"], p["spec"].get("imagePullSecrets")) for p in ours
+    ]
+    assert cluster.get("secret", PULL_SECRET)["type"] == "kubernetes.io/dockerconfigjson"
 
 
 def test_the_reconciler_runs_as_deploys_service_account_and_says_little(cluster: Cluster) -> None:
@@ -303,13 +349,55 @@ def test_srun_on_two_nodes_runs_in_the_slurmd_containers(cluster: Cluster) -> No
     assert sorted(out.split()) == ["slurm-cpu-0", "slurm-cpu-1"]
 
 
+def _login(cluster: Cluster, command: str, timeout: float = 180) -> str:
+    """A shell command in the login Pod (Slurm's commands, the shared claim at /mnt/data)."""
+    return cluster.slurm("sh", "-c", command, pod="slurm-login-0", container="sshd",
+                         timeout=timeout)  # fmt: skip
+
+
 def test_an_sbatch_job_writes_its_output_on_the_shared_claim(cluster: Cluster) -> None:
+    """The job runs in a slurmd container; the repo's prolog and epilog (our ConfigMaps at
+    prolog.d and epilog.d) ran there as root, around it; its job_submit.lua marked it."""
     script = "sbatch --wait -p all -N1 -o /mnt/data/e2e-%j.out --wrap 'hostname; id -un'"
-    out = cluster.slurm("sh", "-c", script + " && cat /mnt/data/e2e-*.out",
-                        pod="slurm-login-0", container="sshd", timeout=180)  # fmt: skip
+    out = _login(cluster, script + " && cat /mnt/data/e2e-*.out")
     lines = out.split()
     assert lines[0].startswith("Submitted"), out
     assert lines[-2] in ("slurm-cpu-0", "slurm-cpu-1") and lines[-1] == "root", out
+    job = lines[3]
+    files = f"cat /mnt/data/prolog-{job} /mnt/data/epilog-{job} 2>/dev/null || true"
+    ran = wait_for(  # the epilog runs as the job completes: sbatch --wait may return first
+        lambda: len(found := _login(cluster, files).splitlines()) == 2 and found,
+        30, f"job {job}'s prolog and epilog files on the claim",
+    )  # fmt: skip
+    assert ran == [f"root {lines[-2]}", f"root {lines[-2]}"], ran
+    assert " Comment=job_submit v1 " in cluster.slurm("scontrol", "show", "job", "-o", job)
+
+
+# Each fake GPU (reconciler/local/kubelet_repo.py) is a device of NVIDIA's major that no driver
+# serves: an open the job's devices cgroup allows fails ENXIO, one it denies EPERM.
+GPU_PROBE = (
+    'echo "$SLURM_JOB_GPUS $CUDA_VISIBLE_DEVICES"; '
+    "for i in 0 1 2 3 4 5 6; do head -c0 /dev/fake-gpu/nvidia$i 2>&1; done; "
+    "head -c0 /dev/null && echo /dev/null opened; grep ConstrainDevices /etc/slurm/cgroup.conf"
+)
+
+
+def test_a_gpu_job_opens_only_the_gpu_slurm_gave_it(cluster: Cluster) -> None:
+    """task/cgroup with the rendered cgroup.conf's ConstrainDevices=yes: a job given one GPU of a
+    node's seven can open that one device only."""
+    config = cluster.slurm("scontrol", "show", "config")
+    assert re.search(r"^ConstrainDevices\s*=\s*yes$", config, re.M), config
+    assert re.search(r"^TaskPlugin\s*=\s*task/cgroup$", config, re.M), config
+    job = _login(cluster, "sbatch --parsable --wait -p gpu --gres=gpu:1 -N1 "
+                 f"-o /mnt/data/gpu-%j.out --wrap '{GPU_PROBE}'").strip()  # fmt: skip
+    out = _login(cluster, f"cat /mnt/data/gpu-{job}.out").splitlines()
+    given, visible = out[0].split()
+    assert visible == "0", out  # CUDA numbers the job's GPUs from 0
+    opened = {f"/dev/fake-gpu/nvidia{i}": line for i, line in enumerate(out[1:8])}
+    mine = f"/dev/fake-gpu/nvidia{given}"
+    assert "No such device or address" in opened.pop(mine), out  # allowed: no driver behind
+    assert all("Operation not permitted" in line for line in opened.values()), out
+    assert out[8:] == ["/dev/null opened", "ConstrainDevices=yes"], out
 
 
 def _ssh(cluster: Cluster, host: str, command: str) -> subprocess.CompletedProcess[str]:
@@ -551,10 +639,89 @@ def test_deleting_the_leader_hands_the_lease_over_and_the_next_push_converges(
     cluster.figures["in-cluster: leader Pod deleted -> Lease held by the other (s)"] = (
         f"{time.monotonic() - deleted:.1f}"
     )
-    head = cluster.push(lambda t: t + "# the new leader converges this\n", "values.yaml",
-                        "a push for the new leader")  # fmt: skip
-    assert cluster.converged(head)["state"] in ("applied", "unchanged")
+    before = _slurmctld_view(cluster)
+    pushed = time.monotonic()
+    head = cluster.push_edits(CONFIG_EDITS, "every file beside slurm.conf changes")
+    assert cluster.converged(head)["state"] == "applied"
     assert any(m.startswith(f"converge: {head[:12]}") for m in cluster.said(new))
+    _the_running_slurmctld_took_every_file(cluster, before)
+    cluster.figures["in-cluster: git push of the files beside slurm.conf -> slurmctld took "
+                    "them (s)"] = f"{time.monotonic() - pushed:.1f}"  # fmt: skip
+
+
+# One push changes every file the render writes into /etc/slurm but slurm.conf; the reconfigure
+# sidecar of the controller Pod must see each (it hashes every file there), and slurmctld reread.
+GRES_NOTE = "# the second revision of gres.conf"
+
+
+def _more_gres(text: str) -> str:
+    """local up's machine layer, its gresConfig (the fake GPUs' lines) with one more line."""
+    layer = yaml.safe_load(text)
+    layer["slurmConfig"]["gresConfig"] += GRES_NOTE + "\n"
+    return yaml.safe_dump(layer, sort_keys=False)
+
+
+def _layer_v2(text: str) -> str:
+    """The test's layer: job_submit.lua, topology.conf and cgroup.conf each changed."""
+    text = text.replace("job_submit v1", "job_submit v2")
+    text = text.replace("[kubernetes.io/hostname, kubernetes.io/os]", "[kubernetes.io/os]")
+    return text.replace("slurmConfig:\n", "slurmConfig:\n  cgroupConfig: AllowedRAMSpace=95\n", 1)
+
+
+CONFIG_EDITS: dict[str, Callable[[str], str]] = {LAYER: _layer_v2, MACHINE_LAYER: _more_gres}
+SLURMCTLD_TOOK = 120  # kubelet updates the volume (syncFrequency 10 s), the sidecar looks every 5 s
+
+
+def _slurmctld_view(cluster: Cluster) -> dict[str, str]:
+    """What the running slurmctld says of its config files, and slurm.conf as rendered."""
+    conf_map = cluster.get("configmap", f"{RELEASE}-slurm-conf")["data"]
+    return {
+        "config": cluster.slurm("scontrol", "show", "config"),
+        "topology": cluster.slurm("scontrol", "show", "topology"),
+        "slurm.conf": conf_map["slurm.conf"],
+        "gres.conf": conf_map["gres.conf"],
+    }
+
+
+def _the_running_slurmctld_took_every_file(cluster: Cluster, before: dict[str, str]) -> None:
+    """slurm.conf is the same, so only the other files can have made the sidecar reconfigure:
+    slurmctld shows cgroup.conf's new value and the new topology, and its job_submit.lua marks a
+    job with the new text (the plugin rereads a changed script itself); the gres.conf its
+    container reads is the new one."""
+    after = _slurmctld_view(cluster)
+    assert after["slurm.conf"] == before["slurm.conf"]
+    assert GRES_NOTE in after["gres.conf"] and GRES_NOTE not in before["gres.conf"]
+    loaded = re.compile(r"^Configuration data as of (\S+)", re.M)
+    # A leaf switch per Node (its hostname) under `linux`, then `linux` alone; the spares,
+    # whose Pods do not run, stay under `_unplaced`.
+    switches = re.compile(r"^SwitchName=(\S+)", re.M)
+    spine = ["linux", "_unplaced"]
+    assert set(switches.findall(before["topology"])) > set(spine), before["topology"]
+
+    def reread() -> dict[str, str] | None:
+        now = _slurmctld_view(cluster)
+        config, topology = now["config"], now["topology"]
+        return now if (
+            re.search(r"^AllowedRAMSpace\s*=\s*95", config, re.M)
+            and sorted(switches.findall(topology), reverse=True) == spine
+        ) else None  # fmt: skip
+
+    try:
+        now = wait_for(reread, SLURMCTLD_TOOK, "slurmctld's cgroup.conf value and topology")
+    except AssertionError as exc:
+        sidecar = cluster.kubectl("logs", "deploy/slurm-controller", "-c", "reconfigure")
+        raise AssertionError(f"{exc}\n{_slurmctld_view(cluster)}\nsidecar: {sidecar}") from None
+    took = loaded.search(now["config"])
+    assert took and took.group(1) != loaded.search(before["config"]).group(1), now["config"]  # type: ignore[union-attr]
+    held = cluster.slurm("cat", "/etc/slurm/gres.conf", container="reconfigure")
+    assert GRES_NOTE in held, held
+    job = cluster.slurm("sbatch", "--parsable", "--hold", "-p", "all", "--wrap", "true",
+                        pod="slurm-login-0", container="sshd").strip()  # fmt: skip
+    try:
+        shown = cluster.slurm("scontrol", "show", "job", "-o", job)
+        assert " Comment=job_submit v2 " in shown, shown
+    finally:
+        cluster.slurm("scancel", job)
 
 
 def _burst_pod(index: int) -> dict[str, Any]:

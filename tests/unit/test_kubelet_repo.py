@@ -3,6 +3,9 @@ CPUs: the values layer a user wrote by hand before, the claims and Secrets it ma
 
 from __future__ import annotations
 
+import os
+import stat
+import subprocess
 from pathlib import Path
 
 import yaml
@@ -72,3 +75,26 @@ def test_the_claim_compute_mounts_names_is_made_and_the_login_keys_secret_is_nam
     assert shape.images(state) == {"ghcr.io/sunk-reconciler/slurm:24.11.5",
                                    "ghcr.io/sunk-reconciler/mariadb:10.11"}  # fmt: skip
     assert shape.rest_url(state) == "http://slurm-rest.slurm.svc.cluster.local:6820"
+
+
+def test_each_fake_gpu_is_a_device_of_its_own(tmp_path: Path) -> None:
+    """task/cgroup's ConstrainDevices denies a job the GPUs it was not given by device number:
+    links to /dev/null were all one device (and a GPU job lost /dev/null). The init
+    container's script, in a real shell, makes NVIDIA-numbered devices, one minor each."""
+    layer, _ = _with_layer(shape.Machine(cpus=2, gpus=False))
+    [init] = layer["compute"]["nodes"]["gpu-small"]["initContainers"]
+    script = init["command"][-1].replace("/fake-gpu/", f"{tmp_path}/")
+    for _ in range(2):  # a container restarted in the same Pod finds the files there
+        subprocess.run(["sh", "-c", script], check=True, capture_output=True)
+    devices = sorted(tmp_path.iterdir())
+    assert [d.name for d in devices] == [f"nvidia{i}" for i in range(7)]
+    numbers = [(os.major(d.stat().st_rdev), os.minor(d.stat().st_rdev)) for d in devices]
+    assert all(stat.S_ISCHR(d.lstat().st_mode) for d in devices)
+    assert numbers == [(shape.FAKE_GPU_MAJOR, i) for i in range(7)]
+
+
+def test_the_pull_secrets_values_name_are_made_as_registry_logins() -> None:
+    state, _ = _compiled({"values.d/50-pull.yaml": "imagePullSecrets:\n  - name: regcred\n"})
+    assert shape.pull_secrets_named(state) == ["regcred"]
+    assert shape.secrets_named(state) == ["slurm-login-keys"]  # not reported as missing
+    assert shape.pull_secrets_named(_compiled()[0]) == []
