@@ -1,5 +1,5 @@
 """Whether Slurm accounting is on, and the plan's word on what a repo relies on it for while it
-is off (pure).
+is off, or on and not enforced (pure).
 
 SUNK's default install runs accounting: the listing on SUNK's "Slurm Workload Manager" page
 shows `slurm-accounting` and `slurm-mysql-0` Pods. Ours renders no slurmdbd or database unless
@@ -8,6 +8,11 @@ account and QOS as plain names and checks neither (an unknown `--account` or `--
 accepted), `sacct` has no record, and `slurmConfig.accounting` has no slurmdbd to be applied
 to. A repo written for SUNK's default may rely on all of that without knowing it is off: each
 such reliance is a warning naming where it is written and the key that turns accounting on.
+
+With accounting on, Slurm still takes any account or QOS a job names until
+AccountingStorageEnforce includes associations; we do not set it for you, since it refuses
+every job of a user with no association (the scheduler's Pods' users included), so declared
+accounts without it are a warning too.
 """
 
 from __future__ import annotations
@@ -32,6 +37,9 @@ _PARTITION_OPTIONS = ("AllowAccounts", "DenyAccounts", "AllowQos", "DenyQos", "Q
 _CONF_SETTINGS = {"AccountingStorageEnforce": ("", "0", "none"),
                   "PriorityWeightFairshare": ("", "0"), "PriorityWeightQOS": ("", "0")}  # fmt: skip
 _ANNOTATIONS = (wk.ANNOTATION_ACCOUNT, wk.ANNOTATION_QOS)
+# AccountingStorageEnforce words that check a job's association (Slurm's slurm.conf page:
+# limits, qos, safe and all each set associations too).
+_ENFORCING = frozenset({"associations", "limits", "qos", "safe", "all"})
 
 
 def accounting_on(values: Mapping[str, Any]) -> bool:
@@ -54,7 +62,7 @@ def accounting_off_warnings(
 ) -> list[Warning_]:
     """One warning per thing the repo relies on accounting for, when it is off."""
     if accounting_on(values):
-        return []
+        return unenforced_warnings(accounting, slurm_conf)
     warnings = []
     declared = [e.where for e in (*accounting.qos, *accounting.accounts, *accounting.users)]
     if declared:
@@ -82,6 +90,19 @@ def accounting_off_warnings(
                                  f"{' or '.join(_ANNOTATIONS)}", "the account or QOS a Pod "
                                  "names is neither charged nor enforced by Slurm"))  # fmt: skip
     return warnings
+
+
+def unenforced_warnings(accounting: Accounting, slurm_conf: str) -> list[Warning_]:
+    """Accounts or users declared while Slurm checks no job against them (accounting on)."""
+    declared = [e.where for e in (*accounting.accounts, *accounting.users)]
+    enforce = conf_setting(slurm_conf, "AccountingStorageEnforce") or ""
+    if not declared or _ENFORCING & {w.strip().lower() for w in enforce.split(",")}:
+        return []
+    return [Warning_(declared[0], "slurmConfig.accounting declares accounts or users, and "
+                     "Slurm charges jobs to them but lets a job name any account or QOS "
+                     f"(AccountingStorageEnforce={enforce or 'unset'}): add "
+                     "AccountingStorageEnforce=associations (with limits,qos to apply QOS "
+                     "limits) to slurmConfig.extraConfig")]  # fmt: skip
 
 
 def _reading_annotations(policy: Policy) -> Location | None:

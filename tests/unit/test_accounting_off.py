@@ -129,3 +129,31 @@ def test_accounting_on_follows_the_key_and_an_extra_config_line(
     values: dict[str, object], on: bool
 ) -> None:
     assert accounting_on(values) is on
+
+
+UNENFORCED = "Slurm charges jobs to them but lets a job name any account or QOS"
+
+
+@pytest.mark.parametrize(
+    ("enforce", "warned"),
+    # Slurm's slurm.conf page: limits, qos, safe and all each set associations too.
+    [("", True), ("AccountingStorageEnforce=wckeys\n", True),
+     ("AccountingStorageEnforce=nojobs\n", True),
+     ("AccountingStorageEnforce=associations\n", False),
+     ("AccountingStorageEnforce=limits\n", False), ("AccountingStorageEnforce=QOS\n", False),
+     ("AccountingStorageEnforce=safe\n", False), ("AccountingStorageEnforce=all\n", False),
+     ("AccountingStorageEnforce=associations,limits,qos\n", False)],
+)  # fmt: skip
+def test_declared_accounts_slurm_does_not_enforce_are_warned(
+    compile_values: Callable[..., DesiredState], enforce: str, warned: bool
+) -> None:
+    extra = "  extraConfig: |\n    " + enforce if enforce else ""
+    state = compile_values("accounting: {enabled: true}\n" + ACCOUNTS + extra)
+    found = [str(w) for w in state.warnings if UNENFORCED in str(w)]
+    if not warned:
+        assert found == []
+        return
+    [warning] = found
+    assert warning.startswith("values.yaml:5: warning: slurmConfig.accounting declares accounts")
+    assert warning.endswith("add AccountingStorageEnforce=associations (with limits,qos to "
+                            "apply QOS limits) to slurmConfig.extraConfig")  # fmt: skip
