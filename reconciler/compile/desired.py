@@ -21,7 +21,7 @@ from reconciler.compile.cgroup import (
 from reconciler.compile.control_plane import control_plane_objects
 from reconciler.compile.images import image_warnings
 from reconciler.compile.job_scripts import KINDS, script_map_name
-from reconciler.compile.lua_plugins import check_lua_settings, lua_files
+from reconciler.compile.lua_plugins import admin_comment_warnings, check_lua_settings, lua_files
 from reconciler.compile.no_nodes import no_nodes_warnings
 from reconciler.compile.node_memory import memory_warnings
 from reconciler.compile.nodesets import NodeSet, compose_all, last_setter
@@ -146,6 +146,8 @@ def compile_desired_state(
     ]
     warnings += [*no_nodes_warnings(config, nodesets), *image_warnings(config, nodesets)]
     warnings += scheduled_gpu_warnings(config, enabled)
+    if config.view.scheduler_enabled:
+        warnings += admin_comment_warnings(values)
     warnings += [Warning_(str(config.topology_where), note) for note in topo.notes]
     warnings += [Warning_("slurmConfig.release", note) for note in target.notes]
     warnings += release_warnings(values, target.release, str(where))

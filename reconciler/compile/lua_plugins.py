@@ -10,6 +10,10 @@ plugins reload a script whose file changed at their next call, so a new script n
 A script loads only with `<Setting>=lua` in slurm.conf, which we write; an extraConfig line of
 the same key replaces ours (as any setting). That line must still load lua when a script is
 given, and may load it only when one is: either way the other is refused, naming both keys.
+
+The Pod scheduler marks each placeholder job in its AdminComment (as it submits as the Pod's
+user, the job's name is the user's to change): a job_submit.lua that assigns admin_comment
+erases the mark, and the scheduler no longer knows the job as its own, so it is warned.
 """
 
 from __future__ import annotations
@@ -19,10 +23,14 @@ from typing import Any
 
 from reconciler.compile.lines import write_script
 from reconciler.config.lua_plugins import LUA_PLUGINS, lua_scripts
+from reconciler.config.schema import Warning_
 from reconciler.errors import CompileError
 
 LUA = "lua"
 _SETTING = re.compile(r"([A-Za-z][A-Za-z0-9]*)=(\S+)")
+# An assignment to a job's admin_comment (`.admin_comment =` or `["admin_comment"] =`), not a
+# comparison (`==`, `~=`).
+_WRITES_ADMIN_COMMENT = re.compile(r"admin_comment\s*['\"]?\s*\]?\s*=(?!=)")
 
 
 def lua_files(values: dict[str, Any]) -> dict[str, str]:
@@ -34,6 +42,19 @@ def lua_files(values: dict[str, Any]) -> dict[str, str]:
 def lua_settings(values: dict[str, Any]) -> dict[str, str]:
     """The slurm.conf settings that load the scripts given (before extraConfig's)."""
     return {LUA_PLUGINS[name].setting: LUA for name in lua_scripts(values)}
+
+
+def admin_comment_warnings(values: dict[str, Any]) -> list[Warning_]:
+    """job_submit.lua assigning admin_comment, while the Pod scheduler runs."""
+    script = lua_scripts(values).get("jobSubmit", "")
+    line = next((s.strip() for s in script.splitlines() if _WRITES_ADMIN_COMMENT.search(s)), None)
+    if line is None:
+        return []
+    return [Warning_(_key("jobSubmit"), "job_submit.lua assigns admin_comment, where the Pod "
+                     f"scheduler marks its placeholder jobs ({line!r}): a job whose mark it "
+                     "changes is no longer known as the Pod's, so the Pod gets a second job "
+                     "and the first is never cancelled; leave admin_comment as it is, or "
+                     "change it only for jobs whose admin_comment is empty")]  # fmt: skip
 
 
 def check_lua_settings(slurm_conf: str, values: dict[str, Any]) -> None:

@@ -133,3 +133,28 @@ def test_extra_config_loading_lua_without_a_script_is_a_plan_error() -> None:
 def test_render_is_the_same_run_to_run() -> None:
     first, second = (state_of(_lua(JOB_SUBMIT, CLI_FILTER)) for _ in range(2))
     assert _conf_map(first) == _conf_map(second)
+
+
+MARKS = "admin_comment, where the Pod scheduler marks its placeholder jobs"
+
+
+@pytest.mark.parametrize(
+    ("line", "scheduler", "warned"),
+    [('job_desc.admin_comment = "site"', "", True),
+     ("job_desc['admin_comment']=''", "", True),
+     ('job_desc.admin_comment = "site"', "scheduler: {enabled: false}\n", False),
+     ('if job_desc.admin_comment == nil then return slurm.SUCCESS end', "", False),
+     ('slurm.log_info("%s", job_desc.admin_comment)', "", False)],
+)  # fmt: skip
+def test_a_job_submit_lua_that_writes_admin_comment_is_warned(
+    line: str, scheduler: str, warned: bool
+) -> None:
+    script = JOB_SUBMIT.replace("        return slurm.SUCCESS\n", f"        {line}\n"
+                                "        return slurm.SUCCESS\n", 1)  # fmt: skip
+    state = state_of(scheduler + _lua(script))
+    found = [str(w) for w in state.warnings if MARKS in str(w)]
+    assert len(found) == warned
+    if warned:
+        assert found[0].startswith("slurmConfig.luaPlugins.jobSubmit: warning: job_submit.lua "
+                                   f"assigns {MARKS}")  # fmt: skip
+        assert repr(line) in found[0]  # the line, to find it by
