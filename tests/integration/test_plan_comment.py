@@ -114,7 +114,8 @@ def test_plan_of_a_new_slurm_release_shows_the_upgrade_stages_or_refuses(
         return reconciler_cli("plan", str(repo), "--runtime-dir", str(running.runtime),
                               "--detailed-exitcode", *extra, timeout=120)  # fmt: skip
 
-    upgrade = plan("26.05.3")
+    target = "26.11.1" if live.series == "26.05" else "26.05.3"  # a hand-built 26.05 stack
+    upgrade = plan(target)
     if live.series == "22.05":  # the stack's --slurm 22.05: past 26.05's window
         assert upgrade.returncode == 1, upgrade.stdout + upgrade.stderr
         assert "22.05.8 -> 26.05.3 jumps past the upgrade window" in upgrade.stderr
@@ -123,11 +124,11 @@ def test_plan_of_a_new_slurm_release_shows_the_upgrade_stages_or_refuses(
     assert upgrade.returncode == 2, upgrade.stdout + upgrade.stderr
     stages = [line for line in upgrade.stdout.splitlines() if line.startswith("upgrade stage")]
     assert [line.split(": ")[1] for line in stages] == [
-        f"{component} {live} -> 26.05.3"
+        f"{component} {live} -> {target}"
         for component in ("slurmdbd", "slurmctld", "slurmd", "login/slurmrestd")
     ], upgrade.stdout
     assert "StatefulSet slurm/slurm-cpu, StatefulSet slurm/slurm-gpu-small" in stages[2]
-    as_json = json.loads(plan("26.05.3", "-o", "json").stdout)
+    as_json = json.loads(plan(target, "-o", "json").stdout)
     assert [s["component"] for s in as_json["upgrade"]] == [
         "slurmdbd", "slurmctld", "slurmd", "login/slurmrestd"]  # fmt: skip
 
@@ -138,3 +139,7 @@ def test_plan_of_a_new_slurm_release_shows_the_upgrade_stages_or_refuses(
     assert said[-1].startswith("error: Slurm upgrade refused: "), said
     assert f"{live} -> 22.05.8 is a downgrade" in said[-1], said
     assert "SchedMD's doc/html/upgrades.shtml" in said[-1]
+    # apply plans the same way: refused before it changes anything.
+    applied = reconciler_cli("apply", str(repo), "--runtime-dir", str(running.runtime), "--yes",
+                             timeout=120)  # fmt: skip
+    assert applied.returncode == 1 and "is a downgrade" in applied.stderr, applied.stderr
