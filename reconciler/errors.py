@@ -75,6 +75,12 @@ class LineInjectionError(CompileError):
     key or line, never the value (it may be a password)."""
 
 
+class SlurmUpgradeRefusedError(ReconcilerError):
+    """A change of the Slurm release that Slurm cannot make: a downgrade, a jump past the
+    upgrade window, or daemons mixed in an order Slurm refuses (plan/upgrade.py). The message is
+    one line naming the rule and the document it comes from."""
+
+
 class LocalStackError(ReconcilerError):
     """A daemon of the local stack (etcd, kube-apiserver, munged, slurmctld, ...) failed."""
 

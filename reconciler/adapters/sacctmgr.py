@@ -27,6 +27,7 @@ from reconciler.adapters.slurm.jwt import TokenSource
 from reconciler.compile.accounting import Account, Qos, User
 from reconciler.config.accounting import AccountingValueError, tres_limits, wall_minutes
 from reconciler.errors import ReconcilerError, SlurmArgumentError
+from reconciler.slurm_release import SlurmRelease, release_in
 
 DEFAULT_TIMEOUT_SECONDS = 30.0
 MAX_NAME = 64
@@ -244,6 +245,15 @@ def parse_accounts(
 _MISSING = "Nothing deleted"
 
 
+def parse_slurmdbd_release(text: str) -> SlurmRelease | None:
+    """ "SLURMDBD_VERSION        = 24.11.5" in `sacctmgr show configuration`, or None."""
+    for line in text.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "SLURMDBD_VERSION":
+            return release_in(value)
+    return None
+
+
 class Sacctmgr:
     """Runs sacctmgr (and squeue, for the jobs of an account) against one cluster."""
 
@@ -272,6 +282,11 @@ class Sacctmgr:
         assoc = self.run(["-n", "-P", "show", "association", *where, f"format={ASSOC_FORMAT}"])
         users = self.run(["-n", "-P", "show", "user", f"format={USER_FORMAT}"])
         return parse_accounts(accounts, assoc, users)
+
+    def slurmdbd_release(self) -> SlurmRelease | None:
+        """The release slurmdbd runs: SLURMDBD_VERSION in `sacctmgr show configuration`
+        (slurmdbd's own part of it; SLURM_VERSION there is sacctmgr's)."""
+        return parse_slurmdbd_release(self.run(["show", "configuration"]))
 
     def jobs_of_account(self, account: str) -> list[str]:
         """Job ids (pending or running) charged to `account`, from squeue."""

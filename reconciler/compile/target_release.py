@@ -58,7 +58,11 @@ def image_release(values: Mapping[str, Any]) -> SlurmRelease | None:
     image = (values.get("controller") or {}).get("image") or {}
     if image.get("repository") not in (None, "", f"{registry(values)}/slurm"):
         return None
-    tag = str(image.get("tag") or default_slurm_image(values).tag)
+    return tag_release(str(image.get("tag") or default_slurm_image(values).tag))
+
+
+def tag_release(tag: str) -> SlurmRelease | None:
+    """The release an image tag names ("24.11.5", as our images are tagged), or None."""
     return parse_release(tag) if _TAG.fullmatch(tag) else None
 
 

@@ -68,12 +68,19 @@ class SlurmInstall:
     prefix: Path | None = None
 
     def env(self, base: Mapping[str, str]) -> dict[str, str]:
-        """`base` with this release's commands and libraries first."""
+        """`base` with this release's commands and libraries first, and another Slurm
+        install's (a shell holding another stack's exports) left out: a client of another
+        release speaks a protocol this slurmctld refuses."""
         env = dict(base)
-        if self.bin_dir is not None:
-            env["PATH"] = f"{self.bin_dir}:{env.get('PATH', os.defpath)}"
+        path = _without_other_slurm(env.get("PATH", os.defpath), self.prefix)
+        env["PATH"] = ":".join(p for p in (str(self.bin_dir or ""), path) if p)
+        libraries = _without_other_slurm(env.get("LD_LIBRARY_PATH", ""), self.prefix)
         if self.lib_dir is not None:
             env["LD_LIBRARY_PATH"] = str(self.lib_dir)
+        elif libraries:
+            env["LD_LIBRARY_PATH"] = libraries
+        else:
+            env.pop("LD_LIBRARY_PATH", None)
         return env
 
     def command(self, name: str) -> str | None:
@@ -87,6 +94,24 @@ class SlurmInstall:
         if self.prefix is not None and self.prefix != SLURM_2411_PREFIX:
             record["prefix"] = str(self.prefix)
         return record
+
+
+# Directories of the system, kept on PATH even where a Slurm is installed beside them.
+_SYSTEM_DIRS = frozenset({"/usr/bin", "/usr/sbin", "/bin", "/sbin", "/usr/local/bin",
+                          "/usr/local/sbin", "/usr/lib", "/usr/local/lib"})  # fmt: skip
+
+
+def _without_other_slurm(entries: str, mine: Path | None) -> str:
+    """A PATH or LD_LIBRARY_PATH without the directories of a Slurm installed with a prefix
+    other than `mine` (its bin or lib beside a sbin/slurmctld)."""
+    kept = []
+    for entry in (e for e in entries.split(":") if e):
+        prefix = Path(entry).parent
+        other = entry not in _SYSTEM_DIRS and prefix != mine and (
+            prefix / "sbin" / "slurmctld").exists()  # fmt: skip
+        if not other:
+            kept.append(entry)
+    return ":".join(kept)
 
 
 def for_prefix(prefix: Path, release: SlurmRelease) -> SlurmInstall:

@@ -5,24 +5,28 @@ convergence and `reconciler local up`)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
+from reconciler.adapters.sacctmgr import Sacctmgr, SacctmgrError
 from reconciler.adapters.slurm.model import SlurmRestApi
 from reconciler.adapters.topology_facts import live_release, read_topology_inputs
 from reconciler.apply.live_reader import read_live, server_views
 from reconciler.apply.target import Target
 from reconciler.compile.desired import DesiredState, compile_desired_state, declared_nodes
 from reconciler.compile.profile import Profile
+from reconciler.compile.target_release import values_release
 from reconciler.compile.topology_places import TopologyInputs
 from reconciler.compile.topology_spec import topology_set
+from reconciler.config.layering import plain
 from reconciler.config.repo import Config
 from reconciler.errors import ReconcilerError
 from reconciler.logs import print_warnings
 from reconciler.pipeline.clients import Clients
 from reconciler.plan.diff import plan_changes
 from reconciler.plan.live import LiveState
-from reconciler.plan.model import Plan
+from reconciler.plan.model import ObjectRef, Plan
 from reconciler.plan.node_names import (
     missing_on_nodes,
     names_iter,
@@ -30,6 +34,8 @@ from reconciler.plan.node_names import (
     nodeset_wheres,
     unchecked_offline,
 )
+from reconciler.plan.upgrade import SLURMDBD, UpgradeStage, plan_upgrade
+from reconciler.plan.upgrade_workloads import upgrade_workloads
 from reconciler.policy.engine import CompiledPolicy
 from reconciler.policy.loader import revision_policies
 from reconciler.policy.subjects import evaluate_state, params_of
@@ -83,9 +89,33 @@ def plan_config(
     live = read_live(target.kube, target.slurm, state.release, state.namespace, target.sacctmgr,
                      secret_names=[s.name for s in state.secrets],
                      value_secret_names=[s.name for s in state.value_secrets])  # fmt: skip
+    upgrade = slurm_upgrade(state, config, live.kube_objects, running, target.sacctmgr)
     plan = with_policies(plan_against(state, live, target), config, state, policies)
-    plan = replace(plan, warnings=(*plan.warnings, *_unplaceable(state, config, target)))
+    plan = replace(plan, warnings=(*plan.warnings, *_unplaceable(state, config, target)),
+                   upgrade=upgrade)  # fmt: skip
     return Planned(plan, target, state)
+
+
+def slurm_upgrade(
+    state: DesiredState,
+    config: Config,
+    live: Mapping[ObjectRef, dict[str, Any]],
+    slurmctld: SlurmRelease | None,
+    sacctmgr: Sacctmgr | None = None,
+) -> tuple[UpgradeStage, ...]:
+    """The stages of a change of the Slurm release (none: no release changes), or
+    SlurmUpgradeRefusedError. slurmdbd is asked its release only when its image changes."""
+    key = values_release(plain(config.values))
+    workloads = upgrade_workloads(state.kube_objects, live, slurmctld=slurmctld, release_key=key)
+    if sacctmgr is not None and any(w.daemon == SLURMDBD and w.changed for w in workloads):
+        try:
+            slurmdbd = sacctmgr.slurmdbd_release()
+        except SacctmgrError as error:  # not up: its live image says what it runs
+            log.info("slurmdbd's release not read: %s", error)
+            slurmdbd = None
+        workloads = upgrade_workloads(state.kube_objects, live, slurmctld=slurmctld,
+                                      slurmdbd=slurmdbd, release_key=key)  # fmt: skip
+    return plan_upgrade(workloads)
 
 
 def _unplaceable(state: DesiredState, config: Config, target: Target) -> list[str]:
@@ -176,6 +206,7 @@ def plan_offline(config: Config) -> Plan:
     """Against an empty cluster: no connection at all."""
     state = compile_desired_state(config)
     print_warnings(state.warnings)
+    slurm_upgrade(state, config, {}, None)  # offline: only a repo that mixes releases
     plan = with_policies(plan_changes(state, None, offline=True), config, state)
     offline = unchecked_offline(needs_of(state.kube_objects), config.values)
     return replace(plan, warnings=(*plan.warnings, *offline))

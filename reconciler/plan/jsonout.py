@@ -10,6 +10,7 @@ from typing import Any
 
 from reconciler.errors import ReconcilerError
 from reconciler.plan.model import Action, Change, FieldChange, ObjectRef, Plan
+from reconciler.plan.upgrade import UpgradeStage
 
 FORMAT_VERSION = 1
 
@@ -29,7 +30,27 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
         "changes": [_change(c) for c in plan.changes],
         "warnings": list(plan.warnings),
         "denials": list(plan.denials),
+        "upgrade": [_stage(s) for s in plan.upgrade],
     }
+
+
+def _stage(stage: UpgradeStage) -> dict[str, Any]:
+    return {
+        "stage": stage.number,
+        "of": stage.of,
+        "component": stage.component,
+        "from": list(stage.before),
+        "to": list(stage.after),
+        "objects": list(stage.objects),
+        "check": stage.check,
+    }
+
+
+def _stage_from(data: dict[str, Any]) -> UpgradeStage:
+    return UpgradeStage(
+        data["stage"], data["of"], data["component"], tuple(data["from"]), tuple(data["to"]),
+        tuple(data["objects"]), data["check"],
+    )  # fmt: skip
 
 
 def _change(change: Change) -> dict[str, Any]:
@@ -80,6 +101,7 @@ def plan_from_dict(data: dict[str, Any]) -> Plan:
         fingerprint=data.get("fingerprint"),
         controller_restart=bool(data.get("controllerRestart")),
         bootstrap=bool(data.get("bootstrap")),
+        upgrade=tuple(_stage_from(s) for s in data.get("upgrade") or ()),
     )
 
 

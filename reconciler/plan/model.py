@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from reconciler.plan.upgrade import UpgradeStage
+
 KUBERNETES = "kubernetes"
 SLURM = "slurm"
 
@@ -109,6 +111,8 @@ class Plan:
     # Made while Slurm did not answer and our control plane was down: only what brings it
     # up (plan/bootstrap.py); the rest is planned once Slurm answers.
     bootstrap: bool = False
+    # A change of the Slurm release, in the stages Slurm requires (plan/upgrade.py).
+    upgrade: tuple[UpgradeStage, ...] = field(default=())
 
     @property
     def has_changes(self) -> bool:

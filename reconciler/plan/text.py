@@ -12,6 +12,8 @@ _SIGN = {Action.CREATE: "+", Action.UPDATE: "~", Action.DELETE: "-"}
 _COLOR = {"+": "\033[32m", "-": "\033[31m", "~": "\033[33m", "@": "\033[36m", "bold": "\033[1m"}
 _RESET = "\033[0m"
 _GROUPS = ((KUBERNETES, "Kubernetes"), (SLURM, "Slurm"))
+UPGRADE_TITLE = ("Slurm upgrade, in the order Slurm requires (shown by plan; apply does not yet "
+                 "wait between the stages):")  # fmt: skip
 
 
 def render_text(plan: Plan, *, color: bool = False) -> str:
@@ -25,6 +27,8 @@ def render_text(plan: Plan, *, color: bool = False) -> str:
             lines += ["", paint("bold", f"{title}:")]
             for change in changes:
                 lines += _change_lines(change, paint)
+    if plan.upgrade:
+        lines += ["", paint("bold", UPGRADE_TITLE), *(s.line() for s in plan.upgrade)]
     if not plan.has_changes:
         lines += ["", "No changes. The cluster matches the config repo."]
     if plan.warnings:

@@ -5,6 +5,7 @@ $SUNK_RECONCILER_SLURM_PREFIX for a hand-built Slurm)."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from reconciler.errors import LocalStackError
+from reconciler.local.processes import Supervisor
+from reconciler.local.slurm import SlurmCluster
 from reconciler.local.slurm_install import (
     DEBIAN_2205,
     PREFIX_ENV,
@@ -24,6 +27,7 @@ from reconciler.local.slurm_install import (
     slurm_install,
 )
 from reconciler.local.slurm_prepare import check_binaries
+from reconciler.local.slurm_site import SlurmPaths, SlurmPorts
 from reconciler.slurm_release import SlurmRelease, release_in
 
 
@@ -164,3 +168,37 @@ def test_local_up_kubelet_refuses_a_slurm_prefix(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert "--directory, --slurm and --slurm-prefix do not apply" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_stack_runs_its_own_release_whatever_another_stack_exported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`local up --slurm 22.05` from a shell holding a 24.11 stack's exports (its bin first on
+    PATH, its libraries, its SLURM_CONF): the daemons, `scontrol ping` and the stack's client
+    commands get 22.05's commands and this stack's slurm.conf. With 24.11's scontrol the
+    readiness ping spoke protocol 10752 (24.11's) to a 22.05 slurmctld, which refused it
+    ("Invalid Protocol Version 10752"), and the stack never became ready."""
+    other = tmp_path / "slurm" / "24.11.5"
+    for program in ("bin/scontrol", "bin/sinfo", "sbin/slurmctld"):
+        (other / program).parent.mkdir(parents=True, exist_ok=True)
+        (other / program).write_text("#!/bin/sh\necho slurm 24.11.5\n")
+        (other / program).chmod(0o755)
+    (other / "lib").mkdir()
+    monkeypatch.setenv("PATH", f"{other / 'bin'}:/usr/local/bin:/usr/bin:/bin")
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(other / "lib"))
+    monkeypatch.setenv("SLURM_CONF", str(tmp_path / "other-stack" / "slurm.conf"))
+    paths = SlurmPaths(tmp_path / "stack")
+    ports = SlurmPorts(slurmctld=1, slurmd=2, slurmrestd=3, slurmdbd=4, mariadb=5)
+    supervisor = Supervisor(tmp_path / "pids", tmp_path / "logs")
+    env = SlurmCluster(supervisor, paths, ports, install=DEBIAN_2205).env()
+    assert env["SLURM_CONF"] == str(paths.slurm_conf)
+    for program in ("scontrol", "sinfo"):
+        found = shutil.which(program, path=env["PATH"])
+        assert found is None or not found.startswith(str(other)), (program, env["PATH"])
+    assert str(other) not in env.get("LD_LIBRARY_PATH", ""), env.get("LD_LIBRARY_PATH")
+    assert "/usr/local/bin" in env["PATH"].split(":")  # the rest of the caller's PATH stays
+    # A stack of a prefix: its own commands first, never another release's.
+    mine = for_prefix(tmp_path / "slurm" / "26.05.3", SlurmRelease(26, 5, 3))
+    env = SlurmCluster(supervisor, paths, ports, install=mine).env()
+    assert env["PATH"].split(":")[0] == str(mine.bin_dir)
+    assert str(other) not in env["PATH"]
