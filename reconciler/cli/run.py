@@ -24,13 +24,14 @@ from reconciler.compile.profile import Profile
 from reconciler.daemon.converge import Converger
 from reconciler.daemon.lease import LeaderElector, LeaseTimings
 from reconciler.daemon.run import Daemon, RunSettings
-from reconciler.daemon.startup import HooksFlags, Prepared, Startup, preparer
+from reconciler.daemon.scheduler_slot import SettingsFollower
+from reconciler.daemon.startup import HooksFlags, Prepared, Startup, preparer, scheduler_settings
 from reconciler.errors import ReconcilerError, SlurmUnavailableError
 from reconciler.pipeline.clients import Clients
 from reconciler.scheduler.loop import PodScheduler
-from reconciler.scheduler.settings import DEFAULT_HOOKS_PORT
+from reconciler.scheduler.settings import DEFAULT_HOOKS_PORT, SchedulerSettings
 from reconciler.slurm_metrics.reader import JOB_DETAIL_LIMIT, SlurmMetricsReader
-from reconciler.sources import Source
+from reconciler.sources import Revision, Source
 from reconciler.sources.directory import DirectorySource
 from reconciler.sources.flux import FluxArtifactSource
 from reconciler.sources.git import GIT_TIMEOUT_SECONDS, GitSource
@@ -178,7 +179,7 @@ def run_daemon(args: argparse.Namespace) -> int:
         try:
             scheduler = make_scheduler()
         except SlurmUnavailableError:  # a cluster being brought up: converge first
-            daemon.schedule_once_slurm_answers(make_scheduler, args.interval)
+            daemon.scheduler.make_later(make_scheduler, args.interval)
     node_sync = _node_sync(args, namespace, release)
     daemon.attach(scheduler=scheduler, node_sync=node_sync,
                   slurm_metrics=_slurm_metrics(args, namespace, release),
@@ -187,6 +188,7 @@ def run_daemon(args: argparse.Namespace) -> int:
         scheduler.observe(bind=daemon.metrics.observe_bind, slurm=daemon.metrics.observe_slurm)
     if node_sync is not None:
         node_sync.observe(daemon.metrics.observe_node_sync)
+    daemon.scheduler.follow(_follower(args, converger), start.prepared.scheduler)
     elector = _elect(args, namespace, release, daemon) if args.leader_elect else None
     if elector is None:
         daemon.start()
@@ -223,7 +225,7 @@ def _hooks_flags(args: argparse.Namespace) -> HooksFlags:
 
 
 def _scheduler(args: argparse.Namespace, prepared: Prepared) -> Callable[[], PodScheduler] | None:
-    """How to make the scheduler (it needs slurmrestd: Daemon.schedule_once_slurm_answers)."""
+    """How to make the scheduler (it needs slurmrestd: SchedulerSlot.make_later)."""
     if prepared.scheduler is None:
         return None
     settings = prepared.scheduler
@@ -234,6 +236,19 @@ def _scheduler(args: argparse.Namespace, prepared: Prepared) -> Callable[[], Pod
         return scheduler
 
     return connected
+
+
+def _follower(args: argparse.Namespace, converger: Converger) -> SettingsFollower:
+    """A revision's scheduler settings (the converger's loader has it loaded already)."""
+    hooks = _hooks_flags(args)
+
+    def settings_of(revision: Revision) -> SchedulerSettings | None:
+        return scheduler_settings(converger.loader.load(revision.id, revision.path), hooks)
+
+    def connect(settings: SchedulerSettings) -> Callable[[], PodScheduler]:
+        return lambda: connect_scheduler(args, settings)
+
+    return SettingsFollower(settings_of, connect, args.interval)
 
 
 def _elect(args: argparse.Namespace, namespace: str, release: str, daemon: Daemon) -> LeaderElector:

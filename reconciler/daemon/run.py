@@ -41,6 +41,7 @@ from reconciler.adapters.http_server import (
 )
 from reconciler.daemon.converge import Converger, Outcome
 from reconciler.daemon.metrics import CONVERGE_RESYNC, CONVERGE_REVISION, DaemonMetrics
+from reconciler.daemon.scheduler_slot import SchedulerSlot
 from reconciler.daemon.webhook import judge
 from reconciler.errors import ReconcilerError, SourceError
 from reconciler.scheduler.loop import PodScheduler
@@ -106,7 +107,6 @@ class Daemon:
         self._source = source
         self._converger = converger
         self._settings = settings
-        self._pod_scheduler = scheduler
         self._node_sync = node_sync
         self._slurm_metrics = slurm_metrics
         self._clock = clock
@@ -114,9 +114,14 @@ class Daemon:
         self._initial: Revision | None = None  # converged first: the last applied revision
         self.waiting = ""  # why no revision could be used yet (for /readyz)
         self.metrics = DaemonMetrics()
+        self._stopping = threading.Event()
+        self.scheduler = SchedulerSlot(converger, self.metrics, self._stopping)
+        self.scheduler.current = scheduler
         # Read at scrape time: attach() may bring the scheduler after the metrics exist.
-        self.metrics.watch_scheduler(lambda: getattr(self._pod_scheduler, "counters", None))
-        self.metrics.watch_packing(lambda: getattr(self._pod_scheduler, "fragmentation", None))
+        self.metrics.watch_scheduler(lambda: getattr(self.scheduler.current, "counters", None))
+        self.metrics.watch_packing(
+            lambda: getattr(self.scheduler.current, "fragmentation", None)
+        )
         self.metrics.watch_leader(lambda: self._leading())
         self.metrics.watch_slurm(self._slurm_view)
         names = ("default", NODE_SYNC_JOB, SLURM_METRICS_JOB, TOPOLOGY_JOB)
@@ -126,15 +131,13 @@ class Daemon:
         )
         self._tried: str | None = None  # the last revision id converged
         self._ready = threading.Event()
-        self._stopping = threading.Event()
         self._http = GuardedServer(
             (settings.listen_host, settings.listen_port), self._handler_class(), settings.http,
             probes=self._probe,
         )  # fmt: skip
         self.metrics.watch_http("daemon", self._http.refusals.snapshot)
-        self.metrics.watch_http("hooks", self._hooks_refusals)
+        self.metrics.watch_http("hooks", self.scheduler.hooks_refusals)
         self._serving = False
-        self._connect_scheduler: tuple[Callable[[], PodScheduler], float] | None = None
 
     def attach(
         self,
@@ -147,55 +150,10 @@ class Daemon:
         """What the first usable revision configures, known once it is found (health is
         served while the daemon looks for it); `initial`: converge this one first, the last
         revision applied, because the head could not be used."""
-        self._pod_scheduler = scheduler
+        self.scheduler.current = scheduler
         self._node_sync = node_sync
         self._slurm_metrics = slurm_metrics
         self._initial = initial
-
-    def schedule_once_slurm_answers(
-        self, connect: Callable[[], PodScheduler], retry_seconds: float
-    ) -> None:
-        """The scheduler, made by `connect` once slurmrestd answers: on a cluster the daemon
-        brings up from nothing, slurmrestd exists only after its first convergence, so the
-        daemon converges meanwhile (start() tries it, then every `retry_seconds`)."""
-        self._connect_scheduler = (connect, retry_seconds)
-
-    def _attach_scheduler(self, connect: Callable[[], PodScheduler], every: float) -> None:
-        said = ""
-        while not self._stopping.is_set():
-            try:
-                scheduler = self._started_scheduler(connect)
-            except ReconcilerError as error:
-                # Unreachable, or reachable before slurmctld answers it (502, 504): either
-                # way not yet. Said once per kind of answer, not once per try.
-                if said != (kind := type(error).__name__):
-                    log.warning("daemon: the scheduler waits for Slurm: %s; trying again "
-                                "every %g s", error.message, every)  # fmt: skip
-                    said = kind
-                self._stopping.wait(every)
-                continue
-            self._pod_scheduler = scheduler
-            if self._stopping.is_set():  # stop() may have looked before it was attached
-                scheduler.stop()
-            self._converger.scheduler_names = ", ".join(scheduler.settings.names)
-            log.info("daemon: scheduling Pods as %s (answers to %s)", scheduler.settings.name,
-                     self._converger.scheduler_names)  # fmt: skip
-            return
-
-    def _started_scheduler(self, connect: Callable[[], PodScheduler]) -> PodScheduler:
-        """A scheduler made and started, or none at all: its start reads Slurm's jobs, which
-        fails while slurmctld is down behind a slurmrestd that answers, and a half-started
-        one would hold the hooks port the next try binds."""
-        scheduler = connect()
-        if self._tried is not None:  # a convergence ran: its policies, not the first's
-            scheduler.set_policies(self._converger.pod_policies)
-        scheduler.observe(bind=self.metrics.observe_bind, slurm=self.metrics.observe_slurm)
-        try:
-            scheduler.start()
-        except BaseException:
-            scheduler.stop()
-            raise
-        return scheduler
 
     def lead_with(self, leading: Callable[[], bool]) -> None:
         """Act only while `leading()` (a LeaderElector's)."""
@@ -218,9 +176,7 @@ class Daemon:
     def start(self) -> None:
         """Everything: converge and schedule (the leader, or the only replica)."""
         self.serve()
-        if self._pod_scheduler is not None:
-            self._pod_scheduler.start()
-            self._converger.scheduler_names = ", ".join(self._pod_scheduler.settings.names)
+        self.scheduler.start()
         now = datetime.now(UTC)
         self._jobs.add_job(
             self._fetch_and_converge, "interval", seconds=self._settings.interval_seconds,
@@ -246,11 +202,7 @@ class Daemon:
                 id=TOPOLOGY_JOB, executor=TOPOLOGY_JOB,
             )  # fmt: skip
         self._jobs.start()
-        if self._connect_scheduler is not None:
-            threading.Thread(
-                target=self._attach_scheduler, args=self._connect_scheduler,
-                name="daemon-scheduler-connect", daemon=True,
-            ).start()  # fmt: skip
+        self.scheduler.start_later()
         if isinstance(self._source, DirectorySource):
             threading.Thread(
                 target=self._watch_directory, args=(self._source,), name="daemon-watch",
@@ -262,8 +214,7 @@ class Daemon:
         self._stopping.set()
         if self._jobs.running:
             self._jobs.shutdown(wait=True)
-            if self._pod_scheduler is not None:
-                self._pod_scheduler.stop()
+            self.scheduler.stop()
         if self._node_sync is not None:
             self._node_sync.close()
         if self._slurm_metrics is not None:
@@ -316,13 +267,8 @@ class Daemon:
         cpu = time.thread_time()  # a convergence runs on this thread alone
         outcome = self._converger.converge(revision, resync=resync)
         cpu = time.thread_time() - cpu
-        # A failed revision leaves the converger's policies as they were, which before any
-        # success are none: the scheduler keeps the ones it started with.
-        if self._pod_scheduler is not None and outcome.state != "failed":
-            self._pod_scheduler.set_policies(self._converger.pod_policies)
-            if self._converger.power_saving is not None:
-                self._pod_scheduler.power.set_enabled(self._converger.power_saving)
         self._tried = revision.id
+        self.scheduler.converged(revision, failed=outcome.state == "failed")
         kind = CONVERGE_RESYNC if resync else CONVERGE_REVISION
         self.metrics.record(outcome, self._clock(), kind=kind, cpu_seconds=cpu)
         self._ready.set()
@@ -377,10 +323,6 @@ class Daemon:
                 self.run_now()
 
     # ---- HTTP: health, readiness, metrics, webhook --------------------------------------
-
-    def _hooks_refusals(self) -> dict[str, int] | None:
-        hooks = self._pod_scheduler.hooks if self._pod_scheduler is not None else None
-        return hooks.refusals.snapshot() if hooks is not None else None
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         daemon = self

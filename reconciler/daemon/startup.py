@@ -65,15 +65,22 @@ def preparer(
 
     def prepare(revision: Revision) -> Prepared:
         config = load(revision.id, revision.path)
-        if not hooks.scheduler or not config.view.scheduler_enabled:
+        settings = scheduler_settings(config, hooks)
+        if settings is None:
             return Prepared(config, None, PodPolicies())
-        settings = settings_from_values(
-            config.values, release=config.settings.release, namespace=config.settings.namespace,
-            hooks_host=hooks.host, hooks_port=hooks.port, hooks_url=hooks.url,
-        )  # fmt: skip
         return Prepared(config, settings, startup_pod_policies(config))
 
     return prepare
+
+
+def scheduler_settings(config: Config, hooks: HooksFlags) -> SchedulerSettings | None:
+    """The Pod scheduler's settings from a revision and the flags; None: no scheduler."""
+    if not hooks.scheduler or not config.view.scheduler_enabled:
+        return None
+    return settings_from_values(
+        config.values, release=config.settings.release, namespace=config.settings.namespace,
+        hooks_host=hooks.host, hooks_port=hooks.port, hooks_url=hooks.url,
+    )  # fmt: skip
 
 
 class Startup:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from dataclasses import fields as dataclass_fields
 from typing import Any
 
 from reconciler import wellknown as wk
@@ -63,6 +64,22 @@ class SchedulerSettings:
     @property
     def hooks_secret_name(self) -> str:
         return f"{self.release}{wk.HOOKS_SECRET_SUFFIX}"
+
+
+# What a running scheduler takes from each applied revision as it is (PowerKeeper.set_enabled).
+LIVE_FIELDS = frozenset({"power_saving"})
+
+
+def restart_needed(
+    running: SchedulerSettings | None, wanted: SchedulerSettings | None
+) -> tuple[str, ...]:
+    """The settings a revision changes that a running scheduler cannot take as it is, so it
+    is made again: () when none; ("enabled",) when it is turned on or off."""
+    if running is None or wanted is None:
+        return () if running is wanted else ("enabled",)
+    differ = (f.name for f in dataclass_fields(SchedulerSettings)
+              if getattr(running, f.name) != getattr(wanted, f.name))  # fmt: skip
+    return tuple(name for name in differ if name not in LIVE_FIELDS)
 
 
 def settings_from_values(

@@ -701,17 +701,40 @@ def test_the_daemon_stays_up_and_bounded_under_hostile_input(env: Env, tmp_path:
         stop_cleanly(daemon, log)
 
 
+def test_a_pushed_scheduler_name_is_served_without_a_restart(env: Env, tmp_path: Path) -> None:
+    """A revision that changes `scheduler.*` makes the Pod scheduler again with it: a Pod
+    naming the pushed name is bound, with no restart of the daemon."""
+    runtime = env.runtime
+    daemon, port, log = _start_daemon(env, tmp_path, "--interval", "1")
+    renamed, pod = "pushed-scheduler", unique("renamed")
+    edit = ("scheduler:\n  enabled: true\n", f"scheduler:\n  enabled: true\n  name: {renamed}\n")
+    try:
+        wait_for(lambda: _get(port, "/readyz")[0] == 200, 30, "readyz: " + log.read_text())
+        _wait_applied(runtime, push(env, *edit, "the scheduler renamed"))
+        _create_pod(env, pod, {}, scheduler=renamed)
+        wait_for(lambda: (_pod_of(env, pod) or {}).get("spec", {}).get("nodeName"), 30,
+                 "the Pod naming the pushed name to be bound: " + log.read_text()[-3000:])
+        assert "changes the scheduler's name" in log.read_text()
+        assert daemon.poll() is None
+    finally:
+        env.kube.delete("v1", "Pod", pod, NAMESPACE, grace_period_seconds=0)
+        _wait_applied(runtime, push(env, edit[1], edit[0], "the scheduler's name back"))
+        stop_cleanly(daemon, log)
+
+
 def _wait_applied(runtime: Path, revision: str) -> None:
     wait_for(lambda: _shown_status(runtime).get("appliedRevision") == revision, 20,
              f"`reconciler status` to show {revision[:12]} applied")  # fmt: skip
 
 
-def _create_pod(env: Env, name: str, annotations: dict[str, str]) -> None:
+def _create_pod(
+    env: Env, name: str, annotations: dict[str, str], scheduler: str = SCHEDULER
+) -> None:
     env.kube.request_json(
         "POST", f"/api/v1/namespaces/{NAMESPACE}/pods", target=f"Pod {name}",
         body={"apiVersion": "v1", "kind": "Pod",
               "metadata": {"name": name, "namespace": NAMESPACE, "annotations": annotations},
-              "spec": {"schedulerName": SCHEDULER, "terminationGracePeriodSeconds": 5,
+              "spec": {"schedulerName": scheduler, "terminationGracePeriodSeconds": 5,
                        "containers": [{"name": "main", "image": "ubuntu", "resources": {
                            "requests": {"cpu": "1", "memory": "256Mi"}}}]}},
     )  # fmt: skip
