@@ -118,3 +118,21 @@ def sssd(readiness: str, socket: str) -> Obj:
         "readinessProbe": {"exec": {"command": ["sh", "-c", readiness]}, "periodSeconds": 10},
         "livenessProbe": _exec(["test", "-S", socket], periodSeconds=30, failureThreshold=3),
     }
+
+
+def without_killing_probes(workload: Obj, container: str) -> Obj:
+    """`workload` (a Deployment or StatefulSet) with `container`'s liveness and startup probes
+    dropped, its readiness probe kept: what slurmdbd's first start on a new Slurm release runs
+    with. That start converts the accounting database's schema, which can take long (SchedMD's
+    doc/html/upgrades.shtml: run it so nothing times it out), and slurmdbd does not listen
+    until it is done: the startup probe's five minutes, then the liveness probe, would kill it
+    mid-conversion. The upgrade puts them back at its end, once every stage passed."""
+    spec = dict(workload.get("spec") or {})
+    template = dict(spec.get("template") or {})
+    pod = dict(template.get("spec") or {})
+    pod["containers"] = [
+        {k: v for k, v in c.items() if k not in ("livenessProbe", "startupProbe")}
+        if c.get("name") == container else c
+        for c in pod.get("containers") or []
+    ]  # fmt: skip
+    return {**workload, "spec": {**spec, "template": {**template, "spec": pod}}}
