@@ -107,15 +107,16 @@ def carry_out(
     say: Say,
 ) -> bool:
     """Every step of the upgrade of revision `key` (resumed from what `records` holds) until it
-    is done; whether there was one. `objects` and `slurm_conf` are the desired state's.
+    is done; whether any step was taken. `objects` and `slurm_conf` are the desired state's.
     UpgradeStoppedError when a check fails (now, or before for this revision)."""
     record = records.read()
     check: Check | None = None
     said = ""
+    acted = False
     while True:
         step = next_step(plan.upgrade, record, key, check)
         if step.kind in (NONE, FINISHED):
-            return step.kind == FINISHED
+            return acted
         if step.kind == STOP:
             if step.record != record:
                 records.write(step.record, step)
@@ -133,6 +134,7 @@ def carry_out(
             check = _check(step.stage, step.record, target, options)
             continue
         say(step.line())
+        acted = True
         record = _act(step, plan, objects, slurm_conf, target, options, say)
         records.write(record, step)
         check = None

@@ -18,8 +18,9 @@ def upgrade_first(
     planned: Planned, records: UpgradeRecords, key: str, options: ApplyOptions, say: Say
 ) -> bool:
     """Every step of the Slurm upgrade of `planned` (or of the one recorded for `key`); whether
-    one ran, and so the caller plans again. UpgradeStoppedError where a check failed. A plan
-    the policies deny, or a bootstrap (Slurm not up), is no upgrade: apply says why."""
+    a step was taken, and so the caller plans again. UpgradeStoppedError where a check
+    failed. A plan the policies deny, or a bootstrap (Slurm not up), is no upgrade: apply
+    says why."""
     plan = planned.plan
     if plan.denials or plan.bootstrap:
         return False
