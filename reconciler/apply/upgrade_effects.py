@@ -164,7 +164,8 @@ def _act(
         apply_plan(raising_plan(plan, stages, conf_map, slurm_conf), target, options, say)
     elif step.kind == APPLY_STAGE:
         assert step.stage is not None
-        apply_plan(stage_plan(plan, step.stage), target, options, say)
+        apply_plan(stage_plan(plan, step.stage, int(options.schema_timeout)), target, options,
+                   say)  # fmt: skip
         return replace(record, applied_at=time.time())
     elif step.kind == RESTORE:
         apply_plan(restoring_plan(plan, stages, objects, conf_map, slurm_conf), target, options,

@@ -4,10 +4,10 @@ when).
 - Raising the timeouts: every change of the plan that is no stage's object, with slurm.conf
   carrying the raised SlurmctldTimeout and SlurmdTimeout; the stages' workloads keep the
   images they run.
-- A stage: its objects' changes alone; slurmdbd's without the probes that would kill the
-  database conversion of its first start on the new release.
+- A stage: its objects' changes alone; slurmdbd's with a startup probe that waits out the
+  database conversion of its first start on the new release (the liveness probe waits for it).
 - Restoring: slurm.conf as the repo renders it, and every stage object as rendered (slurmdbd's
-  probes back).
+  startup probe as rendered).
 
 Raised to 30 minutes (a larger value set in the repo is kept): longer than the slowest start
 the probes allow a restarted daemon (slurmd's ten minutes of startup probe, slurmctld's five)
@@ -22,12 +22,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from reconciler.compile.probes import without_killing_probes
+from reconciler.compile.probes import relaxed_for_conversion
 from reconciler.plan.diff import kube_ref
 from reconciler.plan.model import SLURM, SLURM_CONFIG, Action, Change, ObjectRef, Plan
 from reconciler.plan.upgrade import SLURMDBD, UpgradeStage
 
 UPGRADE_TIMEOUT_SECONDS = 1800
+# How long slurmdbd's first start on a new release may convert the database before a probe
+# may restart it: as long as apply waits for it (ApplyOptions.schema_timeout).
+CONVERSION_SECONDS = 6 * 3600
 TIMEOUT_KEYS = ("SlurmctldTimeout", "SlurmdTimeout")
 SLURM_CONF = ObjectRef(SLURM, SLURM_CONFIG, "", "slurm.conf")
 
@@ -55,12 +58,13 @@ def raising_plan(
     return replace(plan, changes=(*kept, *raised), upgrade=())
 
 
-def stage_plan(plan: Plan, stage: UpgradeStage) -> Plan:
-    """The changes of one stage's objects; slurmdbd's first start on the new release without
-    the probes that would kill its conversion of the database."""
+def stage_plan(plan: Plan, stage: UpgradeStage, conversion: int = CONVERSION_SECONDS) -> Plan:
+    """The changes of one stage's objects; slurmdbd's first start on the new release under a
+    startup probe that allows `conversion` s, so no probe kills its conversion of the
+    database."""
     changes = [c for c in plan.changes if str(c.ref) in stage.objects]
     if stage.component == SLURMDBD:
-        changes = [replace(c, desired=without_killing_probes(c.desired, SLURMDBD))
+        changes = [replace(c, desired=relaxed_for_conversion(c.desired, SLURMDBD, conversion))
                    if c.desired else c for c in changes]  # fmt: skip
     return replace(plan, changes=tuple(changes), upgrade=(), controller_restart=False)
 

@@ -177,8 +177,9 @@ def _change(obj: dict[str, Any]) -> Change:
     return Change(ref, Action.UPDATE, None, None, desired=obj)
 
 
-def test_the_plan_parts_hold_back_the_stages_and_drop_slurmdbd_killing_probes() -> None:
-    probes = {"livenessProbe": {"tcpSocket": {}}, "startupProbe": {"tcpSocket": {}},
+def test_the_plan_parts_hold_back_the_stages_and_let_slurmdbd_convert_for_hours() -> None:
+    probes = {"livenessProbe": {"tcpSocket": {}},
+              "startupProbe": {"tcpSocket": {}, "periodSeconds": 10, "failureThreshold": 30},
               "readinessProbe": {"tcpSocket": {}}}  # fmt: skip
     dbd = _kube("Deployment", "slurm-accounting", spec={"template": {"spec": {"containers": [
         {"name": "slurmdbd", "image": "slurm:24.11.6", **probes},
@@ -201,12 +202,16 @@ def test_the_plan_parts_hold_back_the_stages_and_drop_slurmdbd_killing_probes() 
     assert raising.changes[2].after == "SlurmdTimeout=1800\nSlurmctldTimeout=1800\n"
     assert raising.upgrade == ()
 
-    first = stage_plan(plan, STAGES[0])
+    first = stage_plan(plan, STAGES[0], conversion=6 * 3600)
     [change] = first.changes
     slurmdbd, munged = change.desired["spec"]["template"]["spec"]["containers"]
-    assert set(slurmdbd) == {"name", "image", "readinessProbe"}
+    # Six hours of startup before a probe may restart it; liveness waits for startup.
+    assert slurmdbd["startupProbe"] == {"tcpSocket": {}, "periodSeconds": 10,
+                                        "failureThreshold": 2160}  # fmt: skip
+    assert slurmdbd["livenessProbe"] == probes["livenessProbe"]
     assert munged == {"name": "munged", **probes}  # only slurmdbd's probes
-    assert dbd["spec"]["template"]["spec"]["containers"][0]["livenessProbe"]  # not changed
+    rendered = dbd["spec"]["template"]["spec"]["containers"][0]
+    assert rendered["startupProbe"]["failureThreshold"] == 30  # not changed
     assert [str(c.ref) for c in stage_plan(plan, STAGES[1]).changes] == [
         "Deployment slurm/slurm-controller"]
 
