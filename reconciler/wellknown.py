@@ -217,6 +217,10 @@ EVENT_REPORTER: Final = "sunk-reconciler"
 EVENT_REVISION_APPLIED: Final = "RevisionApplied"
 EVENT_REVISION_DENIED: Final = "RevisionDenied"
 EVENT_REVISION_FAILED: Final = "RevisionFailed"
+# Events on the same ConfigMap as a Slurm upgrade goes (plan/upgrade_run.py): a step taken
+# (backup, a stage applied, timeouts restored), and the stop of a failed check.
+EVENT_UPGRADE_STEP: Final = "SlurmUpgradeStep"
+EVENT_UPGRADE_STOPPED: Final = "SlurmUpgradeStopped"
 NODE_SYNC_STATUS_MANAGER: Final = "sunk-reconciler-node-sync-status"
 
 # CoreWeave-only names the shipped layers use (issue 37): compute.clusterLabels renames them.

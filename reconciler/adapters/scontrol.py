@@ -140,6 +140,17 @@ class Scontrol:
             raise ScontrolError(args, exit_code=done.returncode, message=summary, hint=hint)
         return done.stdout
 
+    def slurmctld_release(self) -> str | None:
+        """The release slurmctld runs: SLURM_VERSION in `scontrol show config` (slurmctld's
+        own; slurmrestd's answers carry slurmrestd's release)."""
+        return config_value(self.run(["show", "config"]), "SLURM_VERSION")
+
+    def node_versions(self) -> dict[str, str | None]:
+        """Each node slurmctld knows -> the release its slurmd registered with, None where
+        slurmd does not respond (DOWN, NOT_RESPONDING, powered down) or never registered
+        (FUTURE nodes are left out: they are declared, not there)."""
+        return node_versions(self.run(["show", "node", "-o"]))
+
     def _delete(self, kind: str, args: list[str], missing_ok: bool) -> bool:
         try:
             self.run(args)
@@ -162,3 +173,30 @@ class Scontrol:
 
     def __repr__(self) -> str:
         return f"Scontrol(user={self._tokens.user!r}, binary={self._binary!r})"
+
+
+def config_value(text: str, key: str) -> str | None:
+    """ "KEY = value" in `scontrol show config` or `sacctmgr show configuration`."""
+    for line in text.splitlines():
+        name, _, value = line.partition("=")
+        if name.strip() == key:
+            return value.strip() or None
+    return None
+
+
+_SILENT = ("DOWN", "NOT_RESPONDING", "POWERED_DOWN", "POWERING_DOWN", "POWERING_UP")
+
+
+def node_versions(text: str) -> dict[str, str | None]:
+    """`scontrol show node -o` (one node a line, "Key=value" words) -> node -> its slurmd's
+    release, or None where it does not respond."""
+    found: dict[str, str | None] = {}
+    for line in text.splitlines():
+        words = dict(w.split("=", 1) for w in line.split() if "=" in w)
+        name, state = words.get("NodeName"), words.get("State", "")
+        if not name or state.startswith("FUTURE"):
+            continue
+        version = words.get("Version")
+        silent = any(flag in state.split("+") for flag in _SILENT) or version in (None, "(null)")
+        found[name] = None if silent else version
+    return found

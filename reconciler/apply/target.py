@@ -42,6 +42,15 @@ class ControllerRestarter(Protocol):
     def nudge(self) -> None: ...
 
 
+class UpgradeBackup(Protocol):
+    """Before a Slurm upgrade's first stage: StateSaveLocation copied aside and the accounting
+    database dumped (apply/upgrade_effects.py's FileBackup where apply sees the files)."""
+
+    def take(self, label: str, say: Say) -> str:
+        """Where the backup was put."""
+        ...
+
+
 @dataclass(frozen=True)
 class ApplyOptions:
     drain_timeout: float = 600.0
@@ -50,6 +59,12 @@ class ApplyOptions:
     config_timeout: float = 90.0
     control_plane_timeout: float = 300.0  # a bootstrap: images pulled, Pods started
     poll: float = 0.5
+    # A Slurm upgrade: how long a stage's check may wait for its daemons to answer at the new
+    # release (slurmdbd's first start converts the database: hours on a large one), and how
+    # often it looks.
+    upgrade_timeout: float = 1800.0
+    schema_timeout: float = 6 * 3600.0
+    upgrade_poll: float = 2.0
 
 
 @dataclass
@@ -64,6 +79,7 @@ class Target:
     # The Slurm release the target runs where known without asking slurmctld ("24.11": the
     # local stack's install), so what it cannot read is refused before slurmctld starts on it.
     slurm_release: str = ""
+    backup: UpgradeBackup | None = None  # where apply can back up before a Slurm upgrade
 
     @property
     def nodes(self) -> NodeControl:

@@ -16,7 +16,11 @@ from reconciler.cli.compile import load, repo_args
 from reconciler.cli.plan_output import exit_code, output_args, show
 from reconciler.cli.where import connect, target_args
 from reconciler.compile.desired import compile_shape
-from reconciler.pipeline.plans import plan_config, plan_offline, plan_passes
+from reconciler.config.repo import Config
+from reconciler.daemon.upgrade_status import StatusRecords
+from reconciler.pipeline.clients import Clients
+from reconciler.pipeline.plans import Planned, plan_config, plan_offline, plan_passes
+from reconciler.pipeline.upgrades import upgrade_first, values_key
 from reconciler.plan.jsonout import plan_from_dict, plan_to_dict
 from reconciler.plan.model import Plan
 
@@ -77,17 +81,43 @@ def run_apply(args: argparse.Namespace) -> int:
     )
     if args.plan_file:
         plan = plan_from_dict(json.loads(args.plan_file.read_text()))
+        if plan.upgrade:
+            raise ApplyError(
+                "a saved plan of a Slurm upgrade cannot be applied: each stage is applied "
+                "against the cluster as its check left it",
+                hint="apply without --plan-file (plan shows the stages first); nothing was changed",
+            )
         config = load(args)
         plan = with_value_secret_data(plan, compile_shape(config))
         target = connect(args).target(config.settings.namespace, config.settings.release)
         _apply_one(plan, target, options, args)
         return 0
     config = load(args)
-    for planned in plan_passes(config, connect(args)):
+    clients = connect(args)
+    settings = config.settings
+    records = StatusRecords.of_command(clients.kube, settings.namespace, settings.release)
+    for planned in plan_passes(config, clients):
         show(planned.plan, args)
+        planned = _upgraded(planned, records, config, clients, options, args)
         if not _apply_one(planned.plan, planned.target, options, args):
             break
     return 0
+
+
+def _upgraded(
+    planned: Planned, records: StatusRecords, config: Config, clients: Clients,
+    options: ApplyOptions, args: argparse.Namespace,
+) -> Planned:  # fmt: skip
+    """A Slurm upgrade (or the rest of one recorded) carried out stage by stage, each
+    stage's progress said; then the plan of what is left."""
+    if planned.plan.upgrade:
+        _confirm(args)
+        _refuse_stale(planned.plan, planned.target)
+    if not upgrade_first(planned, records, values_key(config), options, _say):
+        return planned
+    again = plan_config(config, clients)
+    show(again.plan, args)
+    return again
 
 
 def _apply_one(plan: Plan, target: Target, options: ApplyOptions, args: argparse.Namespace) -> bool:

@@ -15,8 +15,9 @@ from reconciler.adapters.scontrol import Scontrol
 from reconciler.adapters.slurm.client import connect_lazily
 from reconciler.adapters.slurm.jwt import MintedTokens, ProvidedToken, TokenSource
 from reconciler.adapters.slurm.model import SlurmRestApi
+from reconciler.apply.upgrade_effects import FileBackup
 from reconciler.errors import ReconcilerError
-from reconciler.local.slurm_site import current_user
+from reconciler.local.slurm_site import DB_NAME, current_user
 from reconciler.local.stack import LocalStack
 from reconciler.local.stack_record import default_runtime_dir
 from reconciler.local.target_parts import FileSink, local_profile_of, open_stack
@@ -101,11 +102,19 @@ def local_clients(
         sink=FileSink(slurm.paths.slurm_conf, slurm.paths.gres_conf, slurm.paths.etc),
         sacctmgr=Sacctmgr(env=slurm.env(), cluster=stack.cluster_name) if accounting else None,
         slurm_release=slurm.install.release,
+        backup=FileBackup(slurm.paths.state, stack.runtime_dir / "upgrade-backups",
+                          _dump(slurm.paths.mariadb_socket) if accounting else ()),
         # Read again at each plan: `local up` may have written the stack's record since.
         profile_of=lambda declared: local_profile_of(
             LocalStack.open(stack.runtime_dir), declared()
         ),
     )
+
+
+def _dump(socket: Path) -> tuple[str, ...]:
+    """The local stack's accounting database, dumped as its MariaDB's root (local only)."""
+    return ("mariadb-dump", "--no-defaults", "-S", str(socket), "-uroot",
+            "--single-transaction", "--databases", DB_NAME)  # fmt: skip
 
 
 def _answers(slurm: SlurmRestApi) -> bool:

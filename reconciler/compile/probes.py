@@ -118,3 +118,32 @@ def sssd(readiness: str, socket: str) -> Obj:
         "readinessProbe": {"exec": {"command": ["sh", "-c", readiness]}, "periodSeconds": 10},
         "livenessProbe": _exec(["test", "-S", socket], periodSeconds=30, failureThreshold=3),
     }
+
+
+
+def relaxed_for_conversion(workload: Obj, container: str, seconds: int) -> Obj:
+    """`workload` (a Deployment or StatefulSet) with `container`'s startup probe allowing
+    `seconds`: what slurmdbd's first start on a new Slurm release runs with. That start
+    converts the accounting database's schema, which can take hours (SchedMD's
+    doc/html/upgrades.shtml: nothing may time it out), and slurmdbd does not listen until it is
+    done: the startup probe's five minutes, then the liveness probe, would kill it mid-way.
+    The startup probe holds the liveness probe off until it passes, so liveness still guards
+    slurmdbd once it listens. (Dropping the probes instead leaves, under server-side apply,
+    the API server's defaulted fields of each: a probe without a handler, refused.) The upgrade
+    puts the rendered probe back at its end."""
+    spec = dict(workload.get("spec") or {})
+    template = dict(spec.get("template") or {})
+    pod = dict(template.get("spec") or {})
+    pod["containers"] = [_relaxed(c, seconds) if c.get("name") == container else c
+                         for c in pod.get("containers") or []]  # fmt: skip
+    return {**workload, "spec": {**spec, "template": {**template, "spec": pod}}}
+
+
+def _relaxed(container: Obj, seconds: int) -> Obj:
+    startup = container.get("startupProbe") or container.get("livenessProbe")
+    if startup is None:
+        return container
+    period = int(startup.get("periodSeconds") or 10)
+    tries = max(int(startup.get("failureThreshold") or 3), -(-seconds // period))
+    return {**container, "startupProbe": {**startup, "periodSeconds": period,
+                                          "failureThreshold": tries}}  # fmt: skip

@@ -20,14 +20,17 @@ from reconciler.adapters.kube import Kube
 from reconciler.adapters.kube_wire import Obj
 from reconciler.apply.executor import apply_plan
 from reconciler.apply.target import ApplyOptions
+from reconciler.apply.upgrade_effects import UpgradeStoppedError
 from reconciler.compile.topology_spec import topology_set
 from reconciler.config.repo import Config
 from reconciler.daemon.status import Status, read_status, revision_event, write_status
 from reconciler.daemon.topology_watch import TopologyWatch
+from reconciler.daemon.upgrade_status import StatusRecords
 from reconciler.errors import ReconcilerError
 from reconciler.pipeline.clients import Clients
 from reconciler.pipeline.load import RevisionLoader
-from reconciler.pipeline.plans import Compiler, plan_passes
+from reconciler.pipeline.plans import Compiler, plan_config, plan_passes
+from reconciler.pipeline.upgrades import upgrade_first
 from reconciler.policy.engine import CompiledPolicy
 from reconciler.policy.loader import revision_policies
 from reconciler.policy.subjects import params_of
@@ -157,6 +160,8 @@ class Converger:
         for attempt in range(1, APPLY_ATTEMPTS + 1):
             try:
                 return self._passes(revision, config, policies, resync=resync)
+            except UpgradeStoppedError as stopped:  # the same until the repo changes
+                return Outcome(revision, "failed", error=str(stopped))
             except ReconcilerError as failure:
                 error = str(failure)
                 log.warning("converge: %s: attempt %d failed: %s", revision, attempt, error)
@@ -183,6 +188,12 @@ class Converger:
             if plan.denials:  # the same next time: no retry
                 denied = "policies deny this revision:\n  " + "\n  ".join(plan.denials)
                 return Outcome(revision, "failed", error=denied, denied=True)
+            if upgrade_first(planned, self._upgrade_records(config), revision.id, self._options,
+                             lambda line: log.info("upgrade: %s", line)):  # fmt: skip
+                texts.append(f"Slurm upgraded to {', '.join(plan.upgrade[-1].after)}"
+                             if plan.upgrade else "Slurm upgrade finished")  # fmt: skip
+                planned = plan_config(config, self.clients(), policies, self._compiler)
+                plan, target = planned.plan, planned.target
             if not plan.has_changes:
                 break
             summary = plan.summary()
@@ -194,6 +205,16 @@ class Converger:
             return Outcome(revision, "unchanged", summary="no changes")
         drift = resync and revision.id == self.status.applied_revision
         return Outcome(revision, "applied", summary="; then ".join(texts), drift=drift)
+
+    def _upgrade_records(self, config: Config) -> StatusRecords:
+        """A Slurm upgrade's record, in the status this Converger writes."""
+
+        def keep(status: Status) -> None:
+            self.status = status
+
+        settings = config.settings
+        return StatusRecords(self._kube, settings.namespace, settings.release,
+                             lambda: self.status, keep)  # fmt: skip
 
     def _record(
         self,

@@ -35,6 +35,11 @@ class Status:
     # Every spec.schedulerName the daemon's Pod scheduler answers to, its own first ("" when
     # it runs none yet).
     scheduler_names: str = ""
+    # A Slurm upgrade: its record (plan/upgrade_run.py's, as JSON: the stages, the one reached,
+    # the backup, a failed check), so a restarted daemon resumes there; and its last step, in
+    # words ("upgrade stage 2/4 (slurmctld): waiting: ...").
+    upgrade: str = ""
+    upgrade_step: str = ""
 
     def as_data(self) -> dict[str, str]:
         return {_camel(k): redacted_text(str(v)) for k, v in asdict(self).items()}

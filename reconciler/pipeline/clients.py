@@ -12,7 +12,7 @@ from reconciler.adapters.sacctmgr import Sacctmgr
 from reconciler.adapters.scontrol import Scontrol
 from reconciler.adapters.slurm.model import SlurmRestApi
 from reconciler.apply.controller import DeploymentRestarter
-from reconciler.apply.target import ConfigSink, Target
+from reconciler.apply.target import ConfigSink, Target, UpgradeBackup
 from reconciler.compile.profile import Profile
 
 # The profile to compile for, given the Slurm nodes a config declares (asked only where the
@@ -35,6 +35,7 @@ class Clients:
     # The Slurm release the target runs where known without asking slurmctld (see Target).
     slurm_release: str = ""
     profile_of: ProfileOf = field(default=cluster_profile)
+    backup: UpgradeBackup | None = None  # before a Slurm upgrade (see Target)
 
     def target(self, namespace: str, release: str = "") -> Target:
         """Where a plan of `namespace` is made and applied; with `release`, a controller
@@ -49,5 +50,5 @@ class Clients:
         return Target(
             kube=self.kube, slurm=self.slurm, scontrol=self.scontrol, namespace=namespace,
             sink=self.sink, restarter=restarter, sacctmgr=self.sacctmgr,
-            slurm_release=self.slurm_release,
+            slurm_release=self.slurm_release, backup=self.backup,
         )  # fmt: skip

@@ -12,8 +12,8 @@ _SIGN = {Action.CREATE: "+", Action.UPDATE: "~", Action.DELETE: "-"}
 _COLOR = {"+": "\033[32m", "-": "\033[31m", "~": "\033[33m", "@": "\033[36m", "bold": "\033[1m"}
 _RESET = "\033[0m"
 _GROUPS = ((KUBERNETES, "Kubernetes"), (SLURM, "Slurm"))
-UPGRADE_TITLE = ("Slurm upgrade, in the order Slurm requires (shown by plan; apply does not yet "
-                 "wait between the stages):")  # fmt: skip
+UPGRADE_TITLE = ("Slurm upgrade, in the order Slurm requires (apply backs up, then applies each "
+                 "stage and waits for its check before the next):")  # fmt: skip
 
 
 def render_text(plan: Plan, *, color: bool = False) -> str:

@@ -31,13 +31,16 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
-from reconciler.apply.target import Target
+from reconciler.apply.target import ApplyOptions, Target
 from reconciler.cli.where import connect
 from reconciler.daemon.converge import Converger
 from reconciler.daemon.status import read_status, status_name
 from reconciler.errors import SlurmUnsupportedError
 from reconciler.local.ports import free_port
+from reconciler.local.stack import LocalStack
 from reconciler.pipeline.clients import Clients
+from reconciler.plan.upgrade_run import STOPPED, UpgradeRecord
+from reconciler.slurm_release import parse_release
 from reconciler.sources.git import GitSource
 from tests.integration.flux_fixture import (
     install_crd,
@@ -825,3 +828,82 @@ def test_a_failed_attempt_connects_afresh(env: Env) -> None:
     outcome = Converger(connect_counted, env.kube).converge(env.source.fetch())
     assert outcome.state in ("applied", "unchanged"), outcome
     assert [type(c) for c in connected] == [_UpgradedUnder, Clients]
+
+
+UPGRADE_WORKLOADS = (("Deployment", "slurm-accounting", "slurmdbd"),
+                     ("Deployment", "slurm-controller", "slurmctld"),
+                     ("StatefulSet", "slurm-cpu", "slurmd"),
+                     ("Deployment", "slurm-rest", "slurmrestd"))  # fmt: skip
+
+
+def _images(env: Env) -> dict[str, str]:
+    found = {}
+    for kind, name, container in UPGRADE_WORKLOADS:
+        obj: Any = env.kube.get("apps/v1", kind, name, NAMESPACE)
+        found[name] = next(c["image"] for c in obj["spec"]["template"]["spec"]["containers"]
+                           if c["name"] == container)  # fmt: skip
+    return found
+
+
+def test_an_upgrade_whose_first_check_fails_stops_there_and_keeps_jobs(env: Env) -> None:
+    """The local stack runs its installed Slurm whatever the images say: a new patch tag is
+    an upgrade that backs up, raises the timeouts, applies stage 1 (slurmdbd's workload) and
+    then fails its check, slurmdbd answering at the installed release. The stop is in the
+    status and an Event naming the stage and the check; nothing after stage 1 is applied,
+    then or at a resync; a job running across it goes on and no node goes DOWN."""
+    stack = LocalStack.open(env.runtime)
+    slurm = stack.slurm
+    assert slurm is not None
+    live = parse_release(slurm.version())
+    newer = f"{live.series}.{live.patch + 1}"
+    env.converger.converge(env.source.fetch())
+    before = _images(env)
+    go = env.runtime / "upgrade-job-go"
+    job = slurm.run("sbatch", "--parsable", "-p", "all", "-w", "slurm-cpu-0", "-o", "/dev/null",
+                    "--wrap", f"until [ -e {go} ]; do sleep 0.2; done").strip()  # fmt: skip
+    state = lambda: slurm.run("squeue", "-h", "-j", job, "-o", "%T", check=False).strip()  # noqa: E731
+    wait_for(lambda: state() == "RUNNING", 30, f"job {job} RUNNING")
+    args = argparse.Namespace(local=True, runtime_dir=env.runtime, name="unused", kubeconfig=None)
+    quick = ApplyOptions(upgrade_timeout=60, schema_timeout=60, upgrade_poll=0.5)
+    converger = Converger(lambda: connect(args), env.kube, options=quick)
+    start = git(env.author, "rev-parse", "HEAD")
+    (env.author / "values.d" / "90-slurm-release.yaml").write_text(f'image:\n  tag: "{newer}"\n')
+    git(env.author, "add", "values.d/90-slurm-release.yaml")
+    git(env.author, "commit", "-q", "-m", "a patch release")
+    git(env.author, "push", "-q", "origin", "main")
+    try:
+        outcome = converger.converge(env.source.fetch())
+        assert outcome.state == "failed", outcome
+        assert "upgrade stage 1/4 (slurmdbd): stopped: its check failed" in outcome.error
+        assert f"SLURMDBD_VERSION {newer}" in outcome.error  # the check
+        assert f"slurmdbd answer at {live}" in outcome.error, outcome.error  # what it saw
+        status = read_status(env.kube, NAMESPACE, RELEASE)
+        assert status is not None and status.upgrade_step.startswith(
+            "upgrade stage 1/4 (slurmdbd): stopped"), status  # fmt: skip
+        record = UpgradeRecord.from_json(status.upgrade)
+        assert record is not None and (record.state, record.applied) == (STOPPED, 1)
+        backup = Path(record.backup)
+        assert (backup / "StateSaveLocation").is_dir() and (backup / "slurm_acct_db.sql").is_file()
+        stopped = [e for e in _revision_events(env) if e[0] == wk.EVENT_UPGRADE_STOPPED]
+        assert len(stopped) == 1 and "(slurmdbd)" in stopped[0][1], _revision_events(env)
+        after = _images(env)
+        assert after["slurm-accounting"].endswith(f":{newer}"), after
+        assert {k: v for k, v in after.items() if k != "slurm-accounting"} == {
+            k: v for k, v in before.items() if k != "slurm-accounting"}  # fmt: skip
+        assert "SlurmdTimeout=1800" in slurm.paths.slurm_conf.read_text()  # raised, kept
+        again = converger.converge(outcome.revision, resync=True)
+        assert again.state == "failed" and again.error == outcome.error
+        assert _images(env) == after
+        assert [e for e in _revision_events(env) if e[0] == wk.EVENT_UPGRADE_STOPPED] == stopped
+        assert state() == "RUNNING"
+        nodes = slurm.run("sinfo", "-h", "-N", "-o", "%N %t")
+        assert "down" not in nodes, nodes
+    finally:
+        git(env.author, "revert", "--no-edit", f"{start}..HEAD")
+        git(env.author, "push", "-q", "origin", "main")
+        go.touch()
+    fixed = converger.converge(env.source.fetch())
+    assert fixed.state == "applied", fixed
+    assert _images(env) == before
+    assert "SlurmdTimeout=1800" not in slurm.paths.slurm_conf.read_text()
+    wait_for(lambda: state() in ("", "COMPLETED"), 30, f"job {job} done")
