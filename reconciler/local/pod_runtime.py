@@ -33,7 +33,7 @@ from reconciler.local.pod_cgroups import PodCgroups
 from reconciler.local.pod_env import container_env
 from reconciler.local.ports import is_accepting
 from reconciler.local.s6_services import LocalS6
-from reconciler.local.slurm import SlurmCluster, SlurmPaths
+from reconciler.local.slurm import SlurmCluster, SlurmPaths, check_binaries
 from reconciler.local.slurm_install import SlurmInstall, installs_by_tag
 from reconciler.local.slurm_tags import TAGS_ENV, mapped_install, unmapped_note
 from reconciler.local.volumes import HostLayout, Materializer, Reader, pod_mounts
@@ -87,6 +87,8 @@ class LocalPodRuntime:
         # Image tag -> the install a Slurm Pod of that tag runs (slurm_tags.py); by default
         # from $SUNK_RECONCILER_SLURM_TAGS. Other tags run the stack's install.
         self._tags = installs_by_tag(os.environ.get(TAGS_ENV, "")) if tags is None else tags
+        for install in self._tags.values():
+            check_binaries(True, install)  # before any Pod runs, not at its first start
         # Each Pod's daemons, and what they fork (slurmstepd, jobs), in a cgroup of its own.
         self._cgroups = PodCgroups.of_run(cluster.paths.root)
         self._files = files
