@@ -81,10 +81,12 @@ def mapped_install(pod: Mapping[str, Any], tags: Mapping[str, T]) -> T | None:
 
 
 def unmapped_note(pod: Mapping[str, Any], tags: Collection[str], stack: str) -> str | None:
-    """What to tell the user of a Slurm Pod whose unmapped tag names a release other than the
-    stack's `stack` ("24.11.5"): it runs the stack's install anyway. None otherwise."""
+    """What to tell the user who maps tags, of a Slurm Pod whose unmapped tag names a release
+    other than the stack's `stack` ("24.11.5"): it runs the stack's install anyway. None
+    otherwise: without a map every Pod runs the stack's install (a prefix stack's Pods all
+    name our image's 24.11.5), as the user asked."""
     tag = pod_tag(pod)
-    if tag is None or tag in tags:
+    if not tags or tag is None or tag in tags:
         return None
     named = release_in(tag)
     if named is None or _same(named, release_in(stack)):

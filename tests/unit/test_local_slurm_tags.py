@@ -105,6 +105,12 @@ def test_an_unmapped_tag_of_another_release_is_said_to_run_the_stack_release() -
     assert unmapped_note(pod("mysql", "ghcr.io/x/mariadb:10.11"), TAGS, "24.11.5") is None
 
 
+def test_without_a_map_a_stack_of_another_release_says_nothing_per_pod() -> None:
+    """`local up --slurm-prefix` of 26.05.3 runs the fixture's Pods, which name 24.11.5, on
+    26.05.3 as it always did: one warning per Pod start was noise there."""
+    assert unmapped_note(pod("slurmctld", "ghcr.io/x/slurm:24.11.5"), {}, "26.05.3") is None
+
+
 def test_a_tag_mapped_to_an_install_of_another_release_is_refused() -> None:
     prefix = Path("/opt/slurm-hand/26.05.3")
     assert tag_mismatch("25.11.7", prefix, "26.05.3") == (
