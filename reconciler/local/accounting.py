@@ -42,8 +42,11 @@ class Accounting:
         ports: SlurmPorts,
         env: Callable[[], Mapping[str, str]],
         cluster_name: str,
+        *,
+        bin_dir: Path | None = None,
     ) -> None:
         self.supervisor = supervisor
+        self.bin_dir = bin_dir or paths.bin  # where slurmdbd is linked (SlurmCluster.daemon_dir)
         self.paths = paths
         self.ports = ports
         self.env = env
@@ -119,7 +122,7 @@ class Accounting:
         return hashlib.sha256(self.paths.munge_key.read_bytes()).hexdigest()[:24]
 
     def start_slurmdbd(self) -> float:
-        argv = [str(self.paths.bin / "slurmdbd"), "-D"]
+        argv = [str(self.bin_dir / "slurmdbd"), "-D"]
         self.supervisor.start("slurmdbd", argv, env=dict(self.env()))
         took = self.supervisor.wait_ready(
             "slurmdbd", self._slurmdbd_answers, timeout=SLURMDBD_READY_SECONDS,

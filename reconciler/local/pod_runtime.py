@@ -11,9 +11,11 @@ runs while any Pod with a munge container runs.
 
 from __future__ import annotations
 
+import logging
+import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -31,7 +33,9 @@ from reconciler.local.pod_cgroups import PodCgroups
 from reconciler.local.pod_env import container_env
 from reconciler.local.ports import is_accepting
 from reconciler.local.s6_services import LocalS6
-from reconciler.local.slurm import SlurmCluster, SlurmPaths
+from reconciler.local.slurm import SlurmCluster, SlurmPaths, check_binaries
+from reconciler.local.slurm_install import SlurmInstall, installs_by_tag
+from reconciler.local.slurm_tags import TAGS_ENV, mapped_install, unmapped_note
 from reconciler.local.volumes import HostLayout, Materializer, Reader, pod_mounts
 
 Obj = dict[str, Any]
@@ -40,6 +44,7 @@ SSHD_PRIVSEP_DIR = Path("/run/sshd")  # Debian's sshd insists on it
 READY_SECONDS = 30.0
 DB_WAIT_SECONDS = 60.0
 MUNGED = "munged"
+log = logging.getLogger(__name__)
 
 
 def host_layout(paths: SlurmPaths, pods_root: Path) -> HostLayout:
@@ -71,8 +76,19 @@ _DAEMON_OF_APP = {
 class LocalPodRuntime:
     """Starts and stops the daemons of our Pods; one instance per local stack."""
 
-    def __init__(self, cluster: SlurmCluster, files: Materializer, read: Reader) -> None:
+    def __init__(
+        self,
+        cluster: SlurmCluster,
+        files: Materializer,
+        read: Reader,
+        tags: Mapping[str, SlurmInstall] | None = None,
+    ) -> None:
         self._cluster = cluster
+        # Image tag -> the install a Slurm Pod of that tag runs (slurm_tags.py); by default
+        # from $SUNK_RECONCILER_SLURM_TAGS. Other tags run the stack's install.
+        self._tags = installs_by_tag(os.environ.get(TAGS_ENV, "")) if tags is None else tags
+        for install in self._tags.values():
+            check_binaries(True, install)  # before any Pod runs, not at its first start
         # Each Pod's daemons, and what they fork (slurmstepd, jobs), in a cgroup of its own.
         self._cgroups = PodCgroups.of_run(cluster.paths.root)
         self._files = files
@@ -211,6 +227,18 @@ class LocalPodRuntime:
 
     # ---- one starter per program ------------------------------------------------------------
 
+    def _install(self, pod: Obj) -> SlurmInstall | None:
+        """The install the Pod's image tag maps to; None: the stack's."""
+        install = mapped_install(pod, self._tags)
+        if install is None:
+            note = unmapped_note(pod, self._tags, self._cluster.install.version)
+            if note:
+                log.warning("pod %s: %s", _key(pod), note)
+            return None
+        log.info("pod %s: runs Slurm %s from %s (its image tag)", _key(pod), install.version,
+                 install.prefix)  # fmt: skip
+        return install
+
     def _slurmd(self, pod: Obj) -> list[str]:
         node = pod["metadata"]["name"]  # the Pod name is the Slurm node name
         # s6-overlay brings up the user bundle (compute.s6) before the command, slurmd.
@@ -220,7 +248,8 @@ class LocalPodRuntime:
         args = pod["spec"]["containers"][0].get("args") or []
         reboot = "-b" in " ".join(args).split()
         try:
-            self._cluster.start_slurmd(node, wait=True, boot_at_start=reboot)
+            self._cluster.start_slurmd(node, wait=True, boot_at_start=reboot,
+                                       install=self._install(pod))  # fmt: skip
         except BaseException:
             self._cluster.stop_slurmd(node, grace=1.0)
             for daemon in s6:
@@ -236,11 +265,11 @@ class LocalPodRuntime:
         if settings.get("AccountingStorageType") == "accounting_storage/slurmdbd":
             port = int(settings.get("AccountingStoragePort", "6819"))
             _wait_until(lambda: is_accepting(port), DB_WAIT_SECONDS, f"slurmdbd on port {port}")
-        self._cluster.start_slurmctld()
+        self._cluster.start_slurmctld(self._install(pod))
         return ["slurmctld"]
 
     def _slurmrestd(self, pod: Obj) -> list[str]:
-        self._cluster.start_slurmrestd()
+        self._cluster.start_slurmrestd(self._install(pod))
         return ["slurmrestd"]
 
     def _mysql(self, pod: Obj) -> list[str]:
@@ -265,7 +294,7 @@ class LocalPodRuntime:
         db_port = int(settings.get("StoragePort", "3306"))
         _wait_until(lambda: is_accepting(db_port), DB_WAIT_SECONDS,
                     f"the accounting database on port {db_port}")  # fmt: skip
-        accounting = self._cluster.accounting_daemons()
+        accounting = self._cluster.accounting_daemons(self._install(pod))
         accounting.write_slurmdbd_conf(template + f"StoragePass={password.strip()}\n")
         accounting.start_slurmdbd()
         return ["slurmdbd"]
@@ -278,8 +307,9 @@ class LocalPodRuntime:
             raise LocalStackError(f"pod {name}: this local stack has no login port")
         daemon = f"sshd-{name}"
         directory = self._files.pod_dir(pod) / "sshd"
+        env = self._cluster.env(self._install(pod))  # the commands its users run
         config = sshd_config(
-            directory, port, self._authorized_keys(pod), self._cluster.env(),
+            directory, port, self._authorized_keys(pod), env,
             include=SSHD_SNIPPET_PATH if _mounts(pod, SSHD_SNIPPET_PATH) else None,
         )  # fmt: skip
         directory.mkdir(parents=True, exist_ok=True)
@@ -288,7 +318,7 @@ class LocalPodRuntime:
         SSHD_PRIVSEP_DIR.mkdir(mode=0o755, exist_ok=True)
         supervisor = self._cluster.supervisor
         supervisor.start(daemon, [str(SSHD), "-D", "-e", "-f", str(directory / "sshd_config")],
-                         env=self._cluster.env())  # fmt: skip
+                         env=env)  # fmt: skip
         supervisor.wait_ready(daemon, lambda: is_accepting(port), timeout=READY_SECONDS)
         return [daemon]
 

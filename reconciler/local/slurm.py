@@ -19,6 +19,7 @@ import subprocess
 import time
 import urllib.request
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from reconciler.adapters.slurm.client import connect
 from reconciler.adapters.slurm.jwt import MintedTokens
@@ -32,6 +33,7 @@ from reconciler.local.slurm_jobs import kill_job_processes
 from reconciler.local.slurm_prepare import (
     MUNGED,
     check_binaries,
+    link_daemons,
     missing_binaries,
     prepare_files,
     write_config_files,
@@ -96,11 +98,19 @@ class SlurmCluster:
 
     # ---- environment and commands -------------------------------------------------------
 
-    def env(self) -> dict[str, str]:
-        """Environment for scontrol/sinfo/sbatch against this cluster."""
+    def env(self, install: SlurmInstall | None = None) -> dict[str, str]:
+        """Environment for scontrol/sinfo/sbatch against this cluster: of the stack's install,
+        or of `install` (a Pod whose image tag maps to another: slurm_tags.py)."""
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_"))}
         env["SLURM_CONF"] = str(self.paths.slurm_conf)
-        return self.install.env(env)
+        return (install or self.install).env(env)
+
+    def daemon_dir(self, install: SlurmInstall | None = None) -> Path:
+        """Where the daemons of the stack's install, or of `install`, are linked by their
+        canonical names."""
+        if install is None or install.prefix == self.install.prefix:
+            return self.paths.bin
+        return link_daemons(self.paths.bin / install.version, install)
 
     def run(self, *argv: str, check: bool = True, timeout: float = 30) -> str:
         """Run a Slurm client command against this cluster; its stdout."""
@@ -113,8 +123,10 @@ class SlurmCluster:
             )
         return result.stdout
 
-    def accounting_daemons(self) -> Accounting:
-        return Accounting(self.supervisor, self.paths, self.ports, self.env, self.cluster_name)
+    def accounting_daemons(self, install: SlurmInstall | None = None) -> Accounting:
+        return Accounting(self.supervisor, self.paths, self.ports,
+                          functools.partial(self.env, install), self.cluster_name,
+                          bin_dir=self.daemon_dir(install))  # fmt: skip
 
     def rest_url(self) -> str:
         return f"http://127.0.0.1:{self.ports.slurmrestd}"
@@ -183,23 +195,26 @@ class SlurmCluster:
         timeout: float = NODE_READY_SECONDS,
         dynamic_conf: str | None = None,
         boot_at_start: bool = False,
+        install: SlurmInstall | None = None,
     ) -> float:
         """Start `slurmd -N node` (node declared, e.g. State=FUTURE), or with `dynamic_conf`
         ("CPUs=2 RealMemory=1000 Feature=x Port=N") a dynamic node slurm.conf does not name
-        (`slurmd -Z`, MaxNodeCount set); seconds until registered."""
+        (`slurmd -Z`, MaxNodeCount set); seconds until registered. `install`: another than
+        the stack's."""
         spool = self.paths.spool / node
         spool.mkdir(parents=True, exist_ok=True)
+        daemons = self.daemon_dir(install)
         argv = [
-            str(self.paths.bin / "slurmd"), "-D", "-N", node,
+            str(daemons / "slurmd"), "-D", "-N", node,
             # Absolute path to a symlink named slurmstepd: without it GRES is silently dropped.
-            "-d", str(self.paths.bin / "slurmstepd"),
+            "-d", str(daemons / "slurmstepd"),
         ]  # fmt: skip
         if dynamic_conf is not None:
             argv += ["-Z", "--conf", dynamic_conf]
         if boot_at_start:
             argv.append("-b")
         started = time.monotonic()
-        self.supervisor.start(self.slurmd_daemon(node), argv, env=self.env())
+        self.supervisor.start(self.slurmd_daemon(node), argv, env=self.env(install))
         if wait:
             self.wait_node_registered(node, timeout=timeout)
         return time.monotonic() - started
@@ -249,18 +264,21 @@ class SlurmCluster:
         state = self.node_state(node)
         return bool(state) and not (state & _UNREGISTERED_STATES)
 
-    def controller_up(self) -> bool:
+    def controller_up(self, install: SlurmInstall | None = None) -> bool:
+        """`scontrol ping` says UP (the scontrol of `install`, where slurmctld runs another
+        than the stack's: a client newer than slurmctld is refused)."""
         result = subprocess.run(
-            ["scontrol", "ping"], env=self.env(), capture_output=True, text=True, timeout=10,
-            check=False,
+            ["scontrol", "ping"], env=self.env(install), capture_output=True, text=True,
+            timeout=10, check=False,
         )  # fmt: skip
         return result.returncode == 0 and "UP" in result.stdout
 
-    def rest_ready(self) -> bool:
+    def rest_ready(self, install: SlurmInstall | None = None) -> bool:
         """slurmrestd answers an authenticated ping (so JWT and slurmctld are wired up)."""
         token = mint_jwt(self.paths.jwt_key, current_user(), lifetime=60)
+        version = (install or self.install).rest_probe_version
         request = urllib.request.Request(
-            f"{self.rest_url()}/slurm/{self.install.rest_probe_version}/ping",
+            f"{self.rest_url()}/slurm/{version}/ping",
             headers={"X-SLURM-USER-NAME": current_user(), "X-SLURM-USER-TOKEN": token},
         )
         with urllib.request.urlopen(request, timeout=5) as response:
@@ -322,16 +340,16 @@ class SlurmCluster:
             extra_logs=[p.munge / "munged.log"],
         )  # fmt: skip
 
-    def start_slurmctld(self) -> float:
-        argv = [str(self.paths.bin / "slurmctld"), "-D", "-i"]
-        self.supervisor.start("slurmctld", argv, env=self.env())
+    def start_slurmctld(self, install: SlurmInstall | None = None) -> float:
+        argv = [str(self.daemon_dir(install) / "slurmctld"), "-D", "-i"]
+        self.supervisor.start("slurmctld", argv, env=self.env(install))
         return self.supervisor.wait_ready(
-            "slurmctld", self.controller_up, timeout=READY_SECONDS,
+            "slurmctld", functools.partial(self.controller_up, install), timeout=READY_SECONDS,
             extra_logs=[self.paths.log / "slurmctld.log"],
         )  # fmt: skip
 
-    def start_slurmrestd(self) -> float:
-        install = self.install
+    def start_slurmrestd(self, install: SlurmInstall | None = None) -> float:
+        install = install or self.install
         argv = [str(install.slurmrestd)]
         if os.getuid() == 0:
             argv += install.rest_identity  # slurmrestd refuses to run as root
@@ -339,9 +357,10 @@ class SlurmCluster:
         argv += ["-a", "rest_auth/jwt", "-s", plugins, f"127.0.0.1:{self.ports.slurmrestd}"]
         # SLURM_JWT=daemon: slurmrestd itself talks to slurmctld with auth/jwt, otherwise it
         # rejects every request with 401 "Rejecting thread config token".
-        env = {**self.env(), "SLURM_JWT": "daemon"}
+        env = {**self.env(install), "SLURM_JWT": "daemon"}
         self.supervisor.start("slurmrestd", argv, env=env)
-        return self.supervisor.wait_ready("slurmrestd", self.rest_ready, timeout=READY_SECONDS)
+        return self.supervisor.wait_ready("slurmrestd", functools.partial(self.rest_ready, install),
+                                          timeout=READY_SECONDS)  # fmt: skip
 
     def _healthy(self, name: str, check: Callable[[], bool]) -> bool:
         if self.supervisor.running(name) is None:

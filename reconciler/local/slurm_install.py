@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.errors import LocalStackError
+from reconciler.local.slurm_tags import parse_tags, tag_mismatch
 from reconciler.slurm_release import SlurmRelease, parse_release, release_in
 
 DEFAULT_RELEASE = "24.11"
@@ -214,6 +215,21 @@ def _of_release(release: str) -> SlurmInstall:
         hint=f"choose one of {', '.join(RELEASES)} (--slurm, or ${RELEASE_ENV}), or give an "
         f"install's prefix (--slurm-prefix, or ${PREFIX_ENV})",
     )
+
+
+def installs_by_tag(text: str) -> dict[str, SlurmInstall]:
+    """The installs $SUNK_RECONCILER_SLURM_TAGS maps image tags to (slurm_tags.py), each
+    release read from its own slurmctld; a tag naming another release than its install's is
+    refused."""
+    installs = {}
+    for tag, prefix in parse_tags(text).items():
+        install = install_at(prefix)
+        wrong = tag_mismatch(tag, prefix, install.version)
+        if wrong:
+            raise LocalStackError(wrong, hint="map each tag to the prefix of the release it "
+                                  "names (`PREFIX/sbin/slurmctld -V` says which)")  # fmt: skip
+        installs[tag] = install
+    return installs
 
 
 def recorded_install(section: Mapping[str, Any]) -> SlurmInstall:

@@ -120,11 +120,19 @@ def prepare_files(
     elif fresh:  # a previous cluster's: this one's come from its own Secrets
         p.jwt_key.unlink(missing_ok=True)
         p.munge_key.unlink(missing_ok=True)
+    link_daemons(p.bin, install)
+
+
+def link_daemons(directory: Path, install: SlurmInstall) -> Path:
+    """`directory` holding the install's daemons by their canonical names (Slurm takes its
+    role from argv[0]); returns it."""
+    directory.mkdir(parents=True, exist_ok=True)
     for name, target in install.daemons.items():
-        link = p.bin / name
+        link = directory / name
         if not link.is_symlink() or os.readlink(link) != str(target):
             link.unlink(missing_ok=True)
             link.symlink_to(target)
+    return directory
 
 
 def write_config_files(paths: SlurmPaths, slurm_conf: str, gres_conf: str) -> None:
