@@ -131,8 +131,12 @@ def test_idle_nodes_sleep_any_ordinal_and_the_floor_stays_warm(env: Env) -> None
         # It remembers the Node it left (topology.conf keeps the node's place meanwhile): the
         # daemon marks the StatefulSet's new Pod on its next pass, so within seconds (30 s:
         # on a loaded 2-CPU CI machine 10 s was missed once in three runs).
-        left = wait_for(lambda n=name: _annotation(env.pod(n), wk.ANNOTATION_LAST_NODE), 30,
-                        f"{name}'s held Pod to be marked with the Node it left")  # fmt: skip
+        try:
+            left = wait_for(lambda n=name: _annotation(env.pod(n), wk.ANNOTATION_LAST_NODE), 30,
+                            f"{name}'s held Pod to be marked with the Node it left")  # fmt: skip
+        except AssertionError as missed:  # what the daemon did meanwhile, to tell why
+            raise AssertionError(f"{missed}: {env.pod(name).get('metadata')}\n"
+                                 f"{env.said()[-6000:]}") from None  # fmt: skip
         assert left == env.first_nodes[name]
     # Ordinal 0 sleeps under a running ordinal 1: no StatefulSet scale-down could do that.
     assert env.job_state(held) == "RUNNING"
