@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
+from reconciler.adapters.client_env import EnvSource, child_env, current_env, find_program
 from reconciler.adapters.scontrol_args import check_text, option_args
 from reconciler.adapters.slurm.jwt import TokenSource
 from reconciler.compile.accounting import Account, Qos, User
@@ -148,16 +148,6 @@ def delete_args(kind: str, name: str, *, account: str | None = None) -> list[str
     return ["delete", kind, *where]
 
 
-def sacctmgr_env(
-    base: Mapping[str, str], caller: Mapping[str, str], token: str | None
-) -> dict[str, str]:
-    env = {k: v for k, v in base.items() if not k.startswith("SLURM_")}
-    env.update(caller)
-    if token is not None:
-        env["SLURM_JWT"] = token
-    return env
-
-
 # ---- reading ------------------------------------------------------------------------------
 
 QOS_FORMAT = (
@@ -260,13 +250,13 @@ class Sacctmgr:
     def __init__(
         self,
         *,
-        env: Mapping[str, str],
+        env: EnvSource,
         tokens: TokenSource | None = None,
         cluster: str | None = None,
         binary: str = "sacctmgr",
         timeout: float = DEFAULT_TIMEOUT_SECONDS,
     ) -> None:
-        self._env = dict(env)
+        self._env = env if callable(env) else dict(env)
         self._tokens = tokens
         self._cluster = check_name("cluster", cluster) if cluster else None
         self._binary = binary
@@ -332,7 +322,8 @@ class Sacctmgr:
     def run(self, args: Sequence[str], *, binary: str | None = None) -> str:
         """sacctmgr (or `binary`) with already validated args; stdout, else SacctmgrError."""
         program = binary or self._binary
-        found = shutil.which(program, path=self._env.get("PATH", os.environ.get("PATH")))
+        caller = current_env(self._env)
+        found = find_program(program, caller)
         if found is None:
             raise SacctmgrError([program], exit_code=None, message="not found on PATH",
                                 hint="install slurm-client")  # fmt: skip
@@ -340,7 +331,7 @@ class Sacctmgr:
         try:
             done = subprocess.run(
                 [found, *args],
-                env=sacctmgr_env(os.environ, self._env, token),
+                env=child_env(os.environ, caller, token),
                 capture_output=True,
                 text=True,
                 timeout=self._timeout,

@@ -11,10 +11,10 @@ never quote); this module runs the binary and reads what it answers.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 
+from reconciler.adapters.client_env import EnvSource, child_env, current_env, find_program
 from reconciler.adapters.scontrol_args import (
     NodeState,
     OptionValue,
@@ -27,15 +27,6 @@ from reconciler.adapters.slurm.jwt import TokenSource
 from reconciler.errors import ScontrolError, ScontrolTimeoutError
 
 DEFAULT_TIMEOUT_SECONDS = 30.0
-
-
-def scontrol_env(base: Mapping[str, str], caller: Mapping[str, str], token: str) -> dict[str, str]:
-    """The child's environment: inherited SLURM_* dropped (they could aim scontrol at another
-    cluster or user), then the caller's (SLURM_CONF=...), then the token."""
-    env = {k: v for k, v in base.items() if not k.startswith("SLURM_")}
-    env.update(caller)
-    env["SLURM_JWT"] = token
-    return env
 
 
 def error_summary(stderr: str, stdout: str = "") -> str:
@@ -64,12 +55,12 @@ class Scontrol:
         self,
         tokens: TokenSource,
         *,
-        env: Mapping[str, str],
+        env: EnvSource,
         binary: str = "scontrol",
         timeout: float = DEFAULT_TIMEOUT_SECONDS,
     ) -> None:
         self._tokens = tokens
-        self._env = dict(env)
+        self._env = env if callable(env) else dict(env)
         self._binary = binary
         self._timeout = timeout
 
@@ -115,8 +106,9 @@ class Scontrol:
 
     def run(self, args: Sequence[str]) -> str:
         """scontrol with already validated args; stdout on success, ScontrolError otherwise."""
-        command = [self._resolve_binary(), *args]
-        env = scontrol_env(os.environ, self._env, self._tokens.token())
+        caller = current_env(self._env)
+        command = [self._resolve_binary(caller), *args]
+        env = child_env(os.environ, caller, self._tokens.token())
         try:
             done = subprocess.run(
                 command,
@@ -160,8 +152,8 @@ class Scontrol:
             raise
         return True
 
-    def _resolve_binary(self) -> str:
-        found = shutil.which(self._binary, path=self._env.get("PATH", os.environ.get("PATH")))
+    def _resolve_binary(self, caller: Mapping[str, str]) -> str:
+        found = find_program(self._binary, caller)
         if found is None:
             raise ScontrolError(
                 [],

@@ -20,7 +20,7 @@ from reconciler.cli.settings import log_format_arg
 from reconciler.cli.where import is_local, kubeconfig_of, local_stack, target_args, tokens_from_args
 from reconciler.errors import ReconcilerError
 from reconciler.local.stack import LocalStack
-from reconciler.local.target_parts import scheduler_endpoints
+from reconciler.local.target_parts import client_env, scheduler_endpoints
 from reconciler.policy.loader import shipped_policies
 from reconciler.policy.subjects import default_params
 from reconciler.scheduler.clients import SlurmClients
@@ -135,7 +135,7 @@ def local_scheduler(
         kubeconfig or default_kubeconfig, field_manager=wk.SCHEDULER_FIELD_MANAGER
     )
     tokens = MintedTokens(key, user)
-    scontrol = Scontrol(tokens, env=stack.slurm.env()) if stack.slurm else None
+    scontrol = Scontrol(tokens, env=client_env(stack, kube)) if stack.slurm else None
     clients = SlurmClients(url, tokens, jwt_key=key, scontrol=scontrol)
     return PodScheduler(kube, clients, settings)
 

@@ -20,7 +20,7 @@ from reconciler.errors import ReconcilerError
 from reconciler.local.slurm_site import DB_NAME, current_user
 from reconciler.local.stack import LocalStack
 from reconciler.local.stack_record import default_runtime_dir
-from reconciler.local.target_parts import FileSink, local_profile_of, open_stack
+from reconciler.local.target_parts import FileSink, client_env, local_profile_of, open_stack
 from reconciler.pipeline.clients import Clients
 
 
@@ -94,13 +94,15 @@ def local_clients(
     assert slurm is not None
     tokens = MintedTokens(slurm.paths.jwt_key, current_user())
     accounting = slurm.accounting or slurm.supervisor.running("slurmdbd") is not None
+    kube = Kube.from_kubeconfig(kubeconfig or stack.kube_paths.kubeconfig)
+    env = client_env(stack, kube)
     return Clients(
-        kube=Kube.from_kubeconfig(kubeconfig or stack.kube_paths.kubeconfig),
+        kube=kube,
         slurm=connect_lazily(slurm_url or slurm.rest_url(), tokens),
-        scontrol=Scontrol(tokens, env=slurm.env()),
+        scontrol=Scontrol(tokens, env=env),
         answers=slurm.controller_up,
         sink=FileSink(slurm.paths.slurm_conf, slurm.paths.gres_conf, slurm.paths.etc),
-        sacctmgr=Sacctmgr(env=slurm.env(), cluster=stack.cluster_name) if accounting else None,
+        sacctmgr=Sacctmgr(env=env, cluster=stack.cluster_name) if accounting else None,
         slurm_release=slurm.install.release,
         backup=FileBackup(slurm.paths.state, stack.runtime_dir / "upgrade-backups",
                           _dump(slurm.paths.mariadb_socket) if accounting else ()),

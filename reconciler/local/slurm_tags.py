@@ -14,7 +14,7 @@ runs the stack's install, as before. Pure: Pods and the map in, a prefix or a no
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -78,6 +78,16 @@ def mapped_install(pod: Mapping[str, Any], tags: Mapping[str, T]) -> T | None:
     """What the Pod's tag maps to (a prefix, an install): what it runs; None: the stack's."""
     tag = pod_tag(pod)
     return tags.get(tag) if tag is not None else None
+
+
+def controller_pod(pods: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The slurmctld Pod that drives the cluster: of those not being deleted, the newest (a
+    rollout's new Pod has started, or is about to start, the release clients must speak)."""
+    live = [
+        p for p in pods
+        if _app(p) == "slurmctld" and not (p.get("metadata") or {}).get("deletionTimestamp")
+    ]  # fmt: skip
+    return max(live, key=lambda p: str(p["metadata"].get("creationTimestamp") or ""), default=None)
 
 
 def unmapped_note(pod: Mapping[str, Any], tags: Collection[str], stack: str) -> str | None:

@@ -1,16 +1,23 @@
 """What a plan and apply against a running local stack need from it: the stack opened only
 when it runs, the profile it compiles for, the files slurmctld reads its config from (the
-ones the node agent writes for the controller Pod), and its endpoints for a scheduler."""
+ones the node agent writes for the controller Pod), the environment its Slurm commands run in,
+and its endpoints for a scheduler."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from reconciler import wellknown as wk
+from reconciler.adapters.client_env import EnvSource
+from reconciler.adapters.kube import Kube
 from reconciler.compile.profile import Profile
 from reconciler.errors import LocalStackError
+from reconciler.local.slurm_install import installs_by_tag
 from reconciler.local.slurm_site import SlurmSite, current_user, local_dbd_site
+from reconciler.local.slurm_tags import TAGS_ENV, controller_pod, mapped_install
 from reconciler.local.stack import LocalStack
 
 
@@ -78,6 +85,25 @@ class FileSink:
             f"{self._files[0]} does not hold the new config after {timeout:g} s",
             hint="is `reconciler local up` (its node agent) still running?",
         )
+
+
+def client_env(stack: LocalStack, kube: Kube) -> EnvSource:
+    """The environment of scontrol and sacctmgr against the stack: its install's, or, where
+    $SUNK_RECONCILER_SLURM_TAGS maps image tags to installs, the install slurmctld's Pod runs
+    now, read for each command (an upgrade moves it; a client older than slurmctld cannot parse
+    the slurm.conf rendered for it, one newer is refused)."""
+    slurm = stack.slurm
+    assert slurm is not None
+    tags = installs_by_tag(os.environ.get(TAGS_ENV, ""))
+    if not tags:
+        return slurm.env()
+
+    def now() -> dict[str, str]:
+        pods = kube.list("v1", "Pod", label_selector=f"{wk.LABEL_NAME}=slurmctld").items
+        pod = controller_pod(pods)
+        return slurm.env(mapped_install(pod, tags) if pod is not None else None)
+
+    return now
 
 
 def _read(path: Path) -> str | None:

@@ -16,6 +16,7 @@ from reconciler.local.slurm import SlurmCluster
 from reconciler.local.slurm_install import for_prefix, installs_by_tag
 from reconciler.local.slurm_site import SlurmPaths, SlurmPorts
 from reconciler.local.slurm_tags import (
+    controller_pod,
     image_tag,
     mapped_install,
     parse_tags,
@@ -93,6 +94,21 @@ def test_only_the_main_container_and_only_slurm_pods_choose() -> None:
     assert mapped_install(sidecar, TAGS) is None
     assert mapped_install(pod("mysql", "ghcr.io/x/mariadb:25.11.7"), TAGS) is None
     assert mapped_install({"metadata": {"name": "bare"}, "spec": {}}, TAGS) is None
+
+
+def test_clients_follow_the_newest_slurmctld_pod_not_being_deleted() -> None:
+    """Mid-rollout the old controller Pod is terminating and the new one runs the new tag:
+    clients speak the new one's release; login Pods and deleted Pods choose nothing."""
+    old = pod("slurmctld", "ghcr.io/x/slurm:24.11.5")
+    old["metadata"] |= {"creationTimestamp": "2026-11-29T10:00:00Z",
+                        "deletionTimestamp": "2026-11-29T11:00:00Z"}  # fmt: skip
+    new = pod("slurmctld", "ghcr.io/x/slurm:25.11.7")
+    new["metadata"]["creationTimestamp"] = "2026-11-29T11:00:01Z"
+    login = pod("login", "ghcr.io/x/slurm:26.05.3")
+    login["metadata"]["creationTimestamp"] = "2026-11-29T12:00:00Z"
+    assert controller_pod([old, new, login]) is new
+    assert controller_pod([old, login]) is None
+    assert controller_pod([]) is None
 
 
 def test_an_unmapped_tag_of_another_release_is_said_to_run_the_stack_release() -> None:

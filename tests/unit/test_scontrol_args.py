@@ -6,9 +6,10 @@ from typing import Any
 
 import pytest
 
+from reconciler.adapters.client_env import child_env
 from reconciler.adapters.sacctmgr import ACCOUNT_OPTIONS, QOS_OPTIONS, USER_OPTIONS
 from reconciler.adapters.sacctmgr import check_name as sacctmgr_check_name
-from reconciler.adapters.scontrol import error_summary, scontrol_env
+from reconciler.adapters.scontrol import error_summary
 from reconciler.adapters.scontrol_args import (
     PARTITION_OPTIONS,
     RESERVATION_OPTIONS,
@@ -171,7 +172,7 @@ def test_bad_reservation_options_are_refused(options: dict) -> None:
 
 
 def test_child_env_drops_inherited_slurm_vars_and_adds_the_token() -> None:
-    env = scontrol_env(
+    env = child_env(
         {"PATH": "/bin", "SLURM_CONF": "/etc/other.conf", "SLURM_JWT": "old"},
         {"SLURM_CONF": "/tmp/x/slurm.conf"},
         "tok",
