@@ -81,6 +81,7 @@ def render_markdown(
         _verdict_block(plan, label),
         *_stale_blocks(context),
         *_disruption_blocks(found, context.jobs_read),
+        *_upgrade_blocks(plan),
         *_finding_blocks(plan),
         *_diff_blocks(plan),
         _source_block(plan, context),
@@ -160,6 +161,24 @@ def _plural(n: int, one: str, many: str) -> str:
 def _job_row(job: LiveJob) -> str:
     cells = (str(job.job_id), job.user, job.partition, job.state, job.node_list or "-")
     return "> | " + " | ".join(_cell(c) for c in cells) + " |"
+
+
+def _upgrade_blocks(plan: Plan) -> list[Block]:
+    """A Slurm upgrade: its stages, in the order apply and the daemon carry them out."""
+    if not plan.upgrade:
+        return []
+    head = ("#### Slurm upgrade, in stages", "",
+            "Applied one stage at a time, each after the check of the one before passes "
+            "(StateSaveLocation and the database are backed up first).", "",
+            "| stage | component | from | to | objects | before the next |",
+            "|---|---|---|---|---|---|")  # fmt: skip
+    rows = tuple(
+        "| " + " | ".join(_cell(c) for c in (
+            f"{s.number}/{s.of}", s.component, ", ".join(s.before), ", ".join(s.after),
+            ", ".join(s.objects), s.check)) + " |"
+        for s in plan.upgrade
+    )  # fmt: skip
+    return [Block(rows, head=head, tail=("",))]
 
 
 def _finding_blocks(plan: Plan) -> list[Block]:

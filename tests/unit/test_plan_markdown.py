@@ -17,6 +17,7 @@ from reconciler.plan.jsonout import render_gitlab_report
 from reconciler.plan.live import LiveJob
 from reconciler.plan.markdown import CommentContext, render_markdown
 from reconciler.plan.model import SLURM, SLURM_NODE, Action, Change, ObjectRef, Plan
+from reconciler.plan.upgrade import UpgradeStage
 from tests.unit.test_compile import fixture_state
 from tests.unit.test_plan_diff import _live, _node
 
@@ -57,6 +58,30 @@ def test_a_removed_node_names_its_jobs_first_in_red() -> None:
     table = rendered[rendered.index("<table>") : rendered.index("</table>")]
     assert ">4242</td>" in table and "<td>alice</td>" in table and "<td>gpu</td>" in table
     assert "# - Node slurm-gpu-small-2 (delete)" in rest
+
+
+def test_a_slurm_upgrade_shows_its_stages_in_order_as_a_table() -> None:
+    stages = tuple(
+        UpgradeStage(n, 4, component, ("24.11.5",), ("26.05.3",), objects, f"check {n}")
+        for n, (component, objects) in enumerate((
+            ("slurmdbd", ("Deployment slurm/slurm-accounting",)),
+            ("slurmctld", ("Deployment slurm/slurm-controller",)),
+            ("slurmd", ("StatefulSet slurm/slurm-cpu", "StatefulSet slurm/slurm-gpu-small")),
+            ("login/slurmrestd", ("StatefulSet slurm/slurm-login", "Deployment slurm/slurm-rest")),
+        ), start=1)
+    )  # fmt: skip
+    text = _comment(replace(_removal_plan(), upgrade=stages))
+    first = text.partition("<details>")[0]
+    assert "#### Slurm upgrade, in stages" in first
+    rendered = github_html(first)
+    table = rendered[rendered.index("Slurm upgrade") :]
+    table = table[table.index("<table>") : table.index("</table>")]
+    rows = [r for r in table.split("<tr>")[2:]]
+    assert [r.split("<td>")[2].split("</td>")[0] for r in rows] == [
+        "slurmdbd", "slurmctld", "slurmd", "login/slurmrestd"]  # fmt: skip
+    assert "<td>24.11.5</td><td>26.05.3</td>" in rows[0].replace("\n", "")
+    assert "StatefulSet slurm/slurm-cpu, StatefulSet slurm/slurm-gpu-small" in rows[2]
+    assert "Slurm upgrade" not in _comment(_removal_plan())
 
 
 def test_the_diff_is_folded_in_details_as_one_intact_diff_block() -> None:
