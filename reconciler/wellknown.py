@@ -20,6 +20,8 @@ LABEL_NAME: Final = "app.kubernetes.io/name"
 LABEL_INSTANCE: Final = "app.kubernetes.io/instance"
 LABEL_COMPONENT: Final = "app.kubernetes.io/component"
 LABEL_PART_OF: Final = "app.kubernetes.io/part-of"
+# Set by the StatefulSet controller: the template revision a Pod was made from.
+LABEL_CONTROLLER_REVISION: Final = "controller-revision-hash"
 LABEL_RELEASE: Final = f"{DOMAIN}/release"
 LABEL_NODESET: Final = f"{DOMAIN}/nodeset"
 # What a node definition's `labels` may not set on its Pods: the labels live state is selected

@@ -177,7 +177,7 @@ def _wait_drained(
     pending = list(names)
     last_report = time.monotonic()
     while pending:
-        busy = _jobs_on(pending, target)
+        busy = jobs_on(pending, target)
         pending = [n for n in pending if busy.get(n)]
         if not pending or time.monotonic() >= deadline:
             break
@@ -192,7 +192,7 @@ def _wait_drained(
 _ACTIVE_JOB_STATES = frozenset({"RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING", "STOPPED"})
 
 
-def _jobs_on(names: Iterable[str], target: Target) -> dict[str, list[int]]:
+def jobs_on(names: Iterable[str], target: Target) -> dict[str, list[int]]:
     """Node -> ids of the jobs that hold it now. The list is streamed and only those jobs
     kept (`jobs_where`): asked every few seconds while a drain waits, it must not hold
     Slurm's whole job list each time (issue 36)."""
@@ -213,7 +213,7 @@ def _on(job: SlurmJob, wanted: set[str]) -> set[str]:
 
 
 def _requeue_jobs_on(names: list[str], target: Target, say: Say) -> None:
-    for node, jobs in _jobs_on(names, target).items():
+    for node, jobs in jobs_on(names, target).items():
         for job_id in jobs:
             target.scontrol.run(["requeue", str(job_id)])
             say(f"requeued job {job_id} (on {node})")

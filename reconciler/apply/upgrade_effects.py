@@ -23,6 +23,7 @@ from typing import Any, Protocol
 from reconciler.adapters.sacctmgr import SacctmgrError
 from reconciler.apply.controller import rolled_out
 from reconciler.apply.executor import apply_plan
+from reconciler.apply.slurmd_roll import replica_names, roll_slurmd
 from reconciler.apply.target import ApplyError, ApplyOptions, Say, Target
 from reconciler.errors import ReconcilerError
 from reconciler.plan.model import Plan
@@ -33,6 +34,7 @@ from reconciler.plan.upgrade_parts import (
     slurm_conf_map,
     stage_plan,
 )
+from reconciler.plan.upgrade_roll import Roll
 from reconciler.plan.upgrade_run import (
     APPLY_STAGE,
     BACK_UP,
@@ -131,7 +133,10 @@ def carry_out(
                 said = step.line()
             if check is not None:
                 time.sleep(options.upgrade_poll)
-            check = _check(step.stage, step.record, target, options)
+            check, moved = _check(step.stage, step.record, target, options, say)
+            if moved:  # the roll went on: its deadline counts from now
+                record = replace(step.record, applied_at=time.time())
+                records.write(record, step)
             continue
         say(step.line())
         acted = True
@@ -174,16 +179,29 @@ def _act(
 
 
 def _check(
-    stage: UpgradeStage, record: UpgradeRecord, target: Target, options: ApplyOptions
-) -> Check:
+    stage: UpgradeStage, record: UpgradeRecord, target: Target, options: ApplyOptions, say: Say
+) -> tuple[Check, bool]:
+    """The stage's check, and whether slurmd's roll moved on (a slurmd stage rolls its nodes
+    as it is checked: the check waits while it moves, and while jobs hold drained nodes)."""
     limit = options.schema_timeout if stage.component == SLURMDBD else options.upgrade_timeout
     waited = time.time() - record.applied_at if record.applied_at else 0.0
     try:
+        if stage.component == SLURMD:
+            moves = roll_slurmd(stage, _workloads(stage, target), target, say)
+            if moves or moves.held:
+                return Check(stage.number, WAITING, _rolling(moves)), bool(moves)
         seen = Seen(_answers(stage, target), _rolled_out(stage, target))
-    except ReconcilerError as error:  # the API server away: look again
+    except ReconcilerError as error:  # the API server or slurmctld away: look again
         log.info("upgrade check of stage %d: %s", stage.number, error)
-        return Check(stage.number, WAITING, str(error))
-    return judge(stage, seen, waited, limit)
+        return Check(stage.number, WAITING, str(error)), False
+    return judge(stage, seen, waited, limit), False
+
+
+def _rolling(moves: Roll) -> str:
+    said = [f"{verb} {', '.join(names)}" for verb, names in (
+        ("drained", moves.drain), ("restarting", moves.delete), ("resumed", moves.resume),
+        ("jobs still hold", moves.held)) if names]  # fmt: skip
+    return "rolling slurmd: " + "; ".join(said)
 
 
 def _answers(stage: UpgradeStage, target: Target) -> tuple[tuple[str, str | None], ...]:
@@ -205,7 +223,7 @@ def _answers(stage: UpgradeStage, target: Target) -> tuple[tuple[str, str | None
             versions = target.scontrol.node_versions()
         except ReconcilerError:
             versions = {}
-        return tuple((name, versions.get(name)) for name in _pods_of(stage, target))
+        return tuple((name, versions.get(name)) for name in _nodes_of(stage, target))
     assert stage.component == CLIENTS
     try:
         target.slurm.ping()
@@ -225,28 +243,17 @@ def _workloads(stage: UpgradeStage, target: Target) -> list[dict[str, Any]]:
     return found
 
 
-def _pods_of(stage: UpgradeStage, target: Target) -> list[str]:
-    """The slurmd Pods of the stage's StatefulSets: each is named as its Slurm node."""
-    names = []
-    for obj in _workloads(stage, target):
-        labels = ((obj.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
-        selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
-        pods = target.kube.list("v1", "Pod", obj["metadata"]["namespace"],
-                                label_selector=selector).items  # fmt: skip
-        names += [p["metadata"]["name"] for p in pods]
-    return sorted(names)
+def _nodes_of(stage: UpgradeStage, target: Target) -> list[str]:
+    """The Slurm nodes of the stage's StatefulSets, one per replica (a Pod being made anew
+    is asked too: it must answer before the stage passes)."""
+    return sorted(name for w in _workloads(stage, target) for name in replica_names(w))
 
 
 def _rolled_out(stage: UpgradeStage, target: Target) -> bool:
-    """Every workload of the stage runs its new template on every replica, all ready."""
+    """Every workload of the stage runs its new template on every replica, all ready (a
+    StatefulSet that updates OnDelete never moves its currentRevision: its updated replicas
+    are what count)."""
     workloads = _workloads(stage, target)
     return len(workloads) == len(stage.objects) and all(
-        rolled_out(w, int(w["metadata"].get("generation") or 0))
-        and (w["kind"] != "StatefulSet" or _revision_current(w))
-        for w in workloads
+        rolled_out(w, int(w["metadata"].get("generation") or 0)) for w in workloads
     )
-
-
-def _revision_current(statefulset: Mapping[str, Any]) -> bool:
-    status = statefulset.get("status") or {}
-    return status.get("currentRevision") == status.get("updateRevision")

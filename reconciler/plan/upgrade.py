@@ -194,8 +194,8 @@ def _check(component: str, after: tuple[str, ...]) -> str:
     return {
         SLURMDBD: f"sacctmgr show configuration reports SLURMDBD_VERSION {to}; its first start "
                   "converts the database: nothing may time it out",
-        SLURMCTLD: f"slurmrestd's ping reports slurmctld at {to}",
-        SLURMD: f"every node of these workloads responds at {to}",
+        SLURMCTLD: f"scontrol show config reports SLURM_VERSION {to}",
+        SLURMD: f"each node, drained and restarted once no job holds it, responds at {to}",
         CLIENTS: f"slurmrestd answers at {to}; the upgrade is done",
     }[component]  # fmt: skip
 

@@ -165,7 +165,7 @@ def judge(stage: UpgradeStage, seen: Seen, waited: float, limit: float) -> Check
     else WAITING (a daemon that does not answer yet, slurmdbd converting its database)."""
     wanted = [r for r in (maybe_release(a) for a in stage.after) if r is not None]
     wrong = [(who, said) for who, said in seen.answers
-             if said is not None and not _at(maybe_release(said), wanted)]  # fmt: skip
+             if said is not None and not at_release(maybe_release(said), wanted)]  # fmt: skip
     silent = [who for who, said in seen.answers if said is None]
     if seen.answers and not wrong and not silent:
         return Check(stage.number, PASSED, f"answers at {', '.join(stage.after)}")
@@ -183,7 +183,7 @@ def judge(stage: UpgradeStage, seen: Seen, waited: float, limit: float) -> Check
     return Check(stage.number, WAITING, detail)
 
 
-def _at(release: SlurmRelease | None, wanted: Sequence[SlurmRelease]) -> bool:
+def at_release(release: SlurmRelease | None, wanted: Sequence[SlurmRelease]) -> bool:
     """A release written as a series ("25.11") is met by every 25.11.x."""
     return release is not None and any(
         release.series == w.series and (w.patch == 0 or release == w) for w in wanted)  # fmt: skip

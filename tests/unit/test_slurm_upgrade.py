@@ -92,9 +92,10 @@ def test_24_11_to_26_05_is_four_stages_in_slurms_order() -> None:
         "(sacctmgr show configuration reports SLURMDBD_VERSION 26.05.3; its first start "
         "converts the database: nothing may time it out)",
         "upgrade stage 2/4: slurmctld 24.11.5 -> 26.05.3: Deployment slurm/slurmctld-1 "
-        "(slurmrestd's ping reports slurmctld at 26.05.3)",
+        "(scontrol show config reports SLURM_VERSION 26.05.3)",
         "upgrade stage 3/4: slurmd 24.11.5 -> 26.05.3: Deployment slurm/slurmd-2, "
-        "Deployment slurm/slurmd-3 (every node of these workloads responds at 26.05.3)",
+        "Deployment slurm/slurmd-3 (each node, drained and restarted once no job holds it, "
+        "responds at 26.05.3)",
         "upgrade stage 4/4: login/slurmrestd 24.11.5 -> 26.05.3: Deployment slurm/login-4, "
         "Deployment slurm/slurmrestd-5 (slurmrestd answers at 26.05.3; the upgrade is done)",
     ]
