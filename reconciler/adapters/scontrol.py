@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import os
 import subprocess
+import tempfile
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from reconciler.adapters.client_env import EnvSource, child_env, current_env, find_program
 from reconciler.adapters.scontrol_args import (
@@ -25,6 +27,7 @@ from reconciler.adapters.scontrol_args import (
 )
 from reconciler.adapters.slurm.jwt import TokenSource
 from reconciler.errors import ScontrolError, ScontrolTimeoutError
+from reconciler.slurm_release import SlurmRelease, release_in
 
 DEFAULT_TIMEOUT_SECONDS = 30.0
 
@@ -63,6 +66,7 @@ class Scontrol:
         self._env = env if callable(env) else dict(env)
         self._binary = binary
         self._timeout = timeout
+        self._releases: dict[str, SlurmRelease | None] = {}
 
     def drain_node(self, nodes: str, reason: str) -> None:
         """DRAIN: running jobs finish, nothing new starts. The reason is kept verbatim."""
@@ -136,6 +140,27 @@ class Scontrol:
         """The release slurmctld runs: SLURM_VERSION in `scontrol show config` (slurmctld's
         own; slurmrestd's answers carry slurmrestd's release)."""
         return config_value(self.run(["show", "config"]), "SLURM_VERSION")
+
+    def client_release(self) -> SlurmRelease | None:
+        """The release of this scontrol itself (`scontrol -V`); None where it is not
+        installed. Asked once per binary, with a slurm.conf of two lines: `-V` parses one
+        first, and the cluster's may be one this scontrol cannot read (the case to find)."""
+        caller = current_env(self._env)
+        try:
+            binary = self._resolve_binary(caller)
+        except ScontrolError:
+            return None
+        if binary not in self._releases:
+            with tempfile.TemporaryDirectory(prefix="scontrol-version-") as scratch:
+                conf = Path(scratch) / "slurm.conf"
+                conf.write_text("ClusterName=version\nSlurmctldHost=localhost\n")
+                env = child_env(os.environ, {**caller, "SLURM_CONF": str(conf)}, None)
+                done = subprocess.run(
+                    [binary, "-V"], env=env, capture_output=True, text=True, timeout=10,
+                    stdin=subprocess.DEVNULL, check=False,
+                )  # fmt: skip
+            self._releases[binary] = release_in(done.stdout) if done.returncode == 0 else None
+        return self._releases[binary]
 
     def node_versions(self) -> dict[str, str | None]:
         """Each node slurmctld knows -> the release its slurmd registered with, None where

@@ -34,7 +34,7 @@ from reconciler.plan.node_names import (
     nodeset_wheres,
     unchecked_offline,
 )
-from reconciler.plan.upgrade import SLURMDBD, UpgradeStage, plan_upgrade
+from reconciler.plan.upgrade import SLURMDBD, UpgradeStage, clients_behind, plan_upgrade
 from reconciler.plan.upgrade_workloads import upgrade_workloads
 from reconciler.policy.engine import CompiledPolicy
 from reconciler.policy.loader import revision_policies
@@ -91,7 +91,9 @@ def plan_config(
                      value_secret_names=[s.name for s in state.value_secrets])  # fmt: skip
     upgrade = slurm_upgrade(state, config, live.kube_objects, running, target.sacctmgr)
     plan = with_policies(plan_against(state, live, target), config, state, policies)
-    plan = replace(plan, warnings=(*plan.warnings, *_unplaceable(state, config, target)),
+    behind = clients_behind(target.scontrol.client_release(), running, upgrade)
+    plan = replace(plan, warnings=(*plan.warnings, *_unplaceable(state, config, target),
+                                   *([behind] if behind else [])),
                    upgrade=upgrade)  # fmt: skip
     return Planned(plan, target, state)
 

@@ -27,7 +27,7 @@ from reconciler.plan.upgrade_window import (
     path_between,
     within_window,
 )
-from reconciler.slurm_release import SlurmRelease
+from reconciler.slurm_release import SlurmRelease, maybe_release
 
 SLURMDBD = "slurmdbd"
 SLURMCTLD = "slurmctld"
@@ -206,3 +206,25 @@ def _releases(releases: Iterable[SlurmRelease | None]) -> tuple[str, ...]:
 
 def _listed(series: Sequence[str]) -> str:
     return ", ".join(series)
+
+
+def clients_behind(
+    clients: SlurmRelease | None,
+    rendered: SlurmRelease | None,
+    stages: Sequence[UpgradeStage],
+) -> str | None:
+    """Why the reconciler's own scontrol and sacctmgr (of release `clients`) will not read the
+    slurm.conf it renders (for `rendered` now, for the stages' release once they pass): a
+    client parses the whole file and refuses a key of a newer series (25.11's `MetricsType`).
+    None where they can, or a release is unknown."""
+    wanted = [r for r in (rendered, *(maybe_release(a) for s in stages for a in s.after)) if r]
+    if clients is None or not wanted:
+        return None
+    newest = max(wanted)
+    if (clients.major, clients.minor) >= (newest.major, newest.minor):
+        return None
+    when = "now" if rendered is not None and rendered == newest else "once the upgrade is done"
+    return (f"warning: this reconciler's scontrol and sacctmgr are Slurm {clients}'s; slurm.conf "
+            f"is rendered for Slurm {newest} {when}, which they cannot read (a client refuses "
+            f"a newer release's keys), so reconfigure and node drains would fail: run the "
+            f"reconciler from an image whose Slurm clients are {newest.series} or later")

@@ -24,7 +24,9 @@ from reconciler.plan.upgrade import (
     SLURMD,
     SLURMDBD,
     SLURMRESTD,
+    UpgradeStage,
     Workload,
+    clients_behind,
     plan_upgrade,
 )
 from reconciler.plan.upgrade_window import RELEASES, accepted_from, path_between
@@ -252,3 +254,18 @@ def test_slurmdbd_release_is_read_from_its_part_of_sacctmgr_show_configuration()
             "SLURMDBD_VERSION         = 24.11.5\n")  # fmt: skip
     assert parse_slurmdbd_release(text) == parse_release("24.11.5")
     assert parse_slurmdbd_release("SLURM_VERSION = 26.05.3\n") is None
+
+
+def test_a_reconciler_whose_clients_cannot_read_the_rendered_slurm_conf_is_warned() -> None:
+    """Our image's scontrol is 24.11's; a slurm.conf for 25.11 has keys it refuses."""
+    stage = UpgradeStage(1, 1, "slurmctld", ("24.11.5",), ("26.05.3",), ("Deployment a/b",), "c")
+    at = parse_release
+    after = clients_behind(at("24.11.5"), at("24.11.5"), [stage])
+    assert after is not None and "Slurm 26.05.3 once the upgrade is done" in after
+    assert "image whose Slurm clients are 26.05 or later" in after
+    now = clients_behind(at("24.11.5"), at("25.11.7"), [])
+    assert now is not None and "Slurm 25.11.7 now" in now
+    assert clients_behind(at("26.05.3"), at("25.11.7"), [stage]) is None
+    assert clients_behind(at("25.11.1"), at("25.11.7"), []) is None  # a patch reads its series
+    assert clients_behind(None, at("25.11.7"), [stage]) is None
+    assert clients_behind(at("24.11.5"), None, []) is None
