@@ -80,8 +80,14 @@ class FileBackup:
 
     def take(self, label: str, say: Say) -> str:
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        self.root.mkdir(parents=True, exist_ok=True)
         where = self.root / f"{stamp}-{label}"
-        where.mkdir(parents=True, exist_ok=False)
+        for again in range(2, 100):  # never over an earlier backup, even of the same second
+            try:
+                where.mkdir()
+                break
+            except FileExistsError:
+                where = self.root / f"{stamp}-{label}-{again}"
         shutil.copytree(self.state, where / "StateSaveLocation", symlinks=True)
         if self.dump:
             with (where / "slurm_acct_db.sql").open("wb") as out:

@@ -121,7 +121,9 @@ def next_step(
             return Step(STOP, record, record.reached, record.failure)
         if record.state == RUNNING:
             return _running(record, check)
-        if not planned:  # DONE, and nothing is left to move
+        # DONE: the plan it was carried out from (apply and the daemon hold it to the end), or
+        # one made since, with nothing left to move.
+        if not planned or tuple(planned) == record.stages:
             return Step(FINISHED, record)
     if not planned:
         return Step(NONE, record)

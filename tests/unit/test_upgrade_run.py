@@ -47,13 +47,14 @@ STAGES = tuple(
 )
 
 
-def walk(record: UpgradeRecord | None, key: str = "rev-1") -> list[str]:
+def walk(record: UpgradeRecord | None, key: str = "rev-1", replan: bool = True) -> list[str]:
     """Every step to the end, each check passing at once: the steps' kinds. A plan made
-    again shows only the stages whose objects were not applied."""
+    again shows only the stages whose objects were not applied; apply and the daemon keep
+    the one plan they started from (`replan=False`)."""
     kinds = []
     check = None
     for _ in range(30):
-        planned = STAGES[record.applied if record else 0 :]
+        planned = STAGES[record.applied if record and replan else 0 :]
         step = next_step(planned, record, key, check)
         kinds.append(step.kind if step.stage is None else f"{step.kind} {step.stage.number}")
         if step.kind in (NONE, FINISHED, STOP):
@@ -73,6 +74,12 @@ def test_an_upgrade_walks_backup_timeouts_each_stage_and_its_check_then_restores
         f"{APPLY_STAGE} 3", f"{WAIT} 3", f"{APPLY_STAGE} 4", f"{WAIT} 4",
         RESTORE, FINISHED,
     ]  # fmt: skip
+
+
+def test_the_plan_an_upgrade_was_carried_out_from_ends_it_once_done() -> None:
+    """The daemon holds one plan to the end: once restored, it must not begin again (it did,
+    backing up and walking every stage a second time)."""
+    assert walk(None, replan=False)[-2:] == [RESTORE, FINISHED]
 
 
 def test_no_stages_is_no_upgrade_and_keeps_what_was_recorded() -> None:
@@ -133,7 +140,9 @@ def test_a_done_upgrade_is_finished_and_a_new_one_starts_afresh() -> None:
     done = UpgradeRecord("rev-1", STAGES, applied=4, passed=4, backup="b", raised=True,
                          state=DONE)  # fmt: skip
     assert next_step((), done, "rev-1").kind == FINISHED
-    assert next_step(STAGES, done, "rev-1").kind == BACK_UP
+    assert next_step(STAGES, done, "rev-1").kind == FINISHED
+    assert next_step(STAGES[2:], done, "rev-1").kind == BACK_UP  # moved back since: again
+    assert next_step(STAGES, done, "rev-2").kind == BACK_UP
 
 
 def test_the_last_stage_passing_restores() -> None:
