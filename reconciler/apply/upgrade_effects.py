@@ -14,7 +14,7 @@ import logging
 import shutil
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -58,6 +58,11 @@ log = logging.getLogger(__name__)
 
 class UpgradeStoppedError(ApplyError):
     """A stage's check failed: the upgrade stopped there (its record says which)."""
+
+
+class UpgradePausedError(ReconcilerError):
+    """This process may no longer act (it is stopping, or another replica leads): the upgrade
+    stays recorded at the step it reached, for whoever acts next to resume there."""
 
 
 class UpgradeRecords(Protocol):
@@ -113,16 +118,22 @@ def carry_out(
     key: str,
     options: ApplyOptions,
     say: Say,
+    proceed: Callable[[], bool] = lambda: True,
 ) -> bool:
     """Every step of the upgrade of revision `key` (resumed from what `records` holds) until it
     is done; whether any step was taken. `objects` and `slurm_conf` are the desired state's.
-    UpgradeStoppedError when a check fails (now, or before for this revision)."""
+    UpgradeStoppedError when a check fails (now, or before for this revision);
+    UpgradePausedError once `proceed()` says this process may no longer act (asked before
+    each step and each look at a check: an upgrade can wait for hours)."""
     record = records.read()
     check: Check | None = None
     said = ""
     acted = False
     while True:
         step = next_step(plan.upgrade, record, key, check)
+        if step.kind not in (NONE, FINISHED, STOP) and not proceed():
+            raise UpgradePausedError(f"upgrade paused before: {step.line()}",
+                                     hint="whoever acts next resumes here")  # fmt: skip
         if step.kind in (NONE, FINISHED):
             return acted
         if step.kind == STOP:

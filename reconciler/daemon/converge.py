@@ -20,7 +20,7 @@ from reconciler.adapters.kube import Kube
 from reconciler.adapters.kube_wire import Obj
 from reconciler.apply.executor import apply_plan
 from reconciler.apply.target import ApplyOptions
-from reconciler.apply.upgrade_effects import UpgradeStoppedError
+from reconciler.apply.upgrade_effects import UpgradePausedError, UpgradeStoppedError
 from reconciler.compile.topology_spec import topology_set
 from reconciler.config.repo import Config
 from reconciler.daemon.status import Status, read_status, revision_event, write_status
@@ -80,6 +80,9 @@ class Converger:
         self.pod_policies = PodPolicies()
         self.power_saving: bool | None = None  # as the last applied revision says
         self.scheduler_names = ""  # the Pod scheduler's, for the status (run.py sets them)
+        # Whether this process may still act (run.py: not stopping, and leading): a Slurm
+        # upgrade asks before each step, since it can wait for hours.
+        self.proceed: Callable[[], bool] = lambda: True
         self._policies: tuple[str, tuple[CompiledPolicy, ...]] = ("", ())
         # The applied revision's desired state, kept for its resyncs: one compilation per
         # revision while the cluster's inputs (profile, topology, Slurm release) stay the same.
@@ -162,6 +165,8 @@ class Converger:
                 return self._passes(revision, config, policies, resync=resync)
             except UpgradeStoppedError as stopped:  # the same until the repo changes
                 return Outcome(revision, "failed", error=str(stopped))
+            except UpgradePausedError:  # nothing to record: another acts now, or nobody
+                raise
             except ReconcilerError as failure:
                 error = str(failure)
                 log.warning("converge: %s: attempt %d failed: %s", revision, attempt, error)
@@ -189,7 +194,7 @@ class Converger:
                 denied = "policies deny this revision:\n  " + "\n  ".join(plan.denials)
                 return Outcome(revision, "failed", error=denied, denied=True)
             if upgrade_first(planned, self._upgrade_records(config), revision.id, self._options,
-                             lambda line: log.info("upgrade: %s", line)):  # fmt: skip
+                             lambda line: log.info("upgrade: %s", line), self.proceed):  # fmt: skip
                 texts.append(f"Slurm upgraded to {', '.join(plan.upgrade[-1].after)}"
                              if plan.upgrade else "Slurm upgrade finished")  # fmt: skip
                 planned = plan_config(config, self.clients(), policies, self._compiler)

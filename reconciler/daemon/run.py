@@ -39,6 +39,7 @@ from reconciler.adapters.http_server import (
     Limits,
     body_length,
 )
+from reconciler.apply.upgrade_effects import UpgradePausedError
 from reconciler.daemon.converge import Converger, Outcome
 from reconciler.daemon.metrics import CONVERGE_RESYNC, CONVERGE_REVISION, DaemonMetrics
 from reconciler.daemon.scheduler_slot import SchedulerSlot
@@ -106,6 +107,7 @@ class Daemon:
     ) -> None:
         self._source = source
         self._converger = converger
+        converger.proceed = lambda: not self._stopping.is_set() and self._leading()
         self._settings = settings
         self._node_sync = node_sync
         self._slurm_metrics = slurm_metrics
@@ -263,9 +265,13 @@ class Daemon:
             log.warning("daemon: fetching the config repo failed: %s", error)
             return None
 
-    def _converge(self, revision: Revision, *, resync: bool) -> Outcome:
+    def _converge(self, revision: Revision, *, resync: bool) -> Outcome | None:
         cpu = time.thread_time()  # a convergence runs on this thread alone
-        outcome = self._converger.converge(revision, resync=resync)
+        try:
+            outcome = self._converger.converge(revision, resync=resync)
+        except UpgradePausedError as paused:  # stopping, or no longer leading: not tried
+            log.info("daemon: %s (%s)", paused, paused.hint)
+            return None
         cpu = time.thread_time() - cpu
         self._tried = revision.id
         self.scheduler.converged(revision, failed=outcome.state == "failed")

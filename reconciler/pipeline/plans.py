@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from reconciler.adapters.sacctmgr import Sacctmgr, SacctmgrError
+from reconciler.adapters.scontrol import Scontrol
 from reconciler.adapters.slurm.model import SlurmRestApi
 from reconciler.adapters.topology_facts import live_release, read_topology_inputs
 from reconciler.apply.live_reader import read_live, server_views
@@ -89,7 +90,8 @@ def plan_config(
     live = read_live(target.kube, target.slurm, state.release, state.namespace, target.sacctmgr,
                      secret_names=[s.name for s in state.secrets],
                      value_secret_names=[s.name for s in state.value_secrets])  # fmt: skip
-    upgrade = slurm_upgrade(state, config, live.kube_objects, running, target.sacctmgr)
+    upgrade = slurm_upgrade(state, config, live.kube_objects, running, target.sacctmgr,
+                            target.scontrol)  # fmt: skip
     plan = with_policies(plan_against(state, live, target), config, state, policies)
     behind = clients_behind(target.scontrol.client_release(), running, upgrade)
     plan = replace(plan, warnings=(*plan.warnings, *_unplaceable(state, config, target),
@@ -104,11 +106,18 @@ def slurm_upgrade(
     live: Mapping[ObjectRef, dict[str, Any]],
     slurmctld: SlurmRelease | None,
     sacctmgr: Sacctmgr | None = None,
+    scontrol: Scontrol | None = None,
 ) -> tuple[UpgradeStage, ...]:
     """The stages of a change of the Slurm release (none: no release changes), or
-    SlurmUpgradeRefusedError. slurmdbd is asked its release only when its image changes."""
+    SlurmUpgradeRefusedError. `slurmctld` is the release slurmrestd answers at; where an image
+    changes, slurmctld is asked its own (an upgrade moves slurmrestd last) and slurmdbd, when
+    its image changes, its own."""
     key = values_release(plain(config.values))
     workloads = upgrade_workloads(state.kube_objects, live, slurmctld=slurmctld, release_key=key)
+    if scontrol is not None and any(w.changed for w in workloads):
+        slurmctld = _slurmctld_release(scontrol) or slurmctld
+        workloads = upgrade_workloads(state.kube_objects, live, slurmctld=slurmctld,
+                                      release_key=key)  # fmt: skip
     if sacctmgr is not None and any(w.daemon == SLURMDBD and w.changed for w in workloads):
         try:
             slurmdbd = sacctmgr.slurmdbd_release()
@@ -164,6 +173,17 @@ def _running_release(slurm: SlurmRestApi, known: str) -> SlurmRelease | None:
     except ReconcilerError:  # not up (a bootstrap): what the target knows without it
         return maybe_release(known)
     return live_release(slurm, known)
+
+
+def _slurmctld_release(scontrol: Scontrol) -> SlurmRelease | None:
+    """The release slurmctld runs, as it says itself. slurmrestd's answers carry slurmrestd's,
+    which an upgrade moves last: a plan made between stages (a restarted daemon) must see
+    slurmctld already moved. None where scontrol cannot ask (Slurm down, no scontrol here)."""
+    try:
+        return maybe_release(scontrol.slurmctld_release())
+    except ReconcilerError as error:
+        log.info("slurmctld's release not read with scontrol: %s", error)
+        return None
 
 
 def _topology_inputs(config: Config, target: Target) -> TopologyInputs | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 
 from reconciler.apply.target import ApplyOptions, Say
 from reconciler.apply.upgrade_effects import UpgradeRecords, carry_out
@@ -15,7 +16,12 @@ from reconciler.pipeline.plans import Planned
 
 
 def upgrade_first(
-    planned: Planned, records: UpgradeRecords, key: str, options: ApplyOptions, say: Say
+    planned: Planned,
+    records: UpgradeRecords,
+    key: str,
+    options: ApplyOptions,
+    say: Say,
+    proceed: Callable[[], bool] = lambda: True,
 ) -> bool:
     """Every step of the Slurm upgrade of `planned` (or of the one recorded for `key`); whether
     a step was taken, and so the caller plans again. UpgradeStoppedError where a check
@@ -26,7 +32,7 @@ def upgrade_first(
         return False
     state = planned.state
     return carry_out(plan, state.kube_objects, state.slurm_conf, planned.target, records, key,
-                     options, say)  # fmt: skip
+                     options, say, proceed)  # fmt: skip
 
 
 def values_key(config: Config) -> str:

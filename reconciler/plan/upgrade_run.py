@@ -121,10 +121,11 @@ def next_step(
             return Step(STOP, record, record.reached, record.failure)
         if record.state == RUNNING:
             return _running(record, check)
-        # DONE: the plan it was carried out from (apply and the daemon hold it to the end), or
-        # one made since, with nothing left to move.
-        if not planned or tuple(planned) == record.stages:
-            return Step(FINISHED, record)
+        # DONE for this revision: whatever a plan still shows, this revision's upgrade was
+        # carried out (the plan held to the end shows every stage, one made after a restart
+        # the stages left then); a workload set back by hand since is put forward with the
+        # rest of the plan.
+        return Step(FINISHED, record)
     if not planned:
         return Step(NONE, record)
     return Step(BACK_UP, UpgradeRecord(key, tuple(planned)))
