@@ -270,7 +270,7 @@ class Daemon:
         try:
             outcome = self._converger.converge(revision, resync=resync)
         except UpgradePausedError as paused:  # stopping, or no longer leading: not tried
-            log.info("daemon: %s (%s)", paused, paused.hint)
+            log.info("daemon: %s", paused)
             return None
         cpu = time.thread_time() - cpu
         self._tried = revision.id

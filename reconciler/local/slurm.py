@@ -112,11 +112,14 @@ class SlurmCluster:
             return self.paths.bin
         return link_daemons(self.paths.bin / install.version, install)
 
-    def run(self, *argv: str, check: bool = True, timeout: float = 30) -> str:
-        """Run a Slurm client command against this cluster; its stdout."""
-        result = subprocess.run(
-            list(argv), env=self.env(), capture_output=True, text=True, timeout=timeout, check=False
-        )
+    def run(
+        self, *argv: str, check: bool = True, timeout: float = 30,
+        install: SlurmInstall | None = None,
+    ) -> str:  # fmt: skip
+        """Run a Slurm client command (of `install`, else the stack's) against this cluster;
+        its stdout."""
+        result = subprocess.run(list(argv), env=self.env(install), capture_output=True,
+                                text=True, timeout=timeout, check=False)  # fmt: skip
         if check and result.returncode != 0:
             raise LocalStackError(
                 f"`{' '.join(argv)}` failed (exit {result.returncode}): {result.stderr.strip()}"
@@ -216,7 +219,7 @@ class SlurmCluster:
         started = time.monotonic()
         self.supervisor.start(self.slurmd_daemon(node), argv, env=self.env(install))
         if wait:
-            self.wait_node_registered(node, timeout=timeout)
+            self.wait_node_registered(node, timeout=timeout, install=install)
         return time.monotonic() - started
 
     def stop_slurmd(self, node: str, *, grace: float = 10.0) -> bool:
@@ -228,10 +231,14 @@ class SlurmCluster:
         """Hide a node again (State=FUTURE). Drain it and wait for its jobs first."""
         self.run("scontrol", "update", f"nodename={node}", "state=FUTURE")
 
-    def wait_node_registered(self, node: str, *, timeout: float = NODE_READY_SECONDS) -> float:
+    def wait_node_registered(
+        self, node: str, *, timeout: float = NODE_READY_SECONDS, install: SlurmInstall | None = None
+    ) -> float:
+        """Until slurmctld says `node` registered, asked with the scontrol of `install` (the
+        slurmd's: a stack mid-upgrade renders a slurm.conf its own scontrol cannot read)."""
         name = self.slurmd_daemon(node)
         return self.supervisor.wait_ready(
-            name, lambda: self.node_registered(node), timeout=timeout,
+            name, lambda: self.node_registered(node, install), timeout=timeout,
             extra_logs=[self.paths.slurmd_log(node), self.paths.log / "slurmctld.log"],
         )  # fmt: skip
 
@@ -252,16 +259,16 @@ class SlurmCluster:
 
     # ---- probes -------------------------------------------------------------------------
 
-    def node_state(self, node: str) -> set[str]:
+    def node_state(self, node: str, install: SlurmInstall | None = None) -> set[str]:
         """State flags from scontrol, e.g. {"IDLE"} or {"IDLE", "DRAIN"}; empty if unknown."""
-        out = self.run("scontrol", "show", "node", node, "-o", check=False)
+        out = self.run("scontrol", "show", "node", node, "-o", check=False, install=install)
         for token in out.split():
             if token.startswith("State="):
                 return set(token.removeprefix("State=").split("+"))
         return set()
 
-    def node_registered(self, node: str) -> bool:
-        state = self.node_state(node)
+    def node_registered(self, node: str, install: SlurmInstall | None = None) -> bool:
+        state = self.node_state(node, install)
         return bool(state) and not (state & _UNREGISTERED_STATES)
 
     def controller_up(self, install: SlurmInstall | None = None) -> bool:

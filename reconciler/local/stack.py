@@ -18,6 +18,7 @@ does not reap, daemons whose parent has exited turn into zombies when they stop.
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from collections.abc import Callable, Sequence
@@ -44,6 +45,7 @@ from reconciler.local.slurm import (
 )
 from reconciler.local.slurm_install import recorded_install, slurm_install
 from reconciler.local.slurm_prepare import check_binaries
+from reconciler.local.slurm_tags import TAGS_ENV
 from reconciler.local.stack_record import StackRecord
 from reconciler.local.stack_status import ComponentStatus, component_statuses, leftover_processes
 
@@ -100,6 +102,11 @@ class LocalStack:
             cluster_name=self.cluster_name,
             install=recorded_install(section),
         )
+
+    @property
+    def slurm_tags(self) -> str:
+        """$SUNK_RECONCILER_SLURM_TAGS as `up` read it ("": every Pod runs the stack's)."""
+        return str((self.record.section("slurm") or {}).get("tags") or "")
 
     def _slurmd_names(self) -> list[str]:
         return [name for name in self.supervisor.names() if name.startswith("slurmd-")]
@@ -223,6 +230,9 @@ class LocalStack:
             "accounting": accounting,
             "pods": pods,
             **install.to_record(),
+            # The node agent's map of image tags to installs, read once at start as it is:
+            # `--local` commands run the clients of the install slurmctld runs by it.
+            "tags": os.environ.get(TAGS_ENV, ""),
             "slurm_conf": str(self.slurm_paths.slurm_conf),
             "jwt_key": str(self.slurm_paths.jwt_key),
             "rest_url": f"http://127.0.0.1:{ports.slurmrestd}",

@@ -5,7 +5,6 @@ and its endpoints for a scheduler."""
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -17,7 +16,7 @@ from reconciler.compile.profile import Profile
 from reconciler.errors import LocalStackError
 from reconciler.local.slurm_install import installs_by_tag
 from reconciler.local.slurm_site import SlurmSite, current_user, local_dbd_site
-from reconciler.local.slurm_tags import TAGS_ENV, controller_pod, mapped_install
+from reconciler.local.slurm_tags import controller_pod, mapped_install
 from reconciler.local.stack import LocalStack
 
 
@@ -89,12 +88,12 @@ class FileSink:
 
 def client_env(stack: LocalStack, kube: Kube) -> EnvSource:
     """The environment of scontrol and sacctmgr against the stack: its install's, or, where
-    $SUNK_RECONCILER_SLURM_TAGS maps image tags to installs, the install slurmctld's Pod runs
-    now, read for each command (an upgrade moves it; a client older than slurmctld cannot parse
-    the slurm.conf rendered for it, one newer is refused)."""
+    `up` mapped image tags to installs ($SUNK_RECONCILER_SLURM_TAGS, as its record keeps it),
+    the install slurmctld's Pod runs now, read for each command (an upgrade moves it; a client
+    older than slurmctld cannot parse the slurm.conf rendered for it, one newer is refused)."""
     slurm = stack.slurm
     assert slurm is not None
-    tags = installs_by_tag(os.environ.get(TAGS_ENV, ""))
+    tags = installs_by_tag(stack.slurm_tags)
     if not tags:
         return slurm.env()
 
