@@ -31,6 +31,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
+from reconciler.apply.slurmd_roll import roll_slurmd
 from reconciler.apply.target import ApplyOptions, Target
 from reconciler.cli.where import connect
 from reconciler.daemon.converge import Converger
@@ -39,6 +40,8 @@ from reconciler.errors import SlurmUnsupportedError
 from reconciler.local.ports import free_port
 from reconciler.local.stack import LocalStack
 from reconciler.pipeline.clients import Clients
+from reconciler.plan.upgrade import UpgradeStage
+from reconciler.plan.upgrade_roll import Roll, upgrade_drain_reason
 from reconciler.plan.upgrade_run import STOPPED, UpgradeRecord
 from reconciler.slurm_release import parse_release
 from reconciler.sources.git import GitSource
@@ -907,3 +910,66 @@ def test_an_upgrade_whose_first_check_fails_stops_there_and_keeps_jobs(env: Env)
     assert _images(env) == before
     assert "SlurmdTimeout=1800" not in slurm.paths.slurm_conf.read_text()
     wait_for(lambda: state() in ("", "COMPLETED"), 30, f"job {job} done")
+
+
+def test_slurmd_rolls_node_by_node_and_a_node_a_job_holds_waits_for_it(env: Env) -> None:
+    """An upgrade's slurmd stage (its StatefulSets update OnDelete): each node is drained, its
+    Pod restarted on the new template once idle and the node resumed, idle nodes first; the
+    node a job holds stays drained until the job completes, then rolls. Driven by the stage's
+    roll itself, with a template change standing in for a new release's image."""
+    stack = LocalStack.open(env.runtime)
+    slurm = stack.slurm
+    assert slurm is not None
+    env.converger.converge(env.source.fetch())
+    go = env.runtime / "roll-job-go"
+    job = slurm.run("sbatch", "--parsable", "-p", "all", "-w", "slurm-cpu-0", "-o", "/dev/null",
+                    "--wrap", f"until [ -e {go} ]; do sleep 0.2; done").strip()  # fmt: skip
+    state = lambda: slurm.run("squeue", "-h", "-j", job, "-o", "%T", check=False).strip()  # noqa: E731
+    wait_for(lambda: state() == "RUNNING", 30, f"job {job} RUNNING")
+    names = ("slurm-cpu", "slurm-gpu-small")
+    held_uid = env.kube.get("v1", "Pod", "slurm-cpu-0", NAMESPACE)["metadata"]["uid"]
+
+    def template(note: str | None) -> None:
+        for name in names:
+            env.kube.request_json(
+                "PATCH", f"/apis/apps/v1/namespaces/{NAMESPACE}/statefulsets/{name}",
+                body={"spec": {"template": {"metadata": {"annotations": {"test/roll": note}}}}},
+                content_type="application/merge-patch+json",
+            )  # fmt: skip
+
+    release = slurm.install.version
+    stage = UpgradeStage(3, 4, "slurmd", (release,), (release,),
+                         tuple(f"StatefulSet {NAMESPACE}/{n}" for n in names), "c")  # fmt: skip
+    target = connect(argparse.Namespace(local=True, runtime_dir=env.runtime, name="unused",
+                                        kubeconfig=None)).target(NAMESPACE, RELEASE)  # fmt: skip
+    said: list[str] = []
+    workloads = lambda: [env.kube.get("apps/v1", "StatefulSet", n, NAMESPACE) for n in names]  # noqa: E731
+
+    def roll_until(done: Callable[[Roll], bool], seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while not done(roll_slurmd(stage, workloads(), target, said.append)):
+            assert time.monotonic() < deadline, said
+            time.sleep(0.5)
+
+    template("1")
+    try:
+        roll_until(lambda moves: moves.held == ("slurm-cpu-0",) and not moves, 120)
+        assert [line.split(": ", 1)[1] for line in said] == [
+            "drained slurm-gpu-small-0", "restarting slurm-gpu-small-0",
+            "resumed slurm-gpu-small-0", "drained slurm-gpu-small-1",
+            "restarting slurm-gpu-small-1", "resumed slurm-gpu-small-1",
+            "drained slurm-cpu-0"]  # fmt: skip
+        assert state() == "RUNNING"
+        assert env.kube.get("v1", "Pod", "slurm-cpu-0", NAMESPACE)["metadata"]["uid"] == held_uid
+        reason = slurm.run("scontrol", "show", "node", "slurm-cpu-0", "-o")
+        assert f"Reason={upgrade_drain_reason((release,))} [" in reason, reason
+        go.touch()
+        roll_until(lambda moves: moves.resume == ("slurm-cpu-0",), 120)
+        assert said[-2:] == [f"upgrade stage 3/4 (slurmd): {verb} slurm-cpu-0"
+                             for verb in ("restarting", "resumed")]  # fmt: skip
+        assert slurm.run("sacct", "-n", "-X", "-j", job, "-o", "State").split() == ["COMPLETED"]
+        nodes = slurm.run("sinfo", "-h", "-N", "-o", "%N %t")
+        assert "down" not in nodes and "drain" not in nodes, nodes
+    finally:
+        go.touch()
+        template(None)
