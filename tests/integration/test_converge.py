@@ -33,6 +33,7 @@ from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
 from reconciler.apply.slurmd_roll import roll_slurmd
 from reconciler.apply.target import ApplyOptions, Target
+from reconciler.apply.upgrade_effects import UpgradePausedError
 from reconciler.cli.where import connect
 from reconciler.daemon.converge import Converger
 from reconciler.daemon.status import read_status, status_name
@@ -973,3 +974,33 @@ def test_slurmd_rolls_node_by_node_and_a_node_a_job_holds_waits_for_it(env: Env)
     finally:
         go.touch()
         template(None)
+
+
+def test_a_daemon_that_may_not_act_pauses_an_upgrade_before_its_first_step(env: Env) -> None:
+    """Stopping, or deposed: the upgrade pauses before any step, nothing is recorded as failed
+    and nothing is applied; the next converge that may act carries it out."""
+    stack = LocalStack.open(env.runtime)
+    assert stack.slurm is not None
+    live = parse_release(stack.slurm.version())
+    env.converger.converge(env.source.fetch())
+    before, status = _images(env), read_status(env.kube, NAMESPACE, RELEASE)
+    args = argparse.Namespace(local=True, runtime_dir=env.runtime, name="unused", kubeconfig=None)
+    converger = Converger(lambda: connect(args), env.kube)
+    converger.proceed = lambda: False
+    start = git(env.author, "rev-parse", "HEAD")
+    (env.author / "values.d" / "90-slurm-release.yaml").write_text(
+        f'image:\n  tag: "{live.series}.{live.patch + 1}"\n')  # fmt: skip
+    git(env.author, "add", "values.d/90-slurm-release.yaml")
+    git(env.author, "commit", "-q", "-m", "a patch release")
+    git(env.author, "push", "-q", "origin", "main")
+    try:
+        with pytest.raises(UpgradePausedError, match="upgrade paused before: upgrade: backing up"):
+            converger.converge(env.source.fetch())
+        assert _images(env) == before
+        after = read_status(env.kube, NAMESPACE, RELEASE)
+        assert after is not None and status is not None
+        assert (after.revision, after.upgrade) == (status.revision, status.upgrade)
+    finally:
+        git(env.author, "revert", "--no-edit", f"{start}..HEAD")
+        git(env.author, "push", "-q", "origin", "main")
+    assert env.converger.converge(env.source.fetch()).state in ("applied", "unchanged")
