@@ -85,14 +85,11 @@ class FileBackup:
 
     def take(self, label: str, say: Say) -> str:
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-        self.root.mkdir(parents=True, exist_ok=True)
-        where = self.root / f"{stamp}-{label}"
-        for again in range(2, 100):  # never over an earlier backup, even of the same second
-            try:
-                where.mkdir()
-                break
-            except FileExistsError:
-                where = self.root / f"{stamp}-{label}-{again}"
+        where, again = self.root / f"{stamp}-{label}", 1
+        while where.exists():  # never over an earlier backup, even of the same second
+            again += 1
+            where = self.root / f"{stamp}-{label}-{again}"
+        where.mkdir(parents=True)
         shutil.copytree(self.state, where / "StateSaveLocation", symlinks=True)
         if self.dump:
             with (where / "slurm_acct_db.sql").open("wb") as out:
