@@ -134,8 +134,8 @@ GANG_KEY_PREFIX: Final = "gang_"
 # Names, UIDs and keys never hold ":" (DNS names, UUIDs), so the first ":" after "@" splits.
 JOB_NAME_SCHEDULER_SEPARATOR: Final = ":"
 
-# Gangs (issue 9): the scheduler-plugins coscheduling label and its PodGroup CRD, or our plain
-# annotations for groups without the CRD.
+# Gangs (all of a group's Pods bound together, or none): the scheduler-plugins coscheduling
+# label and its PodGroup CRD, or our plain annotations for groups without the CRD.
 LABEL_POD_GROUP: Final = "scheduling.x-k8s.io/pod-group"
 POD_GROUP_API_VERSION: Final = "scheduling.x-k8s.io/v1alpha1"
 POD_GROUP_KIND: Final = "PodGroup"
@@ -225,5 +225,5 @@ EVENT_UPGRADE_STEP: Final = "SlurmUpgradeStep"
 EVENT_UPGRADE_STOPPED: Final = "SlurmUpgradeStopped"
 NODE_SYNC_STATUS_MANAGER: Final = "sunk-reconciler-node-sync-status"
 
-# CoreWeave-only names the shipped layers use (issue 37): compute.clusterLabels renames them.
+# CoreWeave-only names the shipped layers use (as SUNK's do): compute.clusterLabels renames them.
 NODE_LABEL_CW_CPU: Final = "node.coreweave.cloud/cpu"

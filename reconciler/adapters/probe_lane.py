@@ -1,5 +1,5 @@
 """The overflow lane of an HTTP server: connections past its cap, served without a thread each,
-so slow clients that fill the cap cannot fail the kubelet's probes (issue 31, item 3).
+so slow clients that fill the cap cannot fail the kubelet's probes.
 
 A connection the server has no slot for comes here. One thread reads each one's request head
 through a selector, answers it if its path is a probe's (`/healthz`, `/readyz`: answers that

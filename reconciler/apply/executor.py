@@ -195,7 +195,7 @@ _ACTIVE_JOB_STATES = frozenset({"RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURI
 def jobs_on(names: Iterable[str], target: Target) -> dict[str, list[int]]:
     """Node -> ids of the jobs that hold it now. The list is streamed and only those jobs
     kept (`jobs_where`): asked every few seconds while a drain waits, it must not hold
-    Slurm's whole job list each time (issue 36)."""
+    Slurm's whole job list each time (megabytes on a busy cluster)."""
     wanted = set(names)
 
     def holds(job: SlurmJob) -> bool:

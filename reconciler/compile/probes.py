@@ -34,7 +34,7 @@ def _exec(command: list[str], **timing: int) -> Obj:
 def slurmctld(port: int) -> Obj:
     """`scontrol ping` is an RPC slurmctld answers without its state locks: it fails (exit 1,
     "DOWN") when slurmctld accepts but answers nothing, as 24.11 hung in `Attempting to
-    reconfigure` did for ten minutes (issue 32). Two minutes of that restart it; the state
+    reconfigure` did for ten minutes on our local stack. Two minutes of that restart it; the state
     is on its claim, and running jobs go on (SUNK's "About SUNK": a failing slurmctld is restarted).
     Startup allows five minutes to recover a large state directory."""
     return {
