@@ -109,12 +109,6 @@ def topology_set(values: Mapping[str, Any], where: Location | None = None) -> To
     return TopologySet(_default_first(specs, where), named=True)
 
 
-def topology_spec(values: Mapping[str, Any], where: Location | None = None) -> TopologySpec | None:
-    """The default topology of compute.topology (None: not set)."""
-    topologies = topology_set(values, where)
-    return topologies.default if topologies is not None else None
-
-
 def _spec(raw: Mapping[str, Any], path: str, plugins: Sequence[str], where: Location | None
           ) -> TopologySpec:  # fmt: skip
     plugin = raw.get("plugin")

@@ -20,7 +20,6 @@ an oracle) and the current upstream, which agree on every input a 1.20 API serve
   (label_selector's check), refusing in their words: the key must be a qualified name, every
   value a label value; In and NotIn need values, Exists and DoesNotExist none, Gt and Lt exactly
   one int64.
-- requirement_holds: labels.Requirement.Matches, for a requirement already validated.
 - field_requirement_error / matchFields: nodeSelectorRequirementsAsFieldSelector: In or NotIn
   with exactly one value, compared with the Node's fields, of which there is one, metadata.name.
 """
@@ -127,11 +126,6 @@ def requirement_error(
     """Why Kubernetes refuses this requirement, in its words, or None if it is valid: the
     selector's operator switch (`operators`: a node or a label selector's), then NewRequirement."""
     return _error(_parts(expression), operators)
-
-
-def requirement_holds(expression: Obj, labels: Mapping[str, str]) -> bool:
-    """labels.Requirement.Matches, without validation: use expression_matches."""
-    return _holds(_parts(expression), labels)
 
 
 def _error(parts: Parts, operators: Collection[str]) -> str | None:

@@ -253,10 +253,6 @@ class SlurmCluster:
         """The login Pods' sshd (`sshd-<pod>`)."""
         return [name for name in self.supervisor.names() if name.startswith("sshd-")]
 
-    def running_nodes(self) -> list[str]:
-        return [name.removeprefix("slurmd-") for name in self.slurmd_daemons()
-                if self.supervisor.running(name) is not None]  # fmt: skip
-
     # ---- probes -------------------------------------------------------------------------
 
     def node_state(self, node: str, install: SlurmInstall | None = None) -> set[str]:
