@@ -8,13 +8,13 @@ the user's accounts, a default QOS one of the account's QOS.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from reconciler.config.accounting import PARSERS
 from reconciler.errors import CompileError, Location
+from reconciler.suggest import did_you_mean
 from reconciler.wellknown import accounting_marker
 
 ROOT_ACCOUNT = "root"  # slurmdbd's own, parent of every account
@@ -183,11 +183,11 @@ def _known(name: str, known: Iterable[str], what: str, context: str, where: Loca
     options = sorted(known)
     if name in options:
         return
-    close = difflib.get_close_matches(name, options, n=1)
+    close = did_you_mean(name, options)
     raise CompileError(
         f"{context} {what} {name!r}, which git does not declare",
         where=where,
-        hint=(f"did you mean {close[0]!r}? " if close else "")
+        hint=(f"{close} " if close else "")
         + f"declare it under slurmConfig.accounting ({what}s: {', '.join(options)})",
     )
 

@@ -8,13 +8,13 @@ and its own keys last. A definition without `definitions:` is taken as written.
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 from typing import Any
 
 from reconciler.config.layering import deep_update, plain
 from reconciler.config.repo import Config, Layer
 from reconciler.errors import LayerCycleError, Location, UnknownLayerError
+from reconciler.suggest import did_you_mean
 
 BASE_LAYER = "base"
 DEFINITIONS_KEY = "definitions"
@@ -148,17 +148,4 @@ _ABSENT = object()
 
 
 def _did_you_mean(name: str, known: list[str]) -> str:
-    close = closest_names(name, known)
-    if close:
-        return "did you mean " + ", ".join(repr(c) for c in close) + "?"
-    return "known layers: " + ", ".join(known)
-
-
-def closest_names(name: str, known: list[str], limit: int = 4) -> list[str]:
-    """Best matches first; ties in alphabetical order (difflib alone breaks them backwards)."""
-    scored = []
-    for candidate in known:
-        score = difflib.SequenceMatcher(None, name.lower(), candidate.lower()).ratio()
-        if score >= 0.6:
-            scored.append((-score, candidate))
-    return [candidate for _, candidate in sorted(scored)[:limit]]
+    return did_you_mean(name, known, limit=4) or "known layers: " + ", ".join(known)

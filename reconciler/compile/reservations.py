@@ -7,7 +7,6 @@ a duration or an end, and nodes that our slurm.conf declares.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +23,7 @@ from reconciler.config.reservations import (
     reservation_time,
 )
 from reconciler.errors import CompileError, Location
+from reconciler.suggest import did_you_mean
 from reconciler.wellknown import RESERVATION_NAME_FORMAT
 
 MAX_NAME = 128  # what our scontrol adapter accepts for a name
@@ -191,10 +191,7 @@ def _no_definition_nodes(
 
 def _closest(name: str, choices: Iterable[str], what: str) -> str:
     options = sorted(choices)
-    close = difflib.get_close_matches(name, options, n=3)
-    if close:
-        return "did you mean " + ", ".join(repr(c) for c in close) + "?"
-    return f"{what}: " + (", ".join(options[:10]) or "none")
+    return did_you_mean(name, options, limit=3) or f"{what}: " + (", ".join(options[:10]) or "none")
 
 
 def _order(where: Location) -> tuple[bool, str, int]:

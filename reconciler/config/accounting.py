@@ -20,13 +20,13 @@ slurmdbd 22.05), so names must be lowercase and free text is compared in lowerca
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Callable
 from typing import Any, NoReturn
 
 from reconciler.config.yamlfile import KeyPath, YamlFile, format_path
 from reconciler.errors import ConfigTypeError, Location
+from reconciler.suggest import did_you_mean
 
 SECTIONS = ("qos", "accounts", "users")
 QOS_KEYS: dict[str, str] = {
@@ -204,12 +204,11 @@ def check_accounting(doc: YamlFile) -> None:
         _fail(doc, base, f"slurmConfig.accounting must be a mapping of {', '.join(SECTIONS)}")
     for section, entries in accounting.items():
         if section not in SECTIONS:
-            close = difflib.get_close_matches(str(section), SECTIONS, n=1)
+            close = did_you_mean(str(section), SECTIONS)
             _fail(
                 doc,
                 (*base, section),
-                f"unknown accounting section {section!r}"
-                + (f"; did you mean {close[0]!r}?" if close else ""),
+                f"unknown accounting section {section!r}" + (f"; {close}" if close else ""),
                 hint="sections are " + ", ".join(SECTIONS),
             )
         if entries is None:
@@ -233,11 +232,11 @@ def _check_entry(doc: YamlFile, section: str, path: KeyPath, name: Any, entry: A
     keys = KEYS[section]
     for key, value in entry.items():
         if key not in keys:
-            close = difflib.get_close_matches(str(key), list(keys), n=1)
+            close = did_you_mean(str(key), keys)
             _fail(
                 doc,
                 (*path, key),
-                f"unknown {what} key {key!r}" + (f"; did you mean {close[0]!r}?" if close else ""),
+                f"unknown {what} key {key!r}" + (f"; {close}" if close else ""),
                 hint=f"{what} keys are " + ", ".join(keys),
             )
         if value is None:

@@ -8,12 +8,12 @@ compiler reads; `unused_key_warnings` walks the file and reports the rest.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterator
 from typing import Any
 
 from reconciler.config.yamlfile import KeyPath, YamlFile, lookup
 from reconciler.errors import ConfigTypeError
+from reconciler.suggest import did_you_mean
 
 _IMAGE = {"image": "mapping", "image.repository": "string", "image.tag": "string",
           "image.pullPolicy": "string"}  # fmt: skip
@@ -141,6 +141,6 @@ def _walk(data: Any, path: KeyPath, known: set[str]) -> Iterator[tuple[KeyPath, 
 def _unknown(dotted: str, known: set[str]) -> str:
     parent, _, key = dotted.rpartition(".")
     siblings = [k.rpartition(".")[2] for k in known if k.rpartition(".")[0] == parent]
-    close = difflib.get_close_matches(key, siblings, n=1)
+    close = did_you_mean(key, siblings)
     text = f"{dotted} is not a key this reconciler reads; it is ignored"
-    return text + (f"; did you mean {close[0]!r}?" if close else "")
+    return text + (f"; {close}" if close else "")

@@ -5,7 +5,6 @@ the value checks whose wrong value would only fail inside the sssd sidecar, at l
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -13,6 +12,7 @@ from typing import Any
 from reconciler.config.value_types import check_table
 from reconciler.config.yamlfile import KeyPath, YamlFile, lookup
 from reconciler.errors import ConfigTypeError
+from reconciler.suggest import did_you_mean
 
 DIRECTORY_VALUES: dict[str, str] = {
     "directoryService": "mapping",
@@ -147,6 +147,6 @@ def _check(doc: YamlFile, path: KeyPath, ok: bool, message: str, hint: str | Non
 
 
 def _unknown(key: str, known: list[str], prefix: str = "") -> str:
-    close = difflib.get_close_matches(key.removeprefix(prefix), known, n=1)
+    close = did_you_mean(key.removeprefix(prefix), known, prefix=prefix)
     text = f"directory key {key!r} is not a key this reconciler reads; it is ignored"
-    return text + (f"; did you mean {prefix + close[0]!r}?" if close else "")
+    return text + (f"; {close}" if close else "")

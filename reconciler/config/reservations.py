@@ -6,7 +6,6 @@ it. What needs the merged values is checked when they are compiled (compile/rese
 from __future__ import annotations
 
 import datetime
-import difflib
 import re
 import reprlib
 from typing import Any
@@ -18,6 +17,7 @@ from reconciler.config.limits import MAX_NODES, ValueBudget
 from reconciler.config.value_types import check_table, wrong
 from reconciler.config.yamlfile import KeyPath, YamlFile, lookup
 from reconciler.errors import ConfigTypeError
+from reconciler.suggest import did_you_mean
 
 RESERVATION: dict[str, str] = {
     "nodes": "string",
@@ -160,9 +160,9 @@ def reservation_flag(value: object) -> str:
         )
     if flag in _UNSUPPORTED_FLAGS:
         raise ReservationValueError(f"flag {flag} is not supported: {_UNSUPPORTED_FLAGS[flag]}")
-    close = difflib.get_close_matches(flag, sorted(RESERVATION_FLAGS), n=1)
+    close = did_you_mean(flag, RESERVATION_FLAGS)
     raise ReservationValueError(
-        f"unknown reservation flag {value!r}" + (f"; did you mean {close[0]!r}?" if close else ""),
+        f"unknown reservation flag {value!r}" + (f"; {close}" if close else ""),
         hint="flags are " + ", ".join(sorted(RESERVATION_FLAGS)),
     )
 
@@ -222,10 +222,9 @@ def check_reservations(doc: YamlFile, text: str, budget: ValueBudget) -> None:
             wrong(doc, path, "mapping (a reservation)", entry)
         for key in entry:
             if key not in RESERVATION:
-                close = difflib.get_close_matches(str(key), list(RESERVATION), n=1)
+                close = did_you_mean(str(key), RESERVATION)
                 raise ConfigTypeError(
-                    f"unknown reservation key {key!r}"
-                    + (f"; did you mean {close[0]!r}?" if close else ""),
+                    f"unknown reservation key {key!r}" + (f"; {close}" if close else ""),
                     where=doc.location((*path, key)),
                     hint="reservation keys are " + ", ".join(RESERVATION),
                 )

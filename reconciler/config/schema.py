@@ -7,7 +7,6 @@ file's directoryService, say, or a typo), as does an unknown key inside a node d
 
 from __future__ import annotations
 
-import difflib
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +33,7 @@ from reconciler.config.topology import TOPOLOGY_VALUES, check_topology
 from reconciler.config.value_types import check_table, wrong
 from reconciler.config.yamlfile import KeyPath, YamlFile, lookup
 from reconciler.errors import ConfigTypeError
+from reconciler.suggest import did_you_mean
 
 NODE_DEFINITION: dict[str, str] = {
     "enabled": "boolean",
@@ -253,9 +253,9 @@ def _check_labels(doc: YamlFile, path: KeyPath, labels: Any) -> None:
 
 
 def _unknown_key_text(key: str) -> str:
-    close = difflib.get_close_matches(key, [k for k in NODE_DEFINITION if "." not in k], n=1)
+    close = did_you_mean(key, [k for k in NODE_DEFINITION if "." not in k])
     text = f"unknown node definition key {key!r} is ignored"
-    return text + (f"; did you mean {close[0]!r}?" if close else "")
+    return text + (f"; {close}" if close else "")
 
 
 def _check_s6(doc: YamlFile, path: KeyPath, script: Any) -> None:
