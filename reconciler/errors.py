@@ -237,3 +237,14 @@ class PolicyNestingError(PolicyLimitError):
 
 class PolicyCostError(PolicyLimitError):
     """An expression whose estimated worst-case cost is over the per-expression limit."""
+
+
+@dataclass(frozen=True)
+class Warning_:
+    """Something suspicious that does not stop the compile (printed on stderr)."""
+
+    where: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.where}: warning: {self.message}"

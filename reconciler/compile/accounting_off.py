@@ -26,8 +26,7 @@ from reconciler.compile.node_memory import conf_setting
 from reconciler.compile.slurm_conf import Partition
 from reconciler.compile.slurmdbd import accounting_plan
 from reconciler.config.policy_file import Override, Policy
-from reconciler.config.schema import Warning_
-from reconciler.errors import Location
+from reconciler.errors import Location, Warning_
 
 ACCOUNTING_KEY = "accounting.enabled"  # what turns accounting on (slurmdbd, and its database)
 _OFF = ("", "accounting_storage/none")

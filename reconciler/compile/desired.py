@@ -67,7 +67,7 @@ from reconciler.compile.topology import TopologyInputs, compiled_topology
 from reconciler.compile.value_secrets import ValueSecret
 from reconciler.config.layering import plain
 from reconciler.config.repo import Config
-from reconciler.config.schema import Warning_
+from reconciler.errors import Warning_
 from reconciler.slurm_release import SlurmRelease
 
 # Apply order: what a workload mounts or claims must exist before it.

@@ -21,7 +21,7 @@ from typing import Any
 from reconciler.compile.nodesets import NodeSet, last_setter
 from reconciler.config.layering import plain
 from reconciler.config.repo import IMAGE_COMPONENTS, Config
-from reconciler.config.schema import Warning_
+from reconciler.errors import Warning_
 
 DEFAULT_REGISTRY = "ghcr.io/sunk-reconciler"
 SLURM_TAG = "24.11.5"  # the Slurm release our image is built from

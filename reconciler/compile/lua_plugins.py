@@ -23,8 +23,7 @@ from typing import Any
 
 from reconciler.compile.lines import write_script
 from reconciler.config.lua_plugins import LUA_PLUGINS, lua_scripts
-from reconciler.config.schema import Warning_
-from reconciler.errors import CompileError
+from reconciler.errors import CompileError, Warning_
 
 LUA = "lua"
 _SETTING = re.compile(r"([A-Za-z][A-Za-z0-9]*)=(\S+)")

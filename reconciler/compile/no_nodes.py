@@ -15,7 +15,7 @@ from collections.abc import Iterable
 
 from reconciler.compile.nodesets import DEFINITIONS_KEY, NodeSet, last_setter
 from reconciler.config.repo import LIBRARY_PREFIX, Config
-from reconciler.config.schema import Warning_
+from reconciler.errors import Warning_
 
 
 def no_nodes_warnings(config: Config, nodesets: Iterable[NodeSet]) -> list[Warning_]:

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from reconciler.compile.slurm_nodes import SlurmNodeSpec
-from reconciler.config.schema import Warning_
+from reconciler.errors import Warning_
 
 # The values SUNK's "Schedule Kubernetes Pods with Slurm" discourages, each with the value it
 # recommends instead.

@@ -21,7 +21,7 @@ from typing import Any
 
 from reconciler.compile.images import compute_image, default_slurm_image
 from reconciler.compile.lines import one_line, write_lines
-from reconciler.config.schema import Warning_
+from reconciler.errors import Warning_
 
 PLUGSTACK_CONF = "plugstack.conf"
 # pyxis's `make install` puts the plugin here; a deb build puts it under /usr/lib.

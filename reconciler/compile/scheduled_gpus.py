@@ -21,7 +21,7 @@ from reconciler.config.cluster_labels import (
     SECOND_RESOURCE_DOCS,
 )
 from reconciler.config.repo import Config
-from reconciler.config.schema import Warning_
+from reconciler.errors import Warning_
 from reconciler.kuberules.quantity import QuantityError, manifest_quantity
 
 Obj = dict[str, Any]

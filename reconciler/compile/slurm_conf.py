@@ -19,9 +19,8 @@ from reconciler.compile.sshd import slurm_conf_settings as ssh_settings
 from reconciler.compile.target_release import DEFAULT_RELEASE
 from reconciler.config.control_chars import control_character
 from reconciler.config.defaults import DEFAULT_KILL_WAIT_SECONDS
-from reconciler.config.schema import Warning_
 from reconciler.config.topology import topology_settings
-from reconciler.errors import CompileError, Location
+from reconciler.errors import CompileError, Location, Warning_
 from reconciler.slurm_release import GRES_NVIDIA_SINCE, OPENMETRICS_SINCE, SlurmRelease
 
 HEADER = "# Rendered by reconciler from the config repo; edit the repo, not this file."

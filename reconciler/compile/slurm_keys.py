@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from reconciler.config.schema import Warning_
+from reconciler.errors import Warning_
 from reconciler.slurm_release import SlurmRelease
 
 Scope = Literal["slurm.conf", "partition"]

@@ -28,7 +28,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from reconciler.config.schema import Warning_
+from reconciler.errors import Warning_
 
 SSHD_PRIVSEP_DIR = "/run/sshd"
 SSHD_PORT = 22  # the image's sshd_config leaves sshd on its default port

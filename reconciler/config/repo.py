@@ -30,11 +30,11 @@ from reconciler.config.limits import MAX_NODE_SETS, ValueBudget
 from reconciler.config.policy_file import Override, Policy, parse_policy_file
 from reconciler.config.rendered_values import check_rendered_values
 from reconciler.config.reservations import check_reservations
-from reconciler.config.schema import Warning_, check_layer_file, check_values_file
+from reconciler.config.schema import check_layer_file, check_values_file
 from reconciler.config.slurm_words import check_layer_words, check_slurm_values
 from reconciler.config.values_view import ValuesView
 from reconciler.config.yamlfile import KeyPath, YamlFile, check_yaml_limits, lookup, parse_yaml
-from reconciler.errors import ConfigTypeError, Location, ReconcilerError
+from reconciler.errors import ConfigTypeError, Location, ReconcilerError, Warning_
 
 VALUES_FILE = "values.yaml"
 SETTINGS_FILE = "reconciler.yaml"

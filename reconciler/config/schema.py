@@ -8,7 +8,6 @@ file's directoryService, say, or a typo), as does an unknown key inside a node d
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
 
 from reconciler import wellknown as wk
@@ -32,7 +31,7 @@ from reconciler.config.release_key import RELEASE_VALUES, check_release_key
 from reconciler.config.topology import TOPOLOGY_VALUES, check_topology
 from reconciler.config.value_types import check_table, wrong
 from reconciler.config.yamlfile import KeyPath, YamlFile, lookup
-from reconciler.errors import ConfigTypeError
+from reconciler.errors import ConfigTypeError, Warning_
 from reconciler.suggest import did_you_mean
 
 NODE_DEFINITION: dict[str, str] = {
@@ -144,17 +143,6 @@ S6_TYPES = ("oneshot", "longrun")
 S6_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,62}")
 S6_RESERVED = ("base", "user", "user2")
 SCOPE_TYPES = ("cluster", "namespace")
-
-
-@dataclass(frozen=True)
-class Warning_:
-    """Something suspicious that does not stop the compile (printed on stderr)."""
-
-    where: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.where}: warning: {self.message}"
 
 
 def check_values_file(doc: YamlFile, warnings: list[Warning_]) -> None:
