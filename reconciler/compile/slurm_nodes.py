@@ -12,10 +12,10 @@ from reconciler.compile.nodesets import NodeSet
 from reconciler.config.limits import MAX_NODES
 from reconciler.errors import CompileError
 from reconciler.kuberules.quantity import QuantityError, manifest_quantity
+from reconciler.kuberules.validation import is_dns1123_label
 
 # Matched whole (fullmatch): `$` also matches before a final newline, which would end a line
 # of slurm.conf.
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _FEATURE = re.compile(r"[A-Za-z0-9_.\-]+")
 _GRES_TYPE = re.compile(r"[A-Za-z0-9_.\-]+")
 # A StatefulSet's pods carry a controller-revision-hash label of "<name>-<hash>" (<= 63
@@ -120,7 +120,7 @@ def slurm_node_spec(release: str, nodeset: NodeSet, definition: dict[str, Any]) 
 
 
 def _checked_names(release: str, nodeset: NodeSet) -> str:
-    if not _DNS_LABEL.fullmatch(nodeset.name):
+    if is_dns1123_label(nodeset.name):
         raise CompileError(
             f"node definition name {nodeset.name!r} cannot name Slurm nodes or Pods",
             where=nodeset.where,

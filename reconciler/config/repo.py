@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import datetime
 import functools
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,12 +34,12 @@ from reconciler.config.slurm_words import check_layer_words, check_slurm_values
 from reconciler.config.values_view import ValuesView
 from reconciler.config.yamlfile import KeyPath, YamlFile, check_yaml_limits, lookup, parse_yaml
 from reconciler.errors import ConfigTypeError, Location, ReconcilerError, Warning_
+from reconciler.kuberules.validation import is_dns1123_label
 
 VALUES_FILE = "values.yaml"
 SETTINGS_FILE = "reconciler.yaml"
 LIBRARY_PREFIX = "library/"
 POLICIES_DIR = "policies/"
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 
 @dataclass(frozen=True)
@@ -351,9 +350,10 @@ def _settings(files: Mapping[str, str], budget: ValueBudget) -> RepoSettings:
 
 
 def _checked_label(key: str, value: object, where: Location | None) -> str:
-    if not isinstance(value, str) or not _DNS_LABEL.fullmatch(value) or len(value) > 63:
+    if not isinstance(value, str) or is_dns1123_label(value):
         raise ConfigTypeError(
-            f"{key} must be a DNS label (lowercase letters, digits, '-'), got {value!r}",
+            f"{key} must be a DNS label (lowercase letters, digits, '-', at most 63), got "
+            f"{value!r}",
             where=where,
         )
     return value

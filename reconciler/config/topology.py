@@ -16,6 +16,7 @@ from reconciler.config.limits import MAX_TOPOLOGIES
 from reconciler.config.value_types import check_table
 from reconciler.config.yamlfile import KeyPath, YamlFile, lookup
 from reconciler.errors import ConfigTypeError
+from reconciler.kuberules.validation import is_qualified_name
 from reconciler.slurm_release import SlurmRelease
 
 TOPOLOGY_VALUES: dict[str, str] = {
@@ -42,10 +43,6 @@ _TOPOLOGY_NAME = re.compile(r"[A-Za-z0-9][-A-Za-z0-9_.]{0,62}")
 # up to 2^15, and stops at start on anything else.
 MAX_LEVEL = 15
 _ROOT: KeyPath = ("compute", "topology")
-# A Kubernetes label key: an optional DNS-subdomain prefix and "/", then a name of at most 63.
-_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
-_PREFIX = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
-_LABEL_KEY = re.compile(rf"({_PREFIX}/)?{_NAME}")
 
 
 def topology_settings(values: Mapping[str, Any], slurm: SlurmRelease) -> dict[str, str]:
@@ -169,10 +166,10 @@ def _dotted(path: KeyPath) -> str:
 
 
 def _check_label_key(doc: YamlFile, path: KeyPath, key: Any) -> None:
-    prefix, _, name = str(key).rpartition("/")
-    if not _LABEL_KEY.fullmatch(str(key)) or len(prefix) > 253 or len(name) > 63:
+    refused = is_qualified_name(str(key))
+    if refused:
         raise ConfigTypeError(
-            f"{_dotted(path)}: {key!r} is not a Kubernetes label key",
+            f"{_dotted(path)}: {key!r} is not a Kubernetes label key: {'; '.join(refused)}",
             where=doc.location(path),
             hint="an optional DNS prefix and '/', then letters, digits, '-', '_', '.' "
             "(at most 63), e.g. example.com/nvlink-domain",
