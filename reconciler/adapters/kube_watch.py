@@ -31,8 +31,8 @@ from typing import Any, Protocol
 import urllib3
 
 from reconciler.errors import KubeApiError
+from reconciler.objects import Obj
 
-Obj = dict[str, Any]
 Event = tuple[str, Obj]
 Shape = Callable[[Obj, int], Obj]
 MAX_CONNECTION_SECONDS = 300

@@ -17,8 +17,7 @@ from typing import Any
 from urllib.parse import quote
 
 from reconciler.errors import KubeApiError, KubeConflictError
-
-Obj = dict[str, Any]
+from reconciler.objects import Obj
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,6 @@ login nodes. Names and labels are SUNK's, so that page's commands work as writte
 
 from __future__ import annotations
 
-from typing import Any
-
 from reconciler import wellknown as wk
 from reconciler.compile import probes
 from reconciler.compile.directory import with_directory
@@ -45,10 +43,10 @@ from reconciler.compile.workloads import (
     service_for,
     statefulset_for,
 )
+from reconciler.objects import Obj
 
 STATE_DIR = "/var/spool/slurmctld"
 NOBODY_UID = 65534  # slurmrestd refuses to run as root or as SlurmUser
-Obj = dict[str, Any]
 
 
 def controller_name(release: str) -> str:

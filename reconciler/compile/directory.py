@@ -27,8 +27,8 @@ from reconciler.compile.lines import one_line, write_lines
 from reconciler.compile.resources import sidecar_resources
 from reconciler.compile.value_secrets import ValueSecret
 from reconciler.config.directory import sudo_group_list
+from reconciler.objects import Obj
 
-Obj = dict[str, Any]
 SSSD_CONTAINER = "sssd"
 SSS_VOLUME = "sss"
 SSS_DIR = "/var/lib/sss"

@@ -13,10 +13,9 @@ docs/rendered-pods.md#names says the same for users.
 
 from __future__ import annotations
 
-from typing import Any
+from reconciler.objects import Obj
 
 DEFAULT_CLUSTER_DOMAIN = "cluster.local"
-Obj = dict[str, Any]
 
 
 def compute_service_name(release: str) -> str:

@@ -16,17 +16,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from reconciler.compile.nodesets import NodeSet, last_setter
 from reconciler.config.layering import plain
 from reconciler.config.repo import IMAGE_COMPONENTS, Config
 from reconciler.errors import Warning_
+from reconciler.objects import Obj
 
 DEFAULT_REGISTRY = "ghcr.io/sunk-reconciler"
 SLURM_TAG = "24.11.5"  # the Slurm release our image is built from
 MARIADB_TAG = "10.11"
-Obj = dict[str, Any]
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,8 @@ RPC check where a hang must be caught (slurmctld, slurmd, munged, MariaDB).
 
 from __future__ import annotations
 
-from typing import Any
+from reconciler.objects import Obj
 
-Obj = dict[str, Any]
 # Longer than Slurm's MessageTimeout (10 s), so a slow answer is not a failure.
 RPC_TIMEOUT = 15
 

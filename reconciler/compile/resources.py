@@ -11,9 +11,8 @@ is never limited for a daemon (throttling slurmctld or munged slows every job's 
 from __future__ import annotations
 
 import copy
-from typing import Any
 
-Obj = dict[str, Any]
+from reconciler.objects import Obj
 
 
 def _sized(cpu: str, memory: str, memory_limit: str) -> Obj:

@@ -23,8 +23,7 @@ from reconciler.config.cluster_labels import (
 from reconciler.config.repo import Config
 from reconciler.errors import Warning_
 from reconciler.kuberules.quantity import QuantityError, manifest_quantity
-
-Obj = dict[str, Any]
+from reconciler.objects import Obj
 
 
 def scheduled_gpu_warnings(

@@ -5,7 +5,6 @@ or outside the cluster), slurmdbd.conf, and the slurmdbd Deployment and MySQL St
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from reconciler import wellknown as wk
 from reconciler.compile import probes
@@ -30,6 +29,7 @@ from reconciler.compile.workloads import (
 )
 from reconciler.config.control_chars import control_character
 from reconciler.errors import CompileError
+from reconciler.objects import Obj
 
 SLURMDBD_PORT = 6819
 MYSQL_PORT = 3306
@@ -38,7 +38,6 @@ DB_PASSWORD_DIR = "/etc/slurmdbd-db"
 RUN_DIR = "/run/slurmdbd"  # an emptyDir: slurmdbd.conf as assembled at start, the pid file
 ACCOUNTING_DB = "slurm_acct_db"
 DB_USER = "slurm"
-Obj = dict[str, Any]
 
 
 def accounting_name(release: str) -> str:

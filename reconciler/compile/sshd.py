@@ -26,9 +26,9 @@ command line, where no sshd_config file of the image or the directory can overri
 from __future__ import annotations
 
 import shlex
-from typing import Any
 
 from reconciler.errors import Warning_
+from reconciler.objects import Obj
 
 SSHD_PRIVSEP_DIR = "/run/sshd"
 SSHD_PORT = 22  # the image's sshd_config leaves sshd on its default port
@@ -37,7 +37,6 @@ _PREPARE = f"chmod 0755 {SSHD_PRIVSEP_DIR} && ssh-keygen -A"
 _SSHD = "/usr/sbin/sshd -D -e"
 # The login container's whole command: sshd is its program.
 SSHD_START = f"{_PREPARE} && exec {_SSHD}"
-Obj = dict[str, Any]
 PAM_SSHD = "/etc/pam.d/sshd"
 PAM_SLURM_ADOPT = "account required pam_slurm_adopt.so"
 # The first line of the file, so first in the account stack: a `sufficient` module before it

@@ -15,8 +15,8 @@ from collections import Counter
 from typing import Any
 
 from reconciler.errors import CompileError
+from reconciler.objects import Obj
 
-Obj = dict[str, Any]
 KINDS = ("containers", "initContainers")
 
 

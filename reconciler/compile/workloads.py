@@ -4,17 +4,15 @@ Deployment, StatefulSet, Service and claim around it (plain dicts, in the order 
 
 from __future__ import annotations
 
-from typing import Any
-
 from reconciler import wellknown as wk
 from reconciler.compile.manifests import owned_labels
 from reconciler.compile.profile import Profile
 from reconciler.compile.secrets import jwt_secret_name
+from reconciler.objects import Obj
 
 JWT_DIR = "/etc/slurm-jwt"
 # SUNK's "Slurm Workload Manager" page: controller.securityContext.runAsUser/runAsGroup.
 SLURM_UID = 64030
-Obj = dict[str, Any]
 
 
 def pod_spec(

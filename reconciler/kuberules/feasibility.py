@@ -17,15 +17,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Final
+from typing import Final
 
 from reconciler.kuberules.node_fit import node_facts, node_fit
 from reconciler.kuberules.pod_affinity_spread import excluded_by_rule, placed_pod
 from reconciler.kuberules.pod_phase import finished
 from reconciler.kuberules.pod_requests import Requests
 from reconciler.kuberules.resource_fit import node_requested
-
-Obj = Mapping[str, Any]
+from reconciler.objects import ReadObj as Obj
 
 SPREAD: Final = "node(s) didn't match pod topology spread constraints"
 SPREAD_LABEL: Final = SPREAD + " (missing required label)"

@@ -6,15 +6,13 @@ them: whether one is valid, whether it selects a set of labels, and its ?labelSe
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from reconciler.kuberules.node_affinity import (
     LABEL_SELECTOR_OPERATORS,
     expression_matches,
     requirement_error,
 )
-
-Obj = Mapping[str, Any]
+from reconciler.objects import ReadObj as Obj
 
 
 def selector_error(selector: Obj | None) -> str | None:

@@ -32,8 +32,8 @@ from typing import Any, Final
 
 from reconciler.kuberules.integers import parse_int
 from reconciler.kuberules.validation import is_qualified_name, is_valid_label_value
+from reconciler.objects import ReadObj as Obj
 
-Obj = Mapping[str, Any]
 Parts = tuple[str, str, tuple[str, ...]]  # a requirement's key, operator and values
 
 HOSTNAME_LABEL: Final = "kubernetes.io/hostname"

@@ -19,17 +19,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final
 
 from reconciler.kuberules.node_affinity import node_matches
 from reconciler.kuberules.pod_requests import Requests, pod_requests, quantities
 from reconciler.kuberules.resource_fit import insufficient_resources
 from reconciler.kuberules.tolerations import UNSCHEDULABLE_TAINT, Taint, node_taints, untolerated
+from reconciler.objects import ReadObj as Obj
 
 UNSCHEDULABLE: Final = "node(s) were unschedulable"
 NODE_AFFINITY: Final = "node(s) didn't match Pod's node affinity"
 
-Obj = Mapping[str, Any]
 
 
 @dataclass(frozen=True)

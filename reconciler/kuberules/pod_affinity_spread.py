@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from reconciler.kuberules.label_selector import selector_error, selector_matches
 from reconciler.kuberules.node_affinity import node_matches
@@ -31,8 +30,7 @@ from reconciler.kuberules.pod_rules import (
     required_terms,
     spread_rules,
 )
-
-Obj = Mapping[str, Any]
+from reconciler.objects import ReadObj as Obj
 
 
 @dataclass(frozen=True)

@@ -57,9 +57,9 @@ from functools import reduce
 from typing import Any, NamedTuple
 
 from reconciler.kuberules.quantity import QuantityError, manifest_quantity
+from reconciler.objects import ReadObj as Obj
 
 Requests = dict[str, Decimal]
-Obj = Mapping[str, Any]
 
 HUGEPAGES_PREFIX = "hugepages-"
 # Exact sums: at the default 28 digits, 1Ei plus 1m would be rounded.

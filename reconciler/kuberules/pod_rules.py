@@ -23,6 +23,7 @@ from typing import Any, Final
 
 from reconciler.kuberules.label_selector import selector_error, selector_matches, selector_string
 from reconciler.kuberules.problem import Problem
+from reconciler.objects import ReadObj as Obj
 
 HOSTNAME: Final = "kubernetes.io/hostname"
 REQUIRED: Final = "requiredDuringSchedulingIgnoredDuringExecution"
@@ -58,7 +59,6 @@ _TERM_LISTS: Final = (
     ("podAntiAffinity", PREFERRED, None),
 )
 
-Obj = Mapping[str, Any]
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path, PurePosixPath
-from typing import Any
 
 from reconciler.compile.directory import (
     CONF_DIR,
@@ -23,8 +22,8 @@ from reconciler.compile.directory import (
 from reconciler.local.pod_namespace import ContainerView
 from reconciler.local.processes import Supervisor
 from reconciler.local.volumes import Materializer, pod_mounts
+from reconciler.objects import Obj
 
-Obj = dict[str, Any]
 DAEMON = "sssd"
 SSSD = "/usr/sbin/sssd"
 READY_SECONDS = 30.0

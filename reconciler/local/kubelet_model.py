@@ -16,8 +16,7 @@ from typing import Any
 from reconciler import wellknown as wk
 from reconciler.kuberules.node_affinity import required_terms
 from reconciler.kuberules.node_fit import NodeFacts, node_fit
-
-Obj = dict[str, Any]
+from reconciler.objects import Obj
 
 # What one local Node offers; slurmd claims its own size through config_overrides anyway.
 NODE_CAPACITY = {"cpu": "64", "memory": "512Gi", "pods": "110"}

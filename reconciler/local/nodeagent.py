@@ -37,6 +37,7 @@ from reconciler.local.kubelet_model import (
 from reconciler.local.kubelet_server import KubeletServer
 from reconciler.local.schedulers import DEFAULT_SCHEDULER
 from reconciler.local.volumes import Materializer, VolumeError, pod_mounts
+from reconciler.objects import Obj
 
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 log = logging.getLogger(__name__)
@@ -49,7 +50,6 @@ MAX_GRACE_SECONDS = 30.0
 RETRY_BASE_SECONDS = 0.5
 RETRY_MAX_SECONDS = 10.0
 LIVENESS_SECONDS = 1.0
-Obj = dict[str, Any]
 
 
 class PodRuntime(Protocol):

@@ -6,8 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from reconciler.local.volumes import Reader, VolumeError, decoded_data
-
-Obj = dict[str, Any]
+from reconciler.objects import Obj
 
 
 def container_env(pod: Obj, container: str, read: Reader) -> dict[str, str]:

@@ -17,7 +17,6 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path, PurePosixPath
-from typing import Any
 
 from reconciler import wellknown as wk
 from reconciler.compile.control_plane import STATE_DIR
@@ -37,8 +36,8 @@ from reconciler.local.slurm import SlurmCluster, SlurmPaths, check_binaries
 from reconciler.local.slurm_install import SlurmInstall, installs_by_tag
 from reconciler.local.slurm_tags import TAGS_ENV, mapped_install, unmapped_note
 from reconciler.local.volumes import HostLayout, Materializer, Reader, pod_mounts
+from reconciler.objects import Obj
 
-Obj = dict[str, Any]
 SSHD = Path("/usr/sbin/sshd")
 SSHD_PRIVSEP_DIR = Path("/run/sshd")  # Debian's sshd insists on it
 READY_SECONDS = 30.0

@@ -21,15 +21,14 @@ import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
 
 from reconciler.compile.s6_services import BASE_BUNDLE, LONGRUN, ONESHOT, S6_RC_DIR, USER_BUNDLE
 from reconciler.errors import LocalStackError
 from reconciler.local.pod_namespace import ContainerView
 from reconciler.local.processes import Supervisor
 from reconciler.local.volumes import Materializer, pod_mounts
+from reconciler.objects import Obj
 
-Obj = dict[str, Any]
 S6_SVSCAN = "s6-svscan"
 EXECLINEB = "execlineb"
 ONESHOT_SECONDS = 120.0

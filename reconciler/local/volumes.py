@@ -21,8 +21,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from reconciler.errors import ReconcilerError
+from reconciler.objects import Obj
 
-Obj = dict[str, Any]
 # Kubernetes' default for configMap and secret volumes.
 DEFAULT_MODE = 0o644
 FILE_SOURCES = ("configMap", "secret")

@@ -19,8 +19,8 @@ from reconciler.config.cluster_labels import (
     key_for,
 )
 from reconciler.errors import Location
+from reconciler.objects import Obj
 
-Obj = dict[str, Any]
 # Operators a Node without the label never satisfies (NotIn and DoesNotExist it does).
 _NEEDS_LABEL = ("In", "Exists", "Gt", "Lt")
 

@@ -12,16 +12,15 @@ daemon it installed) plans none by itself.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from reconciler import wellknown as wk
 from reconciler.compile.target_release import tag_release
+from reconciler.objects import ReadObj as Obj
 from reconciler.plan.diff import kube_ref
 from reconciler.plan.model import ObjectRef
 from reconciler.plan.upgrade import LOGIN, SLURMCTLD, SLURMD, SLURMDBD, SLURMRESTD, Workload
 from reconciler.slurm_release import SlurmRelease
 
-Obj = Mapping[str, Any]
 # Our components (compile/manifests.py's component label) -> (daemon, its container).
 DAEMONS: Mapping[str, tuple[str, str]] = {
     "accounting": (SLURMDBD, "slurmdbd"),

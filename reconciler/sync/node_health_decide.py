@@ -24,10 +24,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from reconciler import wellknown as wk
 from reconciler.kuberules.tolerations import BLOCKING_EFFECTS
+from reconciler.objects import ReadObj as Obj
 
 # What `scontrol update ... Reason=` takes (reconciler/adapters/scontrol_args.py check_text): any
 # other character is replaced, so a Node name or condition type never makes a drain fail.
@@ -36,7 +36,6 @@ _NOT_IN_REASON = re.compile(r"[^A-Za-z0-9_.,:;/@#()+\-\[\] ]")
 _BUSY_STATES = frozenset({"ALLOCATED", "MIXED"})
 _CAMEL_PARTS = re.compile(r"[^A-Za-z0-9]+")
 
-Obj = Mapping[str, Any]
 
 
 # ---- the facts ------------------------------------------------------------------------------
