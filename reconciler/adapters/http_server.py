@@ -19,10 +19,9 @@ import io
 import socket
 import threading
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Protocol
 
 from reconciler.adapters.probe_lane import BUSY_ANSWER, Answer, ProbeLane
 
@@ -151,6 +150,12 @@ class GuardedHandler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
 
+
+class Headers(Protocol):
+    """What body_length reads of a request's headers (an HTTPMessage, a dict)."""
+
+    def get(self, name: str) -> str | None: ...
+
 @dataclass(frozen=True)
 class LengthRefused:
     status: int
@@ -159,7 +164,7 @@ class LengthRefused:
 
 
 def body_length(
-    headers: Mapping[str, str], max_bytes: int, *, required: bool
+    headers: Headers, max_bytes: int, *, required: bool
 ) -> int | LengthRefused:
     """The body's length from Content-Length, or why it is refused. Without the header the
     body is empty, unless `required` (411: a forge always sends one)."""

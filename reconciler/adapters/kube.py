@@ -52,6 +52,10 @@ _LIST_PAGE = 500
 _SHAPED_PAGE = 32
 
 
+# Query pairs of a list (labelSelector, fieldSelector): outside the class, whose `list`
+# method would shadow the builtin in its annotations.
+Selectors = list[tuple[str, str]]
+
 class Kube:
     """A thin, dict-only client for one cluster."""
 
@@ -133,7 +137,7 @@ class Kube:
         return self.list_path(path, selector_query(label_selector, field_selector), shape=shape)
 
     def list_path(
-        self, path: str, selectors: list[tuple[str, str]], *, shape: Shape | None = None
+        self, path: str, selectors: Selectors, *, shape: Shape | None = None
     ) -> ObjectList:
         """List a resource path page by page; restarts when a continue token expires (410)."""
         while True:
@@ -376,7 +380,7 @@ class Kube:
         return decoded if isinstance(decoded, dict) else {"items": decoded}
 
     def _list_pages(
-        self, path: str, selectors: list[tuple[str, str]], shape: Shape | None
+        self, path: str, selectors: Selectors, shape: Shape | None
     ) -> ObjectList:
         items: list[Obj] = []
         token = ""

@@ -222,8 +222,8 @@ def parse_accounts(
             account_assoc[account] = (parent, names, default_qos or None)
     accounts = {}
     for name, (description, organization) in described.items():
-        parent, qos, default_qos = account_assoc.get(name, ("", (), None))
-        accounts[name] = Account(name, description, organization, parent, qos, default_qos)
+        above, allowed, default = account_assoc.get(name, ("", (), None))
+        accounts[name] = Account(name, description, organization, above, allowed, default)
     users = {}
     for line in users_text.splitlines():
         if line.strip():

@@ -125,7 +125,7 @@ class Scontrol:
             )
         except subprocess.TimeoutExpired:
             raise ScontrolTimeoutError(
-                args,
+                list(args),
                 exit_code=None,
                 message=f"no answer within {self._timeout:g} s",
                 hint="is slurmctld up? (scontrol ping)",
@@ -133,7 +133,7 @@ class Scontrol:
         if done.returncode != 0:
             summary = error_summary(done.stderr, done.stdout)
             hint = _AUTH_HINT if any(s in summary for s in _AUTH_SYMPTOMS) else None
-            raise ScontrolError(args, exit_code=done.returncode, message=summary, hint=hint)
+            raise ScontrolError(list(args), exit_code=done.returncode, message=summary, hint=hint)
         return done.stdout
 
     def slurmctld_release(self) -> str | None:

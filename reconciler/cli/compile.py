@@ -71,6 +71,6 @@ def compile_repo(args: argparse.Namespace) -> DesiredState:
 def run_render(args: argparse.Namespace) -> int:
     state = compile_repo(args)
     # Generated Secrets show as metadata: their data exists only in the cluster.
-    secrets = [s.manifest() for s in (*state.secrets, *state.value_secrets)]
+    secrets = [*(s.manifest() for s in state.secrets), *(s.manifest() for s in state.value_secrets)]
     sys.stdout.write(dump_stream([*state.kube_objects, *secrets]))
     return 0

@@ -48,7 +48,7 @@ def output_args(parser: argparse.ArgumentParser) -> None:
 
 def wants_comment(args: argparse.Namespace) -> bool:
     """apply shows plans too, without the comment's flags."""
-    return getattr(args, "output", "text") == "markdown" or getattr(args, "comment_dir", None)
+    return getattr(args, "output", "text") == "markdown" or bool(getattr(args, "comment_dir", None))
 
 
 def show(plan: Plan, args: argparse.Namespace, target: Target | None = None) -> None:

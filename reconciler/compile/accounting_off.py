@@ -63,7 +63,8 @@ def accounting_off_warnings(
     if accounting_on(values):
         return unenforced_warnings(accounting, slurm_conf)
     warnings = []
-    declared = [e.where for e in (*accounting.qos, *accounting.accounts, *accounting.users)]
+    declared = [e.where for group in (accounting.qos, accounting.accounts, accounting.users)
+                for e in group]  # fmt: skip
     if declared:
         warnings.append(_off(declared[0], "slurmConfig.accounting declares accounts, users or "
                              "QOS", "there is no slurmdbd to apply them to"))  # fmt: skip
@@ -93,7 +94,7 @@ def accounting_off_warnings(
 
 def unenforced_warnings(accounting: Accounting, slurm_conf: str) -> list[Warning_]:
     """Accounts or users declared while Slurm checks no job against them (accounting on)."""
-    declared = [e.where for e in (*accounting.accounts, *accounting.users)]
+    declared = [e.where for group in (accounting.accounts, accounting.users) for e in group]
     enforce = conf_setting(slurm_conf, "AccountingStorageEnforce") or ""
     if not declared or _ENFORCING & {w.strip().lower() for w in enforce.split(",")}:
         return []

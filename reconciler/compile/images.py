@@ -21,7 +21,7 @@ from reconciler.compile.nodesets import NodeSet, last_setter
 from reconciler.config.layering import plain
 from reconciler.config.repo import IMAGE_COMPONENTS, Config
 from reconciler.errors import Warning_
-from reconciler.objects import Obj
+from reconciler.objects import Obj, ReadObj
 
 DEFAULT_REGISTRY = "ghcr.io/sunk-reconciler"
 SLURM_TAG = "24.11.5"  # the Slurm release our image is built from
@@ -44,15 +44,15 @@ class Image:
                      str(image.get("tag") or self.tag))  # fmt: skip
 
 
-def _top(values: Obj) -> Obj:
+def _top(values: ReadObj) -> Obj:
     return values.get("image") or {}
 
 
-def registry(values: Obj) -> str:
+def registry(values: ReadObj) -> str:
     return str(_top(values).get("registry") or DEFAULT_REGISTRY).rstrip("/")
 
 
-def default_slurm_image(values: Obj) -> Image:
+def default_slurm_image(values: ReadObj) -> Image:
     return Image(f"{registry(values)}/slurm", str(_top(values).get("tag") or SLURM_TAG))
 
 
@@ -145,11 +145,11 @@ def _untagged_definitions(config: Config, nodesets: list[NodeSet]) -> list[Warni
             continue
         by_setter.setdefault((setter.layer, setter.where, runs.ref), []).append(nodeset.name)
     warnings = []
-    for (layer, where, runs), names in sorted(by_setter.items()):
-        repository = runs.rsplit(":", 1)[0]
+    for (layer, where, ref), names in sorted(by_setter.items()):
+        repository = ref.rsplit(":", 1)[0]
         warnings.append(Warning_(where, (
             f"image.repository {repository!r} of layer {layer!r} has no tag: "
-            f"{_run(sorted(names))} it as {runs}, our image's tag, which that repository may "
+            f"{_run(sorted(names))} it as {ref}, our image's tag, which that repository may "
             "not have; set image.tag beside it"
         )))  # fmt: skip
     return warnings

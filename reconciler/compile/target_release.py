@@ -70,7 +70,7 @@ def target_release(values: Mapping[str, Any], live: SlurmRelease | None = None) 
     """The release the render targets: `live` (slurmctld's) first, then the values."""
     chosen = values_release(values)
     if live is not None:
-        notes = ()
+        notes: tuple[str, ...] = ()
         if chosen is not None and _differs(chosen, live):
             notes = (
                 f"{RELEASE_KEY} is {chosen}, but slurmctld runs Slurm {live}: rendering for "

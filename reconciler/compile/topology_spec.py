@@ -119,7 +119,7 @@ def _spec(raw: Mapping[str, Any], path: str, plugins: Sequence[str], where: Loca
             hint="block: one block per value of blockLabel; tree: switches from switchLabels",
         )
     spec = TopologySpec(
-        plugin=plugin,
+        plugin=str(plugin),
         block_label=raw.get("blockLabel") or "",
         block_sizes=tuple(raw.get("blockSizes") or ()),
         switch_labels=tuple(raw.get("switchLabels") or ()),

@@ -31,7 +31,7 @@ def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
     return dumper.represent_scalar("tag:yaml.org,2002:str", value)
 
 
-_Dumper.add_representer(str, _str)
+_Dumper.add_representer(str, _str)  # type: ignore[arg-type]  # the stubs want the base Dumper
 
 
 def dump(data: Any) -> str:

@@ -247,7 +247,7 @@ def _check_entry(doc: YamlFile, section: str, path: KeyPath, name: Any, entry: A
             _fail(doc, (*path, key), f"{format_path((*path, key))}: {error}", hint=error.hint)
 
 
-def note_accounting(doc: YamlFile, locations: dict[str, dict[str, Location]]) -> None:
+def note_accounting(doc: YamlFile, locations: dict[str, Location]) -> None:
     """Where each entry was last written, keyed `<section>/<name>`."""
     slurm_config = doc.data.get("slurmConfig") if isinstance(doc.data, dict) else None
     accounting = (slurm_config or {}).get("accounting") if isinstance(slurm_config, dict) else None

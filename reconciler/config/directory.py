@@ -106,7 +106,8 @@ def unknown_directory_keys(data: Any) -> Iterator[tuple[KeyPath, str]]:
         for key in entry:
             if key not in tops:
                 yield (*path, key), _unknown(f"{key}", tops)
-        user = entry.get("user") if isinstance(entry.get("user"), dict) else {}
+        user = entry.get("user")
+        user = user if isinstance(user, dict) else {}
         for key in user:
             if key not in users:
                 yield (*path, "user", key), _unknown(f"user.{key}", users, prefix="user.")

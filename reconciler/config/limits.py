@@ -153,4 +153,5 @@ class _Counter:
 
 
 def _error(event: yaml.Event, name: str, problem: str, hint: str) -> ConfigSyntaxError:
-    return ConfigSyntaxError(problem, where=Location(name, event.start_mark.line + 1), hint=hint)
+    line = event.start_mark.line + 1 if event.start_mark is not None else 0
+    return ConfigSyntaxError(problem, where=Location(name, line), hint=hint)

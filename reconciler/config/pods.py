@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from reconciler.config.yamlfile import KeyPath, YamlFile, lookup
+from reconciler.config.yamlfile import KeyPath, YamlFile, format_path, lookup
 from reconciler.errors import ConfigTypeError
 
 SIDECARS = ("munge", "sssd", "reconfigure")
@@ -46,5 +46,5 @@ def check_pod_values(doc: YamlFile) -> None:
         value, found = lookup(doc.data, path)
         if found and isinstance(value, str) and not pattern.fullmatch(value):
             raise ConfigTypeError(
-                f"{'.'.join(path)} {value!r} is not valid", where=doc.location(path), hint=hint
+                f"{format_path(path)} {value!r} is not valid", where=doc.location(path), hint=hint
             )

@@ -59,7 +59,7 @@ def _check_directories(doc: YamlFile) -> None:
         for dotted in DIRECTORY_ENTRY:
             value, found = lookup(entry, dotted.split("."))
             if found and isinstance(value, str):
-                path = ("directoryService", "directories", index, *dotted.split("."))
+                path: KeyPath = ("directoryService", "directories", index, *dotted.split("."))
                 where = _DIRECTORY_FILES.get(dotted, "sssd.conf")
                 _check_one_line(doc, path, value, where, secret=dotted in _SECRETS)
 

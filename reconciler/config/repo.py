@@ -302,7 +302,7 @@ def _load_layers(
                 )
             data = renamed_layer(data or {}, names or {})
             if track_origins:
-                data = tag(data, _origin(doc, lambda _p, n=layer_name: n, (layer_name,)))
+                data = tag(data, _origin(doc, _named(layer_name), (layer_name,)))
             keys = _key_locations(doc, layer_name, data)
             layers[layer_name] = Layer(str(layer_name), data, where, keys)
     return layers
@@ -321,6 +321,11 @@ def _values_label(path: KeyPath) -> str:
     if len(path) >= 3 and path[:2] == ("compute", "nodes"):
         return str(path[2])
     return "values"
+
+
+def _named(name: str) -> Callable[[KeyPath], str]:
+    """A label that is `name` whatever the path."""
+    return lambda _path: name
 
 
 def _origin(

@@ -119,10 +119,15 @@ def reservation_minutes(value: object) -> int:
     return total
 
 
+def _listed(items: object) -> list[Any]:
+    """A list's items; nothing for None (the types table refused anything else before)."""
+    return list(items) if isinstance(items, (list, tuple)) else []
+
+
 def reservation_names(value: object) -> tuple[str, ...]:
     """Users or accounts: a list, or one comma-separated string."""
     items = value.split(",") if isinstance(value, str) else value
-    names = tuple(str(item).strip() for item in items or ())  # type: ignore[union-attr]
+    names = tuple(str(item).strip() for item in _listed(items))
     for name in names:
         if not _SLURM_NAME.fullmatch(name):
             raise ReservationValueError(
@@ -169,7 +174,7 @@ def reservation_flag(value: object) -> str:
 
 def reservation_flags(value: object) -> tuple[str, ...]:
     items = value.split(",") if isinstance(value, str) else value
-    return tuple(reservation_flag(item) for item in items or ())  # type: ignore[union-attr]
+    return tuple(reservation_flag(item) for item in _listed(items))
 
 
 def reservation_recurrence(value: object) -> str:

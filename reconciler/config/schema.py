@@ -335,4 +335,4 @@ def _pod_policy_namespace_keys(data: Any) -> set[str]:
     allowed, found = lookup(data, list(_ALLOWED_USER_IDS))
     if not found or not isinstance(allowed, dict):
         return set()
-    return {".".join((*_ALLOWED_USER_IDS, str(namespace))) for namespace in allowed}
+    return {".".join(map(str, (*_ALLOWED_USER_IDS, namespace))) for namespace in allowed}

@@ -8,7 +8,7 @@ data from it, and walk it once to record where every key path starts.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,7 +41,7 @@ class YamlFile:
         return Location(self.name, self.lines.get(probe), format_path(path) or None)
 
 
-def lookup(data: Any, path: KeyPath | list[str]) -> tuple[Any, bool]:
+def lookup(data: Any, path: Sequence[str | int]) -> tuple[Any, bool]:
     """(value, True) at `path` in nested mappings, or (None, False) where a key is missing."""
     for key in path:
         if not isinstance(data, dict) or key not in data:

@@ -223,8 +223,8 @@ def _affinity_excluded(
     )
     excluded = set()
     for node in pool:
-        values = [topology.value(node, rule.topology_key) for rule in rules]
-        if None in values or not (first or all(map(set.__contains__, domains, values))):
+        found = [topology.value(node, rule.topology_key) for rule in rules]
+        if None in found or not (first or all(map(set.__contains__, domains, found))):
             excluded.add(node)
     return excluded
 

@@ -107,7 +107,8 @@ def count_problems(pod: Obj) -> list[Problem]:
     namespaces the rules name, MAX_RULE_NAMESPACES): counted, never evaluated, so a Pod with
     thousands of terms is refused at the cost of a len()."""
     spec = pod.get("spec") or {}
-    affinity = spec.get("affinity") if isinstance(spec.get("affinity"), Mapping) else {}
+    affinity = spec.get("affinity")
+    affinity = affinity if isinstance(affinity, Mapping) else {}
     lists: list[tuple[str, Any, int]] = []
     for kind, when, inner in _TERM_LISTS:
         part = (affinity.get(kind) or {}) if isinstance(affinity.get(kind), Mapping) else {}

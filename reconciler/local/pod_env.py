@@ -13,7 +13,7 @@ def container_env(pod: Obj, container: str, read: Reader) -> dict[str, str]:
     """The container's `env` as kubelet resolves it: values, Secret and ConfigMap keys, and
     the Pod fields the local stack knows."""
     spec = pod.get("spec") or {}
-    found = next((c for c in spec.get("containers") or [] if c["name"] == container), {})
+    found: Obj = next((c for c in spec.get("containers") or [] if c["name"] == container), {})
     fields = {"metadata.name": pod["metadata"]["name"],
               "metadata.namespace": pod["metadata"]["namespace"],
               "spec.nodeName": spec.get("nodeName", ""), "status.podIP": "127.0.0.1"}  # fmt: skip

@@ -248,8 +248,9 @@ def _account_change(account: Account, have: Account | None, marker: str) -> Chan
 def _user_change(user: User, have: User | None, ours: set[str]) -> Change | None:
     at = ref(SLURM_USER, user.name)
     if have is None:
-        desired = {"Accounts": list(user.accounts), "DefaultAccount": user.default_account}
-        return Change(at, Action.CREATE, None, user_shape(user), desired=desired)
+        made: dict[str, Any] = {"Accounts": list(user.accounts),
+                                "DefaultAccount": user.default_account}  # fmt: skip
+        return Change(at, Action.CREATE, None, user_shape(user), desired=made)
     add = sorted(set(user.accounts) - set(have.accounts))
     extra = sorted(set(have.accounts) - set(user.accounts))
     remove = [a for a in extra if a in ours]

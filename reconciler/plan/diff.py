@@ -59,8 +59,9 @@ _SLURM_ORDER = {
 def desired_objects(state: DesiredState) -> dict[ObjectRef, Any]:
     """Every object of the desired state, keyed by what identifies it in its system."""
     objects: dict[ObjectRef, Any] = {**desired_kube_objects(state)}
-    for secret in (*state.secrets, *state.value_secrets):
-        objects[kube_ref(secret.manifest())] = secret.manifest()
+    for manifest in [*(s.manifest() for s in state.secrets),
+                     *(s.manifest() for s in state.value_secrets)]:  # fmt: skip
+        objects[kube_ref(manifest)] = manifest
     objects[ObjectRef(SLURM, SLURM_CONFIG, "", "slurm.conf")] = state.slurm_conf
     objects[ObjectRef(SLURM, SLURM_CONFIG, "", "gres.conf")] = state.gres_conf
     for name, text in state.topology_files.items():

@@ -63,14 +63,17 @@ class UpgradeRecord:
         if not text:
             return None
         data: dict[str, Any] = json.loads(text)
-        stages = tuple(UpgradeStage(**{k: tuple(v) if isinstance(v, list) else v
-                                       for k, v in s.items()})
-                       for s in data.pop("stages"))  # fmt: skip
+        stages = tuple(UpgradeStage(**_stage_fields(s)) for s in data.pop("stages"))
         return cls(stages=stages, **data)
 
     @property
     def reached(self) -> UpgradeStage | None:
         return self.stages[self.applied - 1] if self.applied else None
+
+
+def _stage_fields(stage: dict[str, Any]) -> dict[str, Any]:
+    """A stage as JSON holds lists where the dataclass holds tuples."""
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in stage.items()}
 
 
 @dataclass(frozen=True)

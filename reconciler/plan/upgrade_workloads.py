@@ -68,7 +68,7 @@ def upgrade_workloads(
 def _daemon(obj: Obj) -> str | None:
     if obj.get("kind") not in ("Deployment", "StatefulSet"):
         return None
-    component = ((obj.get("metadata") or {}).get("labels") or {}).get(wk.LABEL_COMPONENT)
+    component = str(((obj.get("metadata") or {}).get("labels") or {}).get(wk.LABEL_COMPONENT))
     return DAEMONS[component][0] if component in DAEMONS else None
 
 

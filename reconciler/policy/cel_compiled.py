@@ -314,14 +314,14 @@ class _Compiler:
         return run, total and func is not None and _TOTAL.get(name) is func
 
     def _member_dot_arg(self, tree: Tree) -> tuple[Run, bool]:
-        name = tree.children[1]
+        name = _token(tree.children[1])
         args = tree.children[2].children if len(tree.children) == 3 else []
         if name in _MACROS:
             return self._macro(tree, str(name), args)
         return self._function(name, [tree.children[0], *args])
 
     def _ident_arg(self, tree: Tree) -> tuple[Run, bool]:
-        name = tree.children[0]
+        name = _token(tree.children[0])
         args = tree.children[1].children if len(tree.children) == 2 else []
         if name == "has" and len(args) == 1:
             return self._has(args[0])
@@ -411,3 +411,11 @@ class _Compiler:
                 return CELEvalError(ex.args[0], ex.__class__, ex.args, tree=tree)
 
         return run, total
+
+
+def _token(child: Any) -> Token:
+    """A function's name in celpy's tree: always a Token there; anything else is a tree this
+    compiler does not know, which the interpreter runs instead."""
+    if not isinstance(child, Token):
+        raise Unsupported(f"a function named by {type(child).__name__}")
+    return child

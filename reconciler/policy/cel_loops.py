@@ -91,7 +91,8 @@ def quantifier(
         items = target(env)
         if isinstance(items, CELEvalError):
             return items
-        local, folded, budget = dict(env), BoolType(not answer), env[Budget.KEY]
+        local, budget = dict(env), env[Budget.KEY]
+        folded: Any = BoolType(not answer)  # a bool, or the error an item raised
         for item in items:
             budget.spent += step
             if budget.spent > PER_CALL_LIMIT:

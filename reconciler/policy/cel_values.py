@@ -9,7 +9,7 @@ cel_loops.py's comprehensions return these, so an error reads as the interpreter
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from celpy import celtypes
 from celpy.adapter import json_to_cel
@@ -64,7 +64,7 @@ def undeclared(name: str, **where: Any) -> CELEvalError:
 def field(value: Any, name: str, tree: Tree | None) -> Any:
     """`value.name` (Evaluator.member_dot)."""
     if type(value) is MapType:
-        found = dict.get(value, name, MISSING)
+        found = dict.get(cast(dict[str, Any], value), name, MISSING)
         if found is not MISSING:
             return found
         return CELEvalError(f"no such member in mapping: {name!r}", KeyError, None, tree=tree)
@@ -90,7 +90,7 @@ def contains(item: Any, container: Any) -> Any:
         return item
     if isinstance(container, CELEvalError):
         return container
-    result = FALSE
+    result: Any = FALSE  # or the error a comparison raised
     for candidate in container:
         try:
             if candidate == item:

@@ -166,11 +166,11 @@ def compile_policies(
             problems.append(
                 f"{expression.where}: policy {policy.name}: unknown function {', '.join(unknown)}"
             )
-        runner = None
+        runner: Any = None
         if not interpret:
             with contextlib.suppress(Unsupported):  # else interpreted: interpreted() says so
                 runner = compile_program(ast, FUNCTIONS)
-        runner = runner or env.program(ast, functions=FUNCTIONS)
+        runner = runner or env.program(ast, functions=dict(FUNCTIONS))
         return _Program(expression, runner, frozenset(paths_read(ast)))
 
     for policy in policies:

@@ -151,7 +151,7 @@ def slurm_families(reading: SlurmReading) -> tuple[Family, ...]:
 
 
 def node_families(nodes: Iterable[SlurmNode]) -> tuple[Family, ...]:
-    by_state: Counter[tuple[str, str]] = Counter()
+    by_state: Counter[Labels] = Counter()
     base: Counter[tuple[str, ...]] = Counter()
     flags: Counter[tuple[str, ...]] = Counter()
     gpus: Counter[str] = Counter()
@@ -182,8 +182,8 @@ def node_families(nodes: Iterable[SlurmNode]) -> tuple[Family, ...]:
 
 
 def job_families(jobs: Iterable[JobFields]) -> tuple[Family, ...]:
-    by_state: Counter[tuple[str, str]] = Counter()
-    pending: Counter[tuple[str, str]] = Counter()
+    by_state: Counter[Labels] = Counter()
+    pending: Counter[Labels] = Counter()
     held: Counter[tuple[str, ...]] = Counter()
     for job in jobs:
         state = job.state.lower()
@@ -207,7 +207,7 @@ def job_families(jobs: Iterable[JobFields]) -> tuple[Family, ...]:
 def job_count_families(counts: Mapping[str, int]) -> tuple[Family, ...]:
     """job_families' families from jobs per state alone (no partition, no reason): slurm_jobs
     by state in partition ALL_PARTITIONS; pending reasons and held jobs without samples."""
-    by_state: Counter[tuple[str, str]] = Counter()
+    by_state: Counter[Labels] = Counter()
     for state, count in counts.items():
         by_state[state.lower(), ALL_PARTITIONS] += count
     jobs, *rest = job_families(())
@@ -325,7 +325,7 @@ def _scale(name: str) -> float:
     return _MICROSECONDS if name.endswith("_seconds") and "timestamp" not in name else 1.0
 
 
-def _fold_reasons(counts: Counter[tuple[str, str]]) -> Counter[tuple[str, str]]:
+def _fold_reasons(counts: Counter[Labels]) -> Counter[Labels]:
     """At most MAX_REASON_PREFIXES prefixes besides NO_REASON and OTHER, the most common
     first (ties by name, so a scrape is stable); the rest counted as OTHER."""
     per_prefix: Counter[str] = Counter()
@@ -336,12 +336,12 @@ def _fold_reasons(counts: Counter[tuple[str, str]]) -> Counter[tuple[str, str]]:
         return counts
     ranked = sorted(per_prefix.items(), key=lambda item: (-item[1], item[0]))
     kept = {prefix for prefix, _ in ranked[:MAX_REASON_PREFIXES]}
-    folded: Counter[tuple[str, str]] = Counter()
+    folded: Counter[Labels] = Counter()
     for (state, prefix), count in counts.items():
         keep = prefix in kept or prefix == NO_REASON
         folded[state, prefix if keep else OTHER] += count
     return folded
 
 
-def _samples(counts: Counter[Labels] | dict[Labels, int]) -> tuple[tuple[Labels, float], ...]:
+def _samples(counts: Mapping[Labels, int]) -> tuple[tuple[Labels, float], ...]:
     return tuple((labels, float(count)) for labels, count in sorted(counts.items()))

@@ -27,6 +27,7 @@ from reconciler.slurm_metrics.figures import (
     PARTITION_GPUS,
     PARTITION_GPUS_ALLOCATED,
     Family,
+    Labels,
     diag_family,
 )
 
@@ -144,8 +145,12 @@ def openmetrics_families(texts: Mapping[str, str]) -> tuple[Family, ...]:
 
 
 def node_families(samples: Samples) -> tuple[Family, ...]:
-    base = {(state,): _total(samples, name) for name, state in _NODE_BASE.items()}
-    flags = {(flag,): sum(_total(samples, n) for n in names) for flag, names in _NODE_FLAGS.items()}
+    base: dict[Labels, float] = {
+        (state,): _total(samples, name) for name, state in _NODE_BASE.items()
+    }
+    flags: dict[Labels, float] = {
+        (flag,): sum(_total(samples, n) for n in names) for flag, names in _NODE_FLAGS.items()
+    }
     gpus = _by_partition(samples, "slurm_partition_gpus")
     allocated = _by_partition(samples, "slurm_partition_jobs_gpus_alloc")
     with_gpus = sorted(p for p in gpus.keys() | allocated.keys() if gpus.get(p) or allocated.get(p))
@@ -193,6 +198,6 @@ def _by_partition(samples: Samples, name: str) -> dict[str, float]:
     return {labels.get("partition", ""): value for labels, value in samples.get(name, ())}
 
 
-def _nonzero(counts: Mapping[tuple[str, ...], float]) -> tuple[tuple[tuple[str, ...], float], ...]:
+def _nonzero(counts: Mapping[Labels, float]) -> tuple[tuple[Labels, float], ...]:
     """Counts above 0, sorted: the REST read serves a label set only where something counts."""
     return tuple((labels, value) for labels, value in sorted(counts.items()) if value)

@@ -90,8 +90,9 @@ class MintedTokens:
             file_id = self._file_id()
             cached = self._cached
             if cached is None or cached[1] - self._margin <= now or cached[2] != file_id:
-                self._cached = (self._mint(now), now + self._lifetime, file_id)
-            return self._cached[0]
+                cached = (self._mint(now), now + self._lifetime, file_id)
+                self._cached = cached
+            return cached[0]
 
     def _file_id(self) -> tuple[int, int]:
         """Which file holds the key now: replaced files (atomic writes) get a new inode."""

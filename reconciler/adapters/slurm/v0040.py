@@ -25,8 +25,8 @@ a real slurmrestd 24.11.5. What differs from v0.0.38 (v0038.py), and is absorbed
 from __future__ import annotations
 
 from collections import ChainMap
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, MutableMapping
+from typing import Any, cast
 
 from reconciler.adapters.slurm.codec import (
     Codec,
@@ -78,7 +78,7 @@ def _base_and_flags(value: Any, bases: tuple[str, ...]) -> tuple[str, frozenset[
 def node_from_wire(d: Wire) -> SlurmNode:
     """v0.0.38's mapping (same keys) with the state list split into base state and flags."""
     base, flags = _base_and_flags(d.get("state"), NODE_BASE_STATES)
-    return node_from_v0038_wire(ChainMap({"state": base, "state_flags": sorted(flags)}, d))
+    return node_from_v0038_wire(ChainMap({"state": base, "state_flags": sorted(flags)}, _read(d)))
 
 
 def _job_state(value: Any) -> str:
@@ -105,7 +105,7 @@ def job_from_wire(d: Wire) -> SlurmJob:
     # which keys a codec reads).
     flat = ChainMap(
         {"job_state": _job_state(d.get("job_state")), "exit_code": _exit_code(d.get("exit_code"))},
-        d,
+        _read(d),
     )
     return job_from_v0038_wire(flat)
 
@@ -254,3 +254,8 @@ def codec(version: str) -> Codec:
 
 
 CODECS = tuple(codec(version) for version in VERSIONS)
+
+
+def _read(d: Wire) -> MutableMapping[str, Any]:
+    """`d` as ChainMap's typing wants its maps; the codecs only read through it."""
+    return cast(MutableMapping[str, Any], d)
