@@ -56,7 +56,9 @@ DAEMON_COMMANDS = ("run", "schedule")
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     daemon = bool(argv) and argv[0] in DAEMON_COMMANDS
-    level = logging.INFO if daemon or os.environ.get("RECONCILER_DEBUG") else logging.WARNING
+    # RECONCILER_DEBUG: everything, DEBUG included (a repeated outcome, library lines).
+    debug = bool(os.environ.get("RECONCILER_DEBUG"))
+    level = logging.DEBUG if debug else logging.INFO if daemon else logging.WARNING
     configure_logging("text", level)
     parser = build_parser()
     args: argparse.Namespace | None = None

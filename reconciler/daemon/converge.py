@@ -88,6 +88,7 @@ class Converger:
         # revision while the cluster's inputs (profile, topology, Slurm release) stay the same.
         self._compiler: Compiler | None = None
         self._known: tuple[str | None, str | None] = (release, namespace)
+        self._settled = ""  # the revision this process last applied or found unchanged
         self.topology = TopologyWatch(kube)  # the daemon looks between convergences
 
     def converge(self, revision: Revision, *, resync: bool = False) -> Outcome:
@@ -256,7 +257,11 @@ class Converger:
                     self._tell(stored, status, outcome.denied)
             except ReconcilerError as error:
                 log.warning("converge: cannot write the status ConfigMap or its Event: %s", error)
+        # A resync that finds the settled revision unchanged is no news: at DEBUG, so an idle
+        # daemon logs nothing at INFO (the first "unchanged" of a process still says it).
+        repeat = outcome.state == "unchanged" and self._settled == revision.id
+        self._settled = "" if outcome.state == "failed" else revision.id
         level = logging.WARNING if outcome.state == "failed" else logging.INFO
-        log.log(level, "converge: %s: %s %s", revision, outcome.state,
+        log.log(logging.DEBUG if repeat else level, "converge: %s: %s %s", revision, outcome.state,
                 outcome.error or outcome.summary)  # fmt: skip
         return outcome

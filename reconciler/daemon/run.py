@@ -57,11 +57,6 @@ FETCH_JOB, RESYNC_JOB, NODE_SYNC_JOB = "fetch", "resync", "node-sync"
 SLURM_METRICS_JOB = "slurm-metrics"
 # compute.topology: a look every node sync interval, and the convergence it asks for.
 TOPOLOGY_JOB, TOPOLOGY_CONVERGE_JOB = "topology", "topology-converge"
-# apscheduler logs two INFO lines per run of a job; every job here runs every few seconds and
-# logs what matters itself (the fetch: "converge: ..."), so the executors' lines would bury it.
-for _job in ("default", NODE_SYNC_JOB, SLURM_METRICS_JOB, TOPOLOGY_JOB):
-    logging.getLogger(f"apscheduler.executors.{_job}").setLevel(logging.WARNING)
-
 
 def _not_a_skipped_run(record: logging.LogRecord) -> bool:
     """A run skipped while the last still runs (a long apply) is the design, not a warning:

@@ -69,13 +69,19 @@ class GangSteps:
         # (namespace, name) -> (read at, PodGroup, why it could not be read)
         self._pod_groups: dict[tuple[str, str], tuple[float, Obj | None, str]] = {}
 
+    @property
+    def pod_groups(self) -> int:
+        """PodGroups (or why each could not be read) held for their TTL."""
+        return len(self._pod_groups)
+
     def sync(self, key: str) -> None:
         """One level-triggered step for one gang, by its key."""
         state = self._state
         with state.lock:
             members = [p for u in state.gang_members.get(key, ()) if (p := state.pods.get(u))]
             job = state.jobs.get(key)
-        if not members:
+        if not members:  # its PodGroup is read again if members come back
+            self._pod_groups.pop(_namespace_and_group(key), None)
             if job is not None and job.state in ACTIVE_STATES and self._gang_is_gone(key, job):
                 self._cancel_gang(key, CancelGangJob(job.job_id, "its Pods were deleted"), ())
             return
@@ -91,7 +97,7 @@ class GangSteps:
     def _gang_is_gone(self, key: str, job: Any) -> bool:
         """Before cancelling a gang's job whose Pods we do not see: ask the API server. Pods
         outside our watch, or a watch that lags, must not lose their job."""
-        _, namespace, group = key.split("_", 2)  # gang_<namespace>_<group>: DNS names hold no _
+        namespace, group = _namespace_and_group(key)
         pods = self._kube.list("v1", "Pod", namespace).items
         alive = [
             p for p in pods
@@ -365,6 +371,11 @@ class GangSteps:
                     pod, wk.EVENT_RELEASED, "Release",
                     f"cancelled gang job {step.job_id}: {step.message}",
                 )  # fmt: skip
+
+
+def _namespace_and_group(key: str) -> tuple[str, str]:
+    _, namespace, group = key.split("_", 2)  # gang_<namespace>_<group>: DNS names hold no _
+    return namespace, group
 
 
 def _recorded(members: list[Obj], abandoned: Container[int]) -> int | None:

@@ -355,3 +355,13 @@ class PodScheduler:
 
     def known_jobs(self) -> dict[str, SlurmJob]:
         return self._state.known_jobs()
+
+    def retained(self) -> dict[str, int]:
+        """Entries in each per-Pod and per-job structure (state.py's, the work queue's, the
+        retry counts, the caches'): what a long run must bring back down as Pods go."""
+        parts = {"": self._state.retained(), "queue ": self._queue.retained(),
+                 "power ": self.power.retained()}
+        sizes = {f"{prefix}{name}": size for prefix, part in parts.items()
+                 for name, size in part.items()}  # fmt: skip
+        return {**sizes, "retries": len(self._failures), "misnamed told": self._misnamed.told,
+                "pod groups": self._gang_steps.pod_groups}  # fmt: skip

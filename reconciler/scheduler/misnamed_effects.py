@@ -43,6 +43,11 @@ class MisnamedPods:
         self._clock = clock
         self._told: set[str] = set()
 
+    @property
+    def told(self) -> int:
+        """Pods told: those still waiting under a name of no scheduler at the last sweep."""
+        return len(self._told)
+
     def sweep(self) -> list[Waiting]:
         """One look; returns the Pods told."""
         served = self._settings.names

@@ -91,7 +91,8 @@ class PodSteps:
         # Nothing written on the Pod yet: if Slurm starts the job soon, the Binding carries its
         # id and the bind's Event says all this (pod_decide.Announce, issue 19).
         with self._state.lock:
-            self._state.described[uid] = describe_job(spec)
+            if uid in self._state.pods:  # deleted meanwhile: nothing would drop the note
+                self._state.described[uid] = describe_job(spec)
         self._queue.add_after(uid, ANNOUNCE_AFTER_SECONDS)
 
     def _announce(self, pod: Obj, step: Announce) -> None:

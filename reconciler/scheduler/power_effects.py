@@ -57,6 +57,12 @@ class PowerKeeper:
         self._enabled = settings.power_saving  # the daemon updates it from each revision
         self.passes = 0
 
+    def retained(self) -> dict[str, int]:
+        """Entries per slurmd Pod: the Pods, the reasons told, the Nodes left."""
+        with self._lock:
+            return {"slurmd pods": len(self._pods), "told": len(self._told),
+                    "left": len(self._left)}  # fmt: skip
+
     # ---- the programs' credential -----------------------------------------------------
 
     def start(self, credentials: HookCredentials) -> None:

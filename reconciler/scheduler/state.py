@@ -221,6 +221,19 @@ class SchedulerState:
 
     # ---- views --------------------------------------------------------------------------
 
+    def retained(self) -> dict[str, int]:
+        """How many entries each per-Pod and per-job structure holds: each drops a Pod's entry
+        when the Pod is gone; the job index and the abandoned jobs drop a job's when Slurm no
+        longer lists it (its MinJobAge), `learned` a note once it is 60 s old
+        (job_reads_effects.LEARNED_SECONDS)."""
+        with self.lock:
+            sizes = {name: len(getattr(self, name)) for name in (
+                "pods", "jobs", "learned", "abandoned", "gang_members", "told_waiting",
+                "told_once", "gang_admitted", "rule_pods", "vanished", "gone", "disowned",
+                "submitting", "early", "uncertain", "described",
+            )}  # fmt: skip
+        return {**sizes, "stage marks": len(self.stages)}
+
     def job_of(self, key: str) -> SlurmJob | None:
         with self.lock:
             return self.jobs.get(key)

@@ -76,6 +76,13 @@ class WorkQueue:
         with self._cond:
             return len(self._urgent) + len(self._queue) + len(self._delayed)
 
+    def retained(self) -> dict[str, int]:
+        """Keys held: waiting, being handled, to come back after, on the timer heap."""
+        with self._cond:
+            return {"queued": len(self._waiting), "processing": len(self._processing),
+                    "dirty": len(self._dirty | self._dirty_urgent),
+                    "delayed": len(self._delayed)}  # fmt: skip
+
     def _add_locked(self, key: str, *, urgent: bool = False) -> None:
         if key in self._processing:
             self._dirty.add(key)

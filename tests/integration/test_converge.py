@@ -235,8 +235,11 @@ def test_a_resync_reverts_a_hand_edit_and_counts_it(env: Env) -> None:
 def test_reconciler_run_applies_a_push_and_reverts_a_hand_edit(env: Env, tmp_path: Path) -> None:
     """The daemon as users run it: a push is applied within the fetch interval, a hand edit
     is reverted at the next resync, /readyz /metrics and `reconciler status` tell the story,
-    SIGTERM stops it cleanly."""
-    daemon, port, log = _start_daemon(env, tmp_path, "--interval", "1", "--resync", "4")
+    then, with nothing changing, fetches, resyncs, node syncs and Slurm reads log no line at
+    INFO; SIGTERM stops it cleanly."""
+    daemon, port, log = _start_daemon(env, tmp_path, "--interval", "1", "--resync", "4",
+                                      "--node-sync-interval", "3",
+                                      "--slurm-metrics-interval", "3")  # fmt: skip
     runtime = env.runtime
     try:
         wait_for(lambda: _get(port, "/readyz")[0] == 200, 30, "readyz: " + log.read_text())
@@ -264,8 +267,26 @@ def test_reconciler_run_applies_a_push_and_reverts_a_hand_edit(env: Env, tmp_pat
         metrics = _get(port, "/metrics")[1]
         assert 'reconciler_reconciles_total{state="applied"}' in metrics
         assert "reconciler_scheduler_polls_total" in metrics
+        _assert_quiet_when_idle(log, IDLE_SECONDS)
     finally:
         stop_cleanly(daemon, log)
+
+
+# Long enough for two resyncs (4 s), a few node syncs and Slurm reads (3 s) and many fetches.
+IDLE_SECONDS = 9.0
+
+
+def _assert_quiet_when_idle(log: Path, seconds: float) -> None:
+    """Over `seconds` with nothing changing, the daemon's log gains no line but warnings and
+    errors: a daemon that runs for months must not print its timers (apscheduler's "Running
+    job"), a repeated "unchanged" or the revision's compile warnings at every resync."""
+    start = len(log.read_bytes())
+    time.sleep(seconds)
+    idle = log.read_bytes()[start:].decode(errors="replace").splitlines()
+    chatter = [line for line in idle if " WARNING " not in line and " ERROR " not in line]
+    assert not chatter, f"{len(chatter)} line(s) in {seconds:.0f} s idle:\n" + "\n".join(
+        chatter[:20]
+    )
 
 
 def test_reconciler_run_refuses_an_unsigned_push_and_keeps_the_signed_one(

@@ -912,3 +912,74 @@ def _anti_affinity(terms: int) -> dict[str, Any]:
         {"labelSelector": {"matchLabels": {"app": f"a{i}"}},
          "topologyKey": "kubernetes.io/hostname"} for i in range(terms)]}}  # fmt: skip
 
+
+
+# ---- a daemon that runs for months: what it holds per Pod goes with the Pod ------------------
+
+# (how many Pods, what they carry): refused by admission, refused by Slurm, waiting for a Node
+# nobody has (with pod rules), in gangs of 2 waiting for a PodGroup nobody made, plain ones
+# that Slurm allocates or queues, and plain ones deleted as soon as made (while the scheduler
+# submits their jobs).
+CHURN: list[tuple[int, dict[str, Any]]] = [
+    (80, dict(annotations={wk.ANNOTATION_USER_ID: "alice"})),
+    (20, dict(annotations={wk.ANNOTATION_PARTITION: "nope"})),
+    (30, dict(affinity=_anti_affinity(1), nodeSelector={"sunk.test/nowhere": "true"})),
+    (20, dict(gang=True)),
+    (20, dict(cpu="100m", memory="16Mi")),
+    (30, dict(cpu="100m", memory="16Mi", at_once=True)),
+]
+# Held past the Pod, for a bounded time the test does not wait out: until Slurm purges its
+# ended job (MinJobAge, 300 s), the job index and the jobs cancelled to refuse a Pod (what they
+# keep of the churned Pods must be ended jobs); `learned`, a note per key for LEARNED_SECONDS
+# (60 s); the timer heap, a look again once (up to kill-wait, 30 s) that finds the Pod gone.
+NOT_AT_ONCE = ("jobs", "abandoned", "learned", "queue delayed")
+ENDED = ("COMPLETING", "CANCELLED", "COMPLETED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED",
+         "OUT_OF_MEMORY")  # COMPLETING: cancelled, its processes ending (KillWait)
+
+
+def test_a_churn_of_pods_leaves_each_structure_as_it_was(env: Env, pods: list[str]) -> None:
+    """200 Pods created and deleted through the scheduler: each per-Pod and per-job structure
+    (stage marks, trust notes, Event notes, the work queue, gangs, PodGroups read) is back to
+    its size before them; the job index keeps only their ended jobs, until Slurm purges them."""
+    scheduler = env.scheduler
+    before = scheduler.retained()
+    churn, uids, kept = unique("churn"), set(), 0
+    for count, fields in CHURN:
+        shape = {k: v for k, v in fields.items() if k not in ("gang", "at_once")}
+        for i in range(count):
+            manifest = _pod_spec(f"{churn}-{len(pods)}", **shape)
+            if fields.get("gang"):
+                manifest["metadata"]["labels"] = {wk.LABEL_POD_GROUP: f"{churn}-{i // 2}"}
+            uids.add(_create(env, pods, manifest)["metadata"]["uid"])
+            if fields.get("at_once"):
+                env.kube.delete("v1", "Pod", pods[-1], NAMESPACE, grace_period_seconds=0)
+            else:
+                kept += 1
+    wait_for(lambda: _handled(scheduler.retained(), kept), 60,
+             "the scheduler to handle every Pod once")  # fmt: skip
+    held = scheduler.retained()
+    for name in pods:
+        env.kube.delete("v1", "Pod", name, NAMESPACE, grace_period_seconds=0)
+
+    def grown() -> dict[str, tuple[int, int]]:
+        now = scheduler.retained()
+        return {k: (before[k], n) for k, n in now.items()
+                if n > before[k] and k not in NOT_AT_ONCE}  # fmt: skip
+
+    try:
+        wait_for(lambda: not grown(), 30, "each structure to drop the churned Pods")
+    except AssertionError:
+        raise AssertionError(f"held after the churn (before, now): {grown()}; "
+                             f"while the Pods were there: {held}") from None
+
+    def live() -> dict[str, str]:
+        jobs = scheduler.known_jobs().items()
+        return {uid: job.state for uid, job in jobs if uid in uids and job.state not in ENDED}
+
+    wait_for(lambda: not live(), 10, f"the job index to hold only ended jobs: {live()}")
+
+
+def _handled(sizes: dict[str, int], pods: int) -> bool:
+    """At least `pods` Pods seen, and nothing queued or being handled."""
+    idle = sizes["queue queued"] + sizes["queue processing"] + sizes["queue dirty"] == 0
+    return sizes["pods"] >= pods and idle

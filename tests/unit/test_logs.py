@@ -8,16 +8,19 @@ import logging
 import pytest
 
 from reconciler.cli import main
-from reconciler.logs import configure_logging, print_warnings
+from reconciler.logs import QUIET_LIBRARIES, configure_logging, print_warnings
 
 
 @pytest.fixture(autouse=True)
 def _restore_root_logger():
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
+    libraries = {name: logging.getLogger(name).level for name in QUIET_LIBRARIES}
     yield
     root.handlers[:] = handlers
     root.setLevel(level)
+    for name, was in libraries.items():
+        logging.getLogger(name).setLevel(was)
 
 
 def test_json_lines_carry_time_level_logger_and_message(capsys: pytest.CaptureFixture[str]) -> None:
@@ -63,3 +66,38 @@ def test_compile_warnings_are_json_lines_too(capsys: pytest.CaptureFixture[str])
     configure_logging("text", logging.INFO)  # for whoever runs a command: the plain line
     print_warnings(["a warning"])
     assert capsys.readouterr().err == "a warning\n"
+
+
+def test_library_bookkeeping_is_quiet_unless_debug_is_asked(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """apscheduler logs two INFO lines at every run of every timer: 5,760 lines a day from an
+    idle daemon. At INFO they are dropped, their warnings kept; RECONCILER_DEBUG shows all."""
+    running = "Running job \"Daemon._fetch_and_converge\""
+    configure_logging("text", logging.INFO)
+    logging.getLogger("apscheduler.executors.default").info(running)
+    logging.getLogger("urllib3.connectionpool").info("Resetting dropped connection")
+    logging.getLogger("apscheduler.scheduler").warning("job missed by 2 s")
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.endswith("WARNING apscheduler.scheduler: job missed by 2 s")
+    monkeypatch.setenv("RECONCILER_DEBUG", "1")
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])  # logging is configured before the arguments are read
+    capsys.readouterr()
+    logging.getLogger("apscheduler.executors.default").info(running)
+    assert running in capsys.readouterr().err
+
+
+def test_a_resync_does_not_print_the_same_compile_warnings_again(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The daemon compiles its revision at each resync; the same warnings each time would be
+    the only lines of an idle daemon. A new warning, or one back after a compile without
+    it, is printed."""
+    configure_logging("text", logging.INFO)
+    print_warnings(["makes no nodes"])
+    print_warnings(["makes no nodes"])
+    print_warnings(["makes no nodes", "another"])
+    print_warnings([])
+    print_warnings(["makes no nodes"])
+    assert capsys.readouterr().err == "makes no nodes\nanother\nmakes no nodes\n"
