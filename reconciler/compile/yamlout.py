@@ -14,7 +14,7 @@ except ImportError:  # pragma: no cover - depends on the PyYAML build
     from yaml import SafeDumper as _BaseDumper  # type: ignore[assignment]
 
 
-class _Dumper(_BaseDumper):  # type: ignore[misc, valid-type]
+class _Dumper(_BaseDumper):
     """Multi-line strings (slurm.conf, scripts) as literal blocks so they read like files, and
     every value written out in full where it appears: the compiler shares one dict between
     places (a StatefulSet's labels and its Pod template's), and PyYAML would print the second

@@ -27,6 +27,7 @@ from reconciler.kuberules.pod_requests import pod_requests
 from reconciler.kuberules.pod_rules import count_problems
 from reconciler.kuberules.problem import Problem
 from reconciler.kuberules.quantity import QuantityError, manifest_quantity
+from reconciler.objects import ReadObj as Obj
 
 ExclusiveMode = Literal["none", "ok", "user", "mcs", "topo"]
 EXCLUSIVE_MODES: tuple[ExclusiveMode, ...] = ("none", "ok", "user", "mcs", "topo")
@@ -42,7 +43,6 @@ STATUS_ANNOTATIONS = frozenset(
     {wk.ANNOTATION_JOB_ID, wk.ANNOTATION_SLURM_NODE, wk.ANNOTATION_REJECTED}
 )
 
-Obj = Mapping[str, Any]
 # The key the scheduler's cache adds to a Pod it kept only part of (pod_cache.py): the whole
 # Pod's size and fingerprint, and, for one too large to cache, why it is refused.
 CACHE_NOTE = "reconcilerCache"
@@ -292,7 +292,7 @@ def run_as_user(pod: Obj, default_user_id: int | None) -> int | None:
 def _node_list(key: str, raw: str, problems: list[Problem]) -> tuple[str, ...]:
     """A comma-separated list of Slurm node names; hostlist ranges (gpu-[1-4]) work too.
 
-    Counted before it is expanded (issue 31): the Pod's author writes it, and a few bytes of
+    Counted before it is expanded: the Pod's author writes it, and a few bytes of
     ranges would otherwise become millions of names in the daemon's memory."""
     try:
         nodes = hostlists.expand(re.sub(r"\s+", "", raw))
@@ -332,7 +332,7 @@ def _exclusive(
             )
         )
         return None
-    return value  # type: ignore[return-value]
+    return value
 
 
 def _version(text: str) -> tuple[int, int]:

@@ -17,6 +17,7 @@ from typing import Any
 from reconciler import wellknown as wk
 from reconciler.adapters.slurm.model import JobSpec, JobUpdate
 from reconciler.errors import SlurmApiError, SlurmUnavailableError
+from reconciler.objects import Obj
 from reconciler.scheduler.admission import PodRequest, fingerprint
 from reconciler.scheduler.clients import SlurmClients
 from reconciler.scheduler.counters import Counters
@@ -31,7 +32,6 @@ from reconciler.scheduler.verdicts import is_verdict
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 # Told, for each Pod this scheduler binds, the seconds from the Pod's creationTimestamp to the
 # successful binding. Runs on a worker thread: keep it cheap, and it must not raise.
 BindObserver = Callable[[float], None]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Literal
 
 import hostlist
 
@@ -22,6 +22,7 @@ from reconciler.adapters.slurm.model import SlurmJob
 from reconciler.kuberules.integers import Bounds, shown
 from reconciler.kuberules.pod_phase import TERMINAL_PHASES
 from reconciler.kuberules.problem import Problem
+from reconciler.objects import ReadObj as Obj
 from reconciler.scheduler.admission import NODE_LIST_ANNOTATIONS, PodRequest
 from reconciler.scheduler.placeholder import placeholder_name
 from reconciler.scheduler.pod_decide import (
@@ -32,7 +33,6 @@ from reconciler.scheduler.pod_decide import (
     recorded_job_id,
 )
 
-Obj = Mapping[str, Any]
 FailurePolicy = Literal["restart", "keep-going"]
 FAILURE_POLICIES: tuple[FailurePolicy, ...] = wk.GANG_FAILURE_POLICIES
 # A job back in the queue no longer holds the nodes its bound members run on.
@@ -114,8 +114,10 @@ class CancelGangJob:
     message: str
 
 
-GangStep = WaitForMembers | SubmitGang | AdoptMembers | RefreshJob | BindGang | DeleteMembers
-GangStep = GangStep | CancelGangJob
+GangStep = (
+    WaitForMembers | SubmitGang | AdoptMembers | RefreshJob | BindGang | DeleteMembers
+    | CancelGangJob
+)
 
 
 # ---- membership ---------------------------------------------------------------------------
@@ -184,7 +186,8 @@ def gang_from_annotations(
     size = _SIZES.read(field, values.pop())
     if isinstance(size, Problem):
         return size
-    policies = {_annotations(p).get(wk.ANNOTATION_GANG_POLICY) for p in members} - {None}
+    policies = {v for p in members if (v := _annotations(p).get(wk.ANNOTATION_GANG_POLICY))
+                is not None}  # fmt: skip
     if len(policies) > 1:
         field = f"metadata.annotations[{wk.ANNOTATION_GANG_POLICY!r}]"
         seen = ", ".join(sorted(shown(str(p)) for p in policies))
@@ -206,7 +209,7 @@ def _policy(annotations: Mapping[str, str], default: FailurePolicy) -> FailurePo
             f"metadata.annotations[{wk.ANNOTATION_GANG_POLICY!r}]",
             f"must be one of {', '.join(FAILURE_POLICIES)}, got {shown(str(raw))}",
         )
-    return value  # type: ignore[return-value]
+    return value
 
 
 def _annotations(pod: Obj) -> Mapping[str, str]:

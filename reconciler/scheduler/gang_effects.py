@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Container, Iterable
-from typing import Any
+from typing import Any, cast
 
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
@@ -15,6 +15,7 @@ from reconciler.kuberules.node_fit import node_fit
 from reconciler.kuberules.pod_phase import finished
 from reconciler.kuberules.pod_rules import gang_rule_problems
 from reconciler.kuberules.problem import Problem
+from reconciler.objects import Obj, ReadObj
 from reconciler.scheduler.admission import PodRequest
 from reconciler.scheduler.clients import SlurmClients
 from reconciler.scheduler.gang_decide import (
@@ -52,7 +53,6 @@ from reconciler.scheduler.settings import UNRESOLVED_NODE_RECHECK_SECONDS
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 POD_GROUP_TTL_SECONDS = 5.0  # a PodGroup's minMember change is seen within this
 GANG_RECHECK_SECONDS = 5.0  # a gang whose PodGroup is missing or wrong looks again after this
 # Steps that only clean up after a job: still taken while the gang's definition is wrong.
@@ -170,16 +170,16 @@ class GangSteps:
             )
             self._tell_waiting(free, message, "members")
         elif isinstance(step, SubmitGang):
-            self._submit_gang(gang, members, list(step.pods))
+            self._submit_gang(gang, members, _cached(step.pods))
         elif isinstance(step, AdoptMembers):
-            for pod in self._admitted_newcomers(gang, members, step.job_id, step.pods):
+            for pod in self._admitted_newcomers(gang, members, step.job_id, _cached(step.pods)):
                 self._effects.pods_out.annotate(pod, {wk.ANNOTATION_JOB_ID: str(step.job_id)})
         elif isinstance(step, RefreshJob):
             self._refresh_gang_job(gang.key, step.job_id)
         elif isinstance(step, BindGang):
             self._bind_gang(gang, members, step)
         elif isinstance(step, DeleteMembers):
-            for pod in step.pods:
+            for pod in _cached(step.pods):
                 self._effects.delete_pod(pod, DeletePod(step.reason, step.message))
         elif isinstance(step, CancelGangJob):
             self._cancel_gang(gang.key, step, members)
@@ -303,7 +303,7 @@ class GangSteps:
         started = any(
             p["spec"].get("nodeName") and recorded_job_id(p) == step.job_id for p in members
         )
-        pods = [pod for pod, _ in step.assignments]
+        pods = _cached(pod for pod, _ in step.assignments)
         admitted = self._admitted_newcomers(gang, members, step.job_id, pods)
         if len(admitted) < len(pods) and not started:
             self._queue.add(gang.key)  # one was refused: the gang is short, look again
@@ -312,7 +312,7 @@ class GangSteps:
             placed = dict(self._state.kube_node_of)
             facts = {node: self._state.facts_locked(node) for node in placed.values()}
         targets: list[tuple[Obj, str, str]] = []
-        for pod, slurm_node in step.assignments:
+        for pod, slurm_node in _cached_pairs(step.assignments):
             node = placed.get(slurm_node)
             if node is None:
                 self._queue.add_after(gang.key, UNRESOLVED_NODE_RECHECK_SECONDS)
@@ -397,3 +397,12 @@ def _no_free_node(gang: Gang, job_id: int, slurm_node: str, node: str) -> str:
 
 def _oldest(members: list[Obj]) -> Obj:
     return min(members, key=lambda p: p["metadata"].get("creationTimestamp") or "")
+
+
+def _cached(pods: Iterable[ReadObj]) -> list[Obj]:
+    """A step's Pods: the cache's own objects, which the pure decision only read."""
+    return [cast(Obj, pod) for pod in pods]
+
+
+def _cached_pairs(pairs: Iterable[tuple[ReadObj, str]]) -> list[tuple[Obj, str]]:
+    return [(cast(Obj, pod), name) for pod, name in pairs]

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
 from reconciler.kuberules.problem import Problem
+from reconciler.objects import Obj
 from reconciler.scheduler.accounting_decide import unaccounted
 from reconciler.scheduler.admission import PodRequest, Rejection, admit
 from reconciler.scheduler.clients import SlurmClients
@@ -24,7 +24,6 @@ from reconciler.scheduler.settings import SchedulerSettings
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 NAMESPACE_TTL_SECONDS = 30.0  # a label change reaches namespaceObject within this
 
 

@@ -1,6 +1,6 @@
 """What the steady-state poll reads of Slurm, decided from `GET /jobs/state/` (every job's id
 and state, a few ms) and the cache: only the jobs of ours whose state moved are read back, one
-GET each; Slurm's whole job list is read only at start and after a gap (issue 36). Pure.
+GET each; Slurm's whole job list is read only at start and after a gap. Pure.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def look_at_states(
     it and left alone. A job still holding resources that the list lacks is `vanished`, to be
     confirmed with Slurm before its Pod is touched (job_trust.py), as after a whole list.
     A job of `start_watched` that left PENDING is the start watch's to read (starts.py): read
-    here too, a burst's starts were read twice (1.5 GETs per Pod, issue 36)."""
+    here too, a burst's starts were read twice (1.5 GETs per Pod)."""
     look = StateLook()
     for key, job in known.items():
         if key in skip:

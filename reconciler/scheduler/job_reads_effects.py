@@ -5,7 +5,7 @@ Slurm's whole job list is read only at start, after a gap (no poll succeeded for
 and while a submit of unknown outcome waits for it (job_reads_decide.list_needed), and then
 streamed and filtered to placeholder jobs (`jobs_where`): held in memory are our jobs, not
 Slurm's history. In between, on slurmrestd v0.0.40+, a poll is `GET /jobs/state/` and a GET of
-each job of ours whose state moved (issue 36). slurmrestd 22.05 (v0.0.38) has no state list:
+each job of ours whose state moved. slurmrestd 22.05 (v0.0.38) has no state list:
 there the poll is `GET /jobs?update_time=`, one 304 while nothing changed and the whole list
 otherwise.
 """

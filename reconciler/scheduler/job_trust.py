@@ -1,5 +1,5 @@
-"""What the scheduler checks before it believes anything about a Pod's Slurm job (issue 17),
-over the cache in state.py.
+"""What the scheduler checks before it believes anything about a Pod's Slurm job (a Pod's
+annotations are anyone's to write), over the cache in state.py.
 
 - Which listed jobs are ours: ownership.py (by name, record and admin comment).
 - A job that vanished from a list, or one a Pod records that nothing lists, is confirmed gone
@@ -17,13 +17,13 @@ import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
-from typing import Any
 
 import hostlist
 
 from reconciler.adapters.slurm.model import JobSpec, SlurmJob
 from reconciler.errors import SlurmApiError
 from reconciler.kuberules.integers import shown
+from reconciler.objects import ReadObj as Obj
 from reconciler.scheduler.budget import PassBudget
 from reconciler.scheduler.clients import SlurmClients
 from reconciler.scheduler.counters import Counters
@@ -36,7 +36,6 @@ from reconciler.scheduler.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
 
-Obj = Mapping[str, Any]
 ERR_INVALID_JOB_ID = 2017
 # Vanished jobs confirmed with Slurm (each may end in a Pod's deletion) per poll interval.
 CONFIRMS_PER_PASS = 10

@@ -29,6 +29,7 @@ from reconciler.adapters.kube_watch import Shape, WatchMemory
 from reconciler.adapters.slurm.model import SlurmJob
 from reconciler.adapters.slurm.transport import SlurmObserver
 from reconciler.errors import ReconcilerError
+from reconciler.objects import Obj
 from reconciler.scheduler.clients import SlurmClients
 from reconciler.scheduler.counters import Counters
 from reconciler.scheduler.effects import BindObserver, Effects
@@ -66,7 +67,6 @@ log = logging.getLogger(__name__)
 RETRY_BASE_SECONDS = 0.5
 RETRY_MAX_SECONDS = 30.0
 STOP_SECONDS = 2.0  # what stop() waits for its threads in all
-Obj = dict[str, Any]
 
 
 class PodScheduler:
@@ -282,7 +282,8 @@ class PodScheduler:
         """Each new watch (after an error, an API server outage) resumes from `memory`: a
         relist after a 410 then reports the objects deleted meanwhile, so a Pod deleted during
         a long outage still releases its job."""
-        watch = self._kube.watch("v1", kind, namespace, **selectors, shape=shape)
+        watch = self._kube.watch("v1", kind, namespace, label_selector=selectors["label_selector"],
+                                 field_selector=selectors["field_selector"], shape=shape)
         watch.carry(memory)
         self._watches.append(watch)
         for event, obj in watch:

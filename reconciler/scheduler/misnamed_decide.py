@@ -22,6 +22,7 @@ from datetime import datetime
 from typing import Any
 
 from reconciler import wellknown as wk
+from reconciler.objects import ReadObj as Obj
 
 KUBE_DEFAULT_SCHEDULER = "default-scheduler"
 LOOKALIKE_SUFFIX = "-slurm-scheduler"
@@ -30,7 +31,6 @@ GRACE_SECONDS = 10.0  # another scheduler binding the Pod (or writing its condit
 # Events one sweep writes at most; the rest wait for the next sweep (a burst of look-alike Pods
 # costs the API server at most this many writes per SWEEP_SECONDS).
 MAX_EVENTS_PER_SWEEP = 64
-Obj = Mapping[str, Any]
 
 
 @dataclass(frozen=True)

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable
-from typing import Any, Final
+from typing import Final
 
 from reconciler.adapters.kube import Kube
 from reconciler.adapters.kube_watch import KubeWatch, WatchMemory
 from reconciler.kuberules.pod_affinity_spread import PlacedPod, placed_pod
 from reconciler.kuberules.pod_phase import finished
+from reconciler.objects import Obj
 
-Obj = dict[str, Any]
 Spawn = Callable[..., None]  # (thread name, target, *args): the scheduler's guarded threads
 MAX_FOLLOWED: Final = 64
 

@@ -30,7 +30,7 @@ JOB_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # POSIX sh and curl, which slurmd images carry. Every call is retried: the scheduler may be
 # restarting or failing over, and the job must not end while its Pod exists. No call when the
 # job starts: the start watch sees that in Slurm (starts.py), and a curl per job start made
-# Slurm start a burst's jobs a quarter slower on a 2-core machine (bench/README.md, issue 36).
+# Slurm start a burst's jobs a quarter slower on a 2-core machine (bench/README.md).
 PLACEHOLDER_SCRIPT = r"""#!/bin/sh
 # Placeholder for Kubernetes Pod $SUNK_POD (uid $SUNK_POD_UID), created by the sunk-reconciler
 # Pod scheduler. It holds this allocation while the Pod runs; do not cancel it by hand unless

@@ -6,8 +6,6 @@ their inputs.
 
 from __future__ import annotations
 
-from typing import Any
-
 from reconciler.kuberules.node_fit import NodeFacts, node_fit
 from reconciler.kuberules.pod_affinity_spread import PlacedPod, excluded_by_placed_rules
 from reconciler.kuberules.pod_affinity_spread import excluded_nodes as topology_excluded
@@ -17,10 +15,9 @@ from reconciler.kuberules.pod_rules import (
     topology_problems,
     unlabelled_keys,
 )
+from reconciler.objects import Obj
 from reconciler.scheduler.placed_pods import PlacedPods
 from reconciler.scheduler.state import SchedulerState
-
-Obj = dict[str, Any]
 
 
 class Placement:

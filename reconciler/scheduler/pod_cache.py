@@ -20,9 +20,9 @@ from typing import Any, Final
 from reconciler import wellknown as wk
 from reconciler.kuberules.pod_rules import count_problems
 from reconciler.kuberules.problem import Problem
+from reconciler.objects import Obj
 from reconciler.scheduler.admission import CACHE_NOTE, fingerprint
 
-Obj = dict[str, Any]
 # Real Pods are 2 to 10 KiB of JSON without managedFields (the kubelet's status included).
 WHOLE_BYTES: Final = 32 * 1024
 # What is kept of a larger Pod: its requests, rules and labels; a few KiB for a real one.

@@ -7,10 +7,8 @@ same two objects and picks up where the last run stopped; the only memory is on 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 import hostlist
 
@@ -18,6 +16,7 @@ from reconciler import wellknown as wk
 from reconciler.adapters.slurm.model import SlurmJob
 from reconciler.kuberules.integers import parse_int
 from reconciler.kuberules.pod_phase import TERMINAL_PHASES
+from reconciler.objects import ReadObj as Obj
 from reconciler.scheduler.admission import fingerprint
 
 # Job states in which the job holds, or waits for, resources. COMPLETING is not among them:
@@ -37,7 +36,6 @@ ANNOUNCE_AFTER_SECONDS = 10.0
 # Slurm's job ids are uint32s, NO_VAL (0xfffffffe) and INFINITE (0xffffffff) excepted.
 MAX_JOB_ID = 0xFFFFFFFD
 
-Obj = Mapping[str, Any]
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from typing import Any
 from reconciler import wellknown as wk
 from reconciler.adapters.slurm.model import SlurmJob
 from reconciler.kuberules.node_fit import node_fit
+from reconciler.objects import Obj
 from reconciler.scheduler.parts import Parts
 from reconciler.scheduler.placeholder import describe_job, parse_job_name, placeholder_job_for
 from reconciler.scheduler.pod_decide import (
@@ -29,7 +30,6 @@ from reconciler.scheduler.settings import UNRESOLVED_NODE_RECHECK_SECONDS
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 
 
 class PodSteps:
@@ -89,7 +89,7 @@ class PodSteps:
         if job_id is None:
             return
         # Nothing written on the Pod yet: if Slurm starts the job soon, the Binding carries its
-        # id and the bind's Event says all this (pod_decide.Announce, issue 19).
+        # id and the bind's Event says all this (pod_decide.Announce).
         with self._state.lock:
             if uid in self._state.pods:  # deleted meanwhile: nothing would drop the note
                 self._state.described[uid] = describe_job(spec)

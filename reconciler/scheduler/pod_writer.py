@@ -20,13 +20,13 @@ from typing import Any
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
 from reconciler.errors import KubeApiError, ReconcilerError
+from reconciler.objects import ReadObj as Obj
 from reconciler.scheduler.admission import fingerprint
 from reconciler.scheduler.counters import Counters
 
 log = logging.getLogger(__name__)
 
 EVENT_MESSAGE_LIMIT = 1024
-Obj = Mapping[str, Any]
 
 
 class PodWriter:

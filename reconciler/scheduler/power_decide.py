@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from reconciler import wellknown as wk
 from reconciler.adapters.slurm.model import SlurmNode
 from reconciler.kuberules.feasibility import filter_nodes, unavailable_message
 from reconciler.kuberules.pod_phase import finished
+from reconciler.objects import Obj
 
-Obj = dict[str, Any]
 # Slurm's power flags (REST node `state` list; sinfo shows `~` powered down, `%` powering down,
 # `#` powering up).
 ASLEEP_FLAGS = frozenset({"POWERED_DOWN", "POWERING_DOWN"})

@@ -183,7 +183,7 @@ class PowerKeeper:
 
     def _all_pods(self) -> list[Obj]:
         live = "status.phase!=Succeeded,status.phase!=Failed"
-        return self._kube.list("v1", "Pod", field_selector=live).items
+        return list(self._kube.list("v1", "Pod", field_selector=live).items)
 
     def _do(self, step: PowerStep, pod: Obj) -> None:
         if step.kind == "delete":
@@ -197,7 +197,7 @@ class PowerKeeper:
             )
             # Marked first: topology.conf keeps the node's place while the Pod terminates.
             self._writer.annotate(pod, {wk.ANNOTATION_LAST_NODE: step.node})
-            self._left[step.pod] = step.node
+            self._left[step.pod] = step.node or ""
             self._writer.delete(pod)
         elif step.kind == "bind":
             assert step.node is not None

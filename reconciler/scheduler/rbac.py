@@ -16,11 +16,9 @@ with their own rights, once per change of scope.
 
 from __future__ import annotations
 
-from typing import Any
-
+from reconciler.objects import Obj
 from reconciler.scheduler.settings import SchedulerSettings
 
-Obj = dict[str, Any]
 RBAC = "rbac.authorization.k8s.io/v1"
 LABELS = {"app.kubernetes.io/name": "reconciler"}
 

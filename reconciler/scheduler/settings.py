@@ -125,4 +125,4 @@ def _gang_policy(raw: Any) -> FailurePolicy:
             f"scheduler.gangFailurePolicy: must be one of {', '.join(FAILURE_POLICIES)}, "
             f"got {raw!r}"
         )
-    return raw  # type: ignore[no-any-return]
+    return raw

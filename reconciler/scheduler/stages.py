@@ -1,4 +1,4 @@
-"""Where a Pod's time goes, stage by stage, from the scheduler's own marks (issue 36):
+"""Where a Pod's time goes, stage by stage, from the scheduler's own marks:
 created -> seen -> admitted -> submitted -> Slurm allocated -> seen allocated -> bound.
 
 A Pod's marks are kept only while it waits: they are handed on (`on_done`) and dropped when it

@@ -1,11 +1,11 @@
 """Binding on Slurm's allocation: while placeholder jobs we submitted are PENDING, ask Slurm
 often which of them it started, so their Pods are bound as soon as Slurm allocates the node,
 not when the job's script has been launched and has called the `started` hook (on a busy
-machine that came seconds later: issue 19).
+machine that came seconds later).
 
 On slurmrestd v0.0.40+ a look is `GET /jobs/state/` (ids and states, a few ms), then a GET of
 each job that left PENDING (its nodes), READERS at a time: never the whole list, which on a
-busy Slurm is megabytes (issue 36). v0.0.38 has no state list: a look is the
+busy Slurm is megabytes. v0.0.38 has no state list: a look is the
 `update_time`-guarded poll, 304 while nothing changed.
 
 Adaptive: every FAST_SECONDS while a pending job is young (submitted within YOUNG_SECONDS:

@@ -12,18 +12,16 @@ import threading
 import time
 from collections.abc import Collection
 from datetime import UTC, datetime
-from typing import Any
 
 from reconciler.adapters.slurm.model import SlurmJob
 from reconciler.kuberules.node_fit import NodeFacts, node_facts
 from reconciler.kuberules.pod_phase import finished
 from reconciler.kuberules.pod_rules import needs_placed_pods
+from reconciler.objects import Obj
 from reconciler.scheduler.gang_decide import gang_key_of, is_gang_key
 from reconciler.scheduler.jobindex import Merged
 from reconciler.scheduler.pod_decide import recorded_job_id
 from reconciler.scheduler.stages import StageClock, created_at
-
-Obj = dict[str, Any]
 
 
 class SchedulerState:
@@ -42,7 +40,8 @@ class SchedulerState:
         self.told_once: dict[str, set[str]] = {}  # Pod uid -> reasons of Events said once
         self.gang_admitted: set[str] = set()  # gang members admitted for their job
         self.rule_pods: set[str] = set()  # uids of our Pods with pod (anti-)affinity rules
-        # What is checked with Slurm before it is believed (job_trust.py, issue 17).
+        # What is checked with Slurm before it is believed (job_trust.py: a Pod's job id can be
+        # forged).
         self.vanished: dict[str, int] = {}  # key -> its job, missing from the last list
         self.gone: dict[str, int] = {}  # key -> its job, which Slurm confirmed is gone
         self.disowned: dict[str, int] = {}  # key -> the job it records, which is not ours
