@@ -81,7 +81,7 @@ from bench.policy.pods import KILL_WAIT, Sample, make_samples
 from bench.policy.profile import experiments, profile
 from bench.policy.report import TARGET_NEW_POD, report_throughput, report_times
 from reconciler.policy.engine import interpreted
-from reconciler.scheduler.admission import admit
+from reconciler.scheduler.decide.admission import admit
 from reconciler.scheduler.pod_policies import PodPolicies
 
 

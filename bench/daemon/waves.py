@@ -30,8 +30,8 @@ from reconciler.adapters.slurm.jwt import TokenSource
 from reconciler.adapters.slurm.model import SlurmRestApi
 from reconciler.adapters.slurm.transport import LISTING_LIMITS, AnswerLimits, Transport
 from reconciler.adapters.slurm.versions import codec_for
-from reconciler.scheduler.placeholder import pod_uid_of
-from reconciler.scheduler.pod_decide import ACTIVE_STATES
+from reconciler.scheduler.decide.placeholder import pod_uid_of
+from reconciler.scheduler.decide.pod_decide import ACTIVE_STATES
 
 NAMESPACE = "bench"  # bench/fixtures/scheduler-repo's scheduler.scope.namespaces
 CLUSTER_CPUS = 512  # that repo's 4 Slurm nodes x 128 CPUs: one per Pod at the most

@@ -25,7 +25,7 @@ from reconciler.config.policy_file import parse_policy_file
 from reconciler.policy.engine import CompiledPolicy, compile_policies, effective_policies
 from reconciler.policy.loader import shipped_documents
 from reconciler.policy.subjects import default_params
-from reconciler.scheduler.admission import PodRequest, admit
+from reconciler.scheduler.decide.admission import PodRequest, admit
 from reconciler.scheduler.pod_policies import PodPolicies, Verdict
 
 # ---- policies ---------------------------------------------------------------------------------

@@ -11,9 +11,9 @@ from bench.sched.common import HOLDING, POD_NAMESPACE
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
 from reconciler.adapters.slurm.model import SlurmRestApi
-from reconciler.scheduler.gang_decide import gang_key
+from reconciler.scheduler.decide.gang_decide import gang_key
+from reconciler.scheduler.decide.placeholder import pod_uid_of
 from reconciler.scheduler.loop import Counters
-from reconciler.scheduler.placeholder import pod_uid_of
 
 
 def check_binds(

@@ -13,9 +13,9 @@ from bench.harness.stack import Stack
 from reconciler.adapters.slurm.model import SlurmRestApi
 from reconciler.config.files import read_library, read_repo
 from reconciler.config.repo import load_config
+from reconciler.scheduler.decide.placeholder import pod_uid_of
+from reconciler.scheduler.decide.pod_decide import ACTIVE_STATES
 from reconciler.scheduler.loop import Counters
-from reconciler.scheduler.placeholder import pod_uid_of
-from reconciler.scheduler.pod_decide import ACTIVE_STATES
 from reconciler.scheduler.settings import SchedulerSettings, settings_from_values
 
 ROOT = Path(__file__).resolve().parent.parent.parent

@@ -24,7 +24,7 @@ from bench.sched.rows import (
     latency_rows,
 )
 from reconciler import wellknown as wk
-from reconciler.scheduler.gang_decide import gang_key
+from reconciler.scheduler.decide.gang_decide import gang_key
 
 
 @dataclass

@@ -17,9 +17,9 @@ from reconciler.adapters.kube import Kube
 from reconciler.adapters.slurm.model import JobSpec
 from reconciler.scheduler.clients import SlurmClients
 from reconciler.scheduler.counters import whole_list_reads
+from reconciler.scheduler.decide.placeholder import pod_uid_of
 from reconciler.scheduler.hook_server import HookCall
 from reconciler.scheduler.loop import PodScheduler
-from reconciler.scheduler.placeholder import pod_uid_of
 from reconciler.scheduler.stages import PodStages
 
 

@@ -19,7 +19,7 @@ from reconciler import wellknown as wk
 from reconciler.adapters.slurm.client import connect
 from reconciler.adapters.slurm.jwt import MintedTokens
 from reconciler.adapters.slurm.model import JobSpec, SlurmRestApi
-from reconciler.scheduler.placeholder import JOB_PATH, PLACEHOLDER_SCRIPT
+from reconciler.scheduler.decide.placeholder import JOB_PATH, PLACEHOLDER_SCRIPT
 from reconciler.scheduler.starts import READERS
 
 

@@ -9,8 +9,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from reconciler.daemon.converge import Outcome
+from reconciler.scheduler.decide.packing_decide import Fragmentation
 from reconciler.scheduler.loop import Counters
-from reconciler.scheduler.packing_decide import Fragmentation
 from reconciler.slurm_metrics.collector import SlurmCollector
 from reconciler.slurm_metrics.reader import SlurmView
 from reconciler.sync.node_health_effects import OPERATIONS as NODE_SYNC_OPERATIONS

@@ -18,17 +18,17 @@ from reconciler import wellknown as wk
 from reconciler.adapters.slurm.model import JobSpec, JobUpdate
 from reconciler.errors import SlurmApiError, SlurmUnavailableError
 from reconciler.objects import Obj
-from reconciler.scheduler.admission import PodRequest, fingerprint
 from reconciler.scheduler.clients import SlurmClients
 from reconciler.scheduler.counters import Counters
+from reconciler.scheduler.decide.admission import PodRequest, fingerprint
+from reconciler.scheduler.decide.jobindex import pending_job
+from reconciler.scheduler.decide.placeholder import HookCredentials, priority_update_needed
+from reconciler.scheduler.decide.pod_decide import Bind, DeletePod
+from reconciler.scheduler.decide.verdicts import is_verdict
 from reconciler.scheduler.job_trust import JobTrust
-from reconciler.scheduler.jobindex import pending_job
-from reconciler.scheduler.placeholder import HookCredentials, priority_update_needed
-from reconciler.scheduler.pod_decide import Bind, DeletePod
 from reconciler.scheduler.pod_writer import PodWriter
 from reconciler.scheduler.stages import StageClock, created_at
 from reconciler.scheduler.state import SchedulerState
-from reconciler.scheduler.verdicts import is_verdict
 
 log = logging.getLogger(__name__)
 

@@ -16,9 +16,9 @@ from reconciler.kuberules.pod_phase import finished
 from reconciler.kuberules.pod_rules import gang_rule_problems
 from reconciler.kuberules.problem import Problem
 from reconciler.objects import Obj, ReadObj
-from reconciler.scheduler.admission import PodRequest
 from reconciler.scheduler.clients import SlurmClients
-from reconciler.scheduler.gang_decide import (
+from reconciler.scheduler.decide.admission import PodRequest
+from reconciler.scheduler.decide.gang_decide import (
     AdoptMembers,
     BindGang,
     CancelGangJob,
@@ -36,19 +36,19 @@ from reconciler.scheduler.gang_decide import (
     next_gang_steps,
     uses_pod_group_crd,
 )
-from reconciler.scheduler.parts import Parts
-from reconciler.scheduler.placeholder import (
+from reconciler.scheduler.decide.placeholder import (
     JobHolder,
     describe_job,
     gang_job_for,
 )
-from reconciler.scheduler.pod_decide import (
+from reconciler.scheduler.decide.pod_decide import (
     ACTIVE_STATES,
     Bind,
     DeletePod,
     is_refused,
     recorded_job_id,
 )
+from reconciler.scheduler.parts import Parts
 from reconciler.scheduler.settings import UNRESOLVED_NODE_RECHECK_SECONDS
 
 log = logging.getLogger(__name__)

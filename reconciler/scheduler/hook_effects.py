@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 
 from reconciler.scheduler.counters import Counters
-from reconciler.scheduler.gang_decide import is_gang_key
+from reconciler.scheduler.decide.gang_decide import is_gang_key
 from reconciler.scheduler.hook_server import HookCall
 from reconciler.scheduler.job_trust import JobTrust, hook_agrees
 from reconciler.scheduler.state import SchedulerState

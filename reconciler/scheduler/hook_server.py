@@ -36,8 +36,8 @@ from reconciler.adapters.http_server import (
     body_length,
 )
 from reconciler.kuberules.integers import parse_int
-from reconciler.scheduler.placeholder import HookCredentials
-from reconciler.scheduler.pod_decide import MAX_JOB_ID
+from reconciler.scheduler.decide.placeholder import HookCredentials
+from reconciler.scheduler.decide.pod_decide import MAX_JOB_ID
 
 log = logging.getLogger(__name__)
 

@@ -12,9 +12,9 @@ from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
 from reconciler.kuberules.problem import Problem
 from reconciler.objects import Obj
-from reconciler.scheduler.accounting_decide import unaccounted
-from reconciler.scheduler.admission import PodRequest, Rejection, admit
 from reconciler.scheduler.clients import SlurmClients
+from reconciler.scheduler.decide.accounting_decide import unaccounted
+from reconciler.scheduler.decide.admission import PodRequest, Rejection, admit
 from reconciler.scheduler.effects import Effects
 from reconciler.scheduler.placement import Placement
 from reconciler.scheduler.pod_cache import refusal as cache_refusal

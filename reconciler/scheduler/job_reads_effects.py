@@ -24,10 +24,10 @@ from reconciler.errors import ReconcilerError
 from reconciler.kuberules.integers import shown
 from reconciler.scheduler.clients import SlurmClients
 from reconciler.scheduler.counters import Counters
-from reconciler.scheduler.job_reads_decide import list_needed, look_at_states
+from reconciler.scheduler.decide.job_reads_decide import list_needed, look_at_states
+from reconciler.scheduler.decide.jobindex import merge_listing
+from reconciler.scheduler.decide.placeholder import parse_job_name
 from reconciler.scheduler.job_trust import JobTrust
-from reconciler.scheduler.jobindex import merge_listing
-from reconciler.scheduler.placeholder import parse_job_name
 from reconciler.scheduler.state import SchedulerState
 from reconciler.scheduler.workqueue import WorkQueue
 

@@ -27,9 +27,9 @@ from reconciler.objects import ReadObj as Obj
 from reconciler.scheduler.budget import PassBudget
 from reconciler.scheduler.clients import SlurmClients
 from reconciler.scheduler.counters import Counters
+from reconciler.scheduler.decide.ownership import Ownership, hook_refusal, run_as_users
+from reconciler.scheduler.decide.pod_decide import ACTIVE_STATES
 from reconciler.scheduler.hook_server import HookCall
-from reconciler.scheduler.ownership import Ownership, hook_refusal, run_as_users
-from reconciler.scheduler.pod_decide import ACTIVE_STATES
 from reconciler.scheduler.settings import SchedulerSettings
 from reconciler.scheduler.state import SchedulerState
 from reconciler.scheduler.workqueue import WorkQueue

@@ -32,8 +32,11 @@ from reconciler.errors import ReconcilerError
 from reconciler.objects import Obj
 from reconciler.scheduler.clients import SlurmClients
 from reconciler.scheduler.counters import Counters
+from reconciler.scheduler.decide.gang_decide import is_gang_key
+from reconciler.scheduler.decide.packing_decide import Fragmentation
+from reconciler.scheduler.decide.placeholder import HookCredentials
+from reconciler.scheduler.decide.power_decide import is_slurmd_pod
 from reconciler.scheduler.effects import BindObserver, Effects
-from reconciler.scheduler.gang_decide import is_gang_key
 from reconciler.scheduler.gang_effects import GangSteps
 from reconciler.scheduler.hook_effects import HookAnswers
 from reconciler.scheduler.hook_server import HookCall, HooksServer
@@ -41,17 +44,14 @@ from reconciler.scheduler.intake import Intake
 from reconciler.scheduler.job_reads_effects import JobReads
 from reconciler.scheduler.job_trust import JobTrust
 from reconciler.scheduler.misnamed_effects import MisnamedPods
-from reconciler.scheduler.packing_decide import Fragmentation
 from reconciler.scheduler.packing_effects import Packer
 from reconciler.scheduler.parts import Parts
 from reconciler.scheduler.placed_pods import PlacedPods
-from reconciler.scheduler.placeholder import HookCredentials
 from reconciler.scheduler.placement import Placement
 from reconciler.scheduler.pod_cache import cache_form, without_managed_fields
 from reconciler.scheduler.pod_effects import PodSteps
 from reconciler.scheduler.pod_policies import PodPolicies
 from reconciler.scheduler.pod_writer import PodWriter, load_hooks_key
-from reconciler.scheduler.power_decide import is_slurmd_pod
 from reconciler.scheduler.power_effects import PowerKeeper
 from reconciler.scheduler.settings import SchedulerSettings
 from reconciler.scheduler.stages import StagesObserver

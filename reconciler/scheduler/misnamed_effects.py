@@ -19,7 +19,7 @@ from collections.abc import Callable
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
 from reconciler.errors import ReconcilerError
-from reconciler.scheduler.misnamed_decide import (
+from reconciler.scheduler.decide.misnamed_decide import (
     SWEEP_SECONDS,
     Waiting,
     field_selector,

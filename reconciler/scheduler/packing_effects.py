@@ -8,7 +8,7 @@ import threading
 
 from reconciler.errors import ReconcilerError
 from reconciler.scheduler.clients import SlurmClients
-from reconciler.scheduler.packing_decide import (
+from reconciler.scheduler.decide.packing_decide import (
     Fragmentation,
     fragmentation,
     packing_weights,

@@ -21,7 +21,7 @@ from reconciler import wellknown as wk
 from reconciler.kuberules.pod_rules import count_problems
 from reconciler.kuberules.problem import Problem
 from reconciler.objects import Obj
-from reconciler.scheduler.admission import CACHE_NOTE, fingerprint
+from reconciler.scheduler.decide.admission import CACHE_NOTE, fingerprint
 
 # Real Pods are 2 to 10 KiB of JSON without managedFields (the kubelet's status included).
 WHOLE_BYTES: Final = 32 * 1024

@@ -12,9 +12,12 @@ from reconciler import wellknown as wk
 from reconciler.adapters.slurm.model import SlurmJob
 from reconciler.kuberules.node_fit import node_fit
 from reconciler.objects import Obj
-from reconciler.scheduler.parts import Parts
-from reconciler.scheduler.placeholder import describe_job, parse_job_name, placeholder_job_for
-from reconciler.scheduler.pod_decide import (
+from reconciler.scheduler.decide.placeholder import (
+    describe_job,
+    parse_job_name,
+    placeholder_job_for,
+)
+from reconciler.scheduler.decide.pod_decide import (
     ANNOUNCE_AFTER_SECONDS,
     Admit,
     Announce,
@@ -26,6 +29,7 @@ from reconciler.scheduler.pod_decide import (
     next_steps,
     recorded_job_id,
 )
+from reconciler.scheduler.parts import Parts
 from reconciler.scheduler.settings import UNRESOLVED_NODE_RECHECK_SECONDS
 
 log = logging.getLogger(__name__)

@@ -21,8 +21,8 @@ from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
 from reconciler.errors import KubeApiError, ReconcilerError
 from reconciler.objects import ReadObj as Obj
-from reconciler.scheduler.admission import fingerprint
 from reconciler.scheduler.counters import Counters
+from reconciler.scheduler.decide.admission import fingerprint
 
 log = logging.getLogger(__name__)
 

@@ -20,14 +20,14 @@ from reconciler.adapters.kube import Kube
 from reconciler.compile.power import power_secret_name
 from reconciler.errors import ReconcilerError
 from reconciler.scheduler.clients import SlurmClients
-from reconciler.scheduler.placeholder import HookCredentials
-from reconciler.scheduler.pod_writer import PodWriter
-from reconciler.scheduler.power_decide import (
+from reconciler.scheduler.decide.placeholder import HookCredentials
+from reconciler.scheduler.decide.power_decide import (
     Obj,
     PowerStep,
     is_asleep,
     power_steps,
 )
+from reconciler.scheduler.pod_writer import PodWriter
 from reconciler.scheduler.settings import SchedulerSettings
 
 log = logging.getLogger(__name__)

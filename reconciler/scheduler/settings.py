@@ -12,7 +12,7 @@ from reconciler.compile.accounting_off import accounting_on
 from reconciler.compile.power import power_saving
 from reconciler.config.defaults import DEFAULT_KILL_WAIT_SECONDS, served_scheduler_names
 from reconciler.errors import ConfigTypeError
-from reconciler.scheduler.gang_decide import FAILURE_POLICIES, FailurePolicy
+from reconciler.scheduler.decide.gang_decide import FAILURE_POLICIES, FailurePolicy
 
 DEFAULT_POLL_SECONDS = 5.0
 DEFAULT_WORKERS = 16  # they wait on HTTP calls: in the benchmark 8 waited 90% of the time

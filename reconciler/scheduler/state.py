@@ -18,9 +18,9 @@ from reconciler.kuberules.node_fit import NodeFacts, node_facts
 from reconciler.kuberules.pod_phase import finished
 from reconciler.kuberules.pod_rules import needs_placed_pods
 from reconciler.objects import Obj
-from reconciler.scheduler.gang_decide import gang_key_of, is_gang_key
-from reconciler.scheduler.jobindex import Merged
-from reconciler.scheduler.pod_decide import recorded_job_id
+from reconciler.scheduler.decide.gang_decide import gang_key_of, is_gang_key
+from reconciler.scheduler.decide.jobindex import Merged
+from reconciler.scheduler.decide.pod_decide import recorded_job_id
 from reconciler.scheduler.stages import StageClock, created_at
 
 

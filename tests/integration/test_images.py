@@ -25,8 +25,8 @@ from reconciler import wellknown as wk
 from reconciler.compile.power import AUTH_DIR, PROGRAMS_DIR, VERBS, program_script
 from reconciler.compile.s6_services import S6Service, s6_config_map_data, s6_volume
 from reconciler.local.ports import free_port
-from reconciler.scheduler.admission import PodRequest
-from reconciler.scheduler.placeholder import HookCredentials, placeholder_job_for
+from reconciler.scheduler.decide.admission import PodRequest
+from reconciler.scheduler.decide.placeholder import HookCredentials, placeholder_job_for
 from tests.integration import image, image_chroot
 from tests.integration.image_chroot import Exported
 from tests.integration.pod_parts import (

@@ -36,9 +36,9 @@ from reconciler.local.ports import free_port
 from reconciler.local.slurm import SlurmCluster, current_user
 from reconciler.local.slurm_install import slurm_install
 from reconciler.scheduler.clients import SlurmClients
+from reconciler.scheduler.decide.misnamed_decide import SWEEP_SECONDS
+from reconciler.scheduler.decide.placeholder import pod_uid_of
 from reconciler.scheduler.loop import PodScheduler
-from reconciler.scheduler.misnamed_decide import SWEEP_SECONDS
-from reconciler.scheduler.placeholder import pod_uid_of
 from reconciler.scheduler.pod_policies import PodPolicies, startup_pod_policies
 from reconciler.scheduler.settings import settings_from_values
 from tests.integration.helpers import assert_up_and_bounded, stop_cleanly, unique, wait_for

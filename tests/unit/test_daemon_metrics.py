@@ -26,10 +26,10 @@ from reconciler.daemon.run import Daemon, RunSettings
 from reconciler.errors import KubeApiError, SlurmApiError, SlurmArgumentError, SlurmUnavailableError
 from reconciler.scheduler import clients as clients_module
 from reconciler.scheduler.clients import SlurmClients
+from reconciler.scheduler.decide.packing_decide import Fragmentation
+from reconciler.scheduler.decide.pod_decide import Bind
 from reconciler.scheduler.effects import seconds_since_created
 from reconciler.scheduler.loop import PodScheduler
-from reconciler.scheduler.packing_decide import Fragmentation
-from reconciler.scheduler.pod_decide import Bind
 from reconciler.scheduler.settings import SchedulerSettings
 from reconciler.sources import Revision
 from reconciler.sources.directory import DirectorySource

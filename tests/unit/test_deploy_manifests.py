@@ -23,7 +23,7 @@ from reconciler.compile.desired import DesiredState, compile_desired_state
 from reconciler.compile.power import VERBS, program_script, wait_prolog
 from reconciler.config.files import read_library, read_repo
 from reconciler.config.repo import load_config
-from reconciler.scheduler.placeholder import PLACEHOLDER_SCRIPT
+from reconciler.scheduler.decide.placeholder import PLACEHOLDER_SCRIPT
 from reconciler.scheduler.rbac import SCHEDULER_RULES
 
 ROOT = Path(__file__).resolve().parents[2]

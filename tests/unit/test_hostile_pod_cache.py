@@ -21,7 +21,7 @@ from reconciler.adapters.kube_watch import KubeWatch, decode_list
 from reconciler.adapters.kube_wire import ObjectList
 from reconciler.kuberules.feasibility import filter_nodes
 from reconciler.kuberules.pod_rules import MAX_TERMS
-from reconciler.scheduler.admission import PodRequest, admit, fingerprint
+from reconciler.scheduler.decide.admission import PodRequest, admit, fingerprint
 from reconciler.scheduler.placed_pods import PlacedPods
 from reconciler.scheduler.placement import Placement
 from reconciler.scheduler.pod_cache import SLIM_BYTES, cache_form, refusal, slimmed

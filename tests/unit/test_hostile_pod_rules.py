@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.scheduler.admission import PodRequest, Rejection, admit
+from reconciler.scheduler.decide.admission import PodRequest, Rejection, admit
 
 Obj = dict[str, Any]
 ANTI = "podAntiAffinity"

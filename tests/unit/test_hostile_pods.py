@@ -20,9 +20,9 @@ from reconciler import wellknown as wk
 from reconciler.adapters.slurm.model import SlurmJob
 from reconciler.errors import ConfigTypeError
 from reconciler.policy.subjects import default_params, params_of
-from reconciler.scheduler.admission import PodRequest, Problem, Rejection, admit
-from reconciler.scheduler.gang_decide import capped_requests, gang_key
-from reconciler.scheduler.ownership import Claim, Ownership, run_as_users
+from reconciler.scheduler.decide.admission import PodRequest, Problem, Rejection, admit
+from reconciler.scheduler.decide.gang_decide import capped_requests, gang_key
+from reconciler.scheduler.decide.ownership import Claim, Ownership, run_as_users
 from reconciler.scheduler.settings import settings_from_values
 from tests.unit.conftest import config_from
 from tests.unit.test_policy_pod_powers import TEAM_A, USER_ID_POLICY, denials, pod

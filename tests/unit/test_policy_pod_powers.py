@@ -21,7 +21,7 @@ from reconciler.errors import ConfigTypeError
 from reconciler.policy.engine import Finding, compile_policies, effective_policies, evaluate
 from reconciler.policy.loader import shipped_documents
 from reconciler.policy.subjects import default_params, params_of
-from reconciler.scheduler.admission import PodRequest, admit
+from reconciler.scheduler.decide.admission import PodRequest, admit
 from tests.unit.conftest import config_from
 
 ROOT = Path(__file__).resolve().parents[2]

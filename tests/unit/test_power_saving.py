@@ -16,13 +16,13 @@ from reconciler.compile.desired import DesiredState
 from reconciler.compile.power import wait_prolog
 from reconciler.errors import CompileError, ReconcilerError
 from reconciler.kuberules.pod_requests import pod_requests
-from reconciler.scheduler.hook_server import HooksServer, parse_power_call
-from reconciler.scheduler.placeholder import HookCredentials
-from reconciler.scheduler.power_decide import (
+from reconciler.scheduler.decide.placeholder import HookCredentials
+from reconciler.scheduler.decide.power_decide import (
     PowerStep,
     is_asleep,
     power_steps,
 )
+from reconciler.scheduler.hook_server import HooksServer, parse_power_call
 
 OURS = "slurm-slurm-slurm-scheduler"
 POWER = """

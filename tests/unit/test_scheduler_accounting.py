@@ -12,7 +12,7 @@ import pytest
 
 from reconciler.cli import build_parser
 from reconciler.cli.schedule import scheduler_settings
-from reconciler.scheduler.accounting_decide import unaccounted
+from reconciler.scheduler.decide.accounting_decide import unaccounted
 from reconciler.scheduler.settings import settings_from_values
 from reconciler.scheduler.state import SchedulerState
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from reconciler import wellknown as wk
 from reconciler.config.defaults import default_scheduler_name
 from reconciler.errors import ConfigTypeError
-from reconciler.scheduler.admission import PodRequest, Rejection, admit, fingerprint
+from reconciler.scheduler.decide.admission import PodRequest, Rejection, admit, fingerprint
 from reconciler.scheduler.settings import DEFAULT_KILL_WAIT_SECONDS, settings_from_values
 
 PODS = Path(__file__).resolve().parents[2] / "fixtures" / "pods"

@@ -14,7 +14,7 @@ import pytest
 
 from reconciler import wellknown as wk
 from reconciler.adapters.kube_wire import ObjectList
-from reconciler.scheduler.gang_decide import BindGang, Gang
+from reconciler.scheduler.decide.gang_decide import BindGang, Gang
 from reconciler.scheduler.gang_effects import GangSteps
 from reconciler.scheduler.parts import Parts
 from reconciler.scheduler.placed_pods import PlacedPods

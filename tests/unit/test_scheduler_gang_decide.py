@@ -10,8 +10,8 @@ import pytest
 
 from reconciler import wellknown as wk
 from reconciler.adapters.slurm.model import SlurmJob
-from reconciler.scheduler.admission import PodRequest, Problem, fingerprint
-from reconciler.scheduler.gang_decide import (
+from reconciler.scheduler.decide.admission import PodRequest, Problem, fingerprint
+from reconciler.scheduler.decide.gang_decide import (
     AdoptMembers,
     BindGang,
     CancelGangJob,

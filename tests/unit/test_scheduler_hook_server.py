@@ -17,8 +17,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reconciler.adapters.http_server import Limits
+from reconciler.scheduler.decide.placeholder import HookCredentials
 from reconciler.scheduler.hook_server import HookCall, HooksServer, parse_call
-from reconciler.scheduler.placeholder import HookCredentials
 
 CREDENTIALS = HookCredentials("http://127.0.0.1", b"hooks-test-key")
 UID = "3c1d0f6e-0000-4000-8000-0000000000aa"

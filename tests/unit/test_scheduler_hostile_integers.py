@@ -15,14 +15,14 @@ from reconciler import wellknown as wk
 from reconciler.kuberules.integers import SHOWN_CHARS, Bounds, Misread, parse_int, shown
 from reconciler.kuberules.node_affinity import node_matches, requirement_error
 from reconciler.kuberules.problem import Problem
-from reconciler.scheduler.admission import admit, run_as_user
 from reconciler.scheduler.clients import SlurmClients
 from reconciler.scheduler.counters import Counters
-from reconciler.scheduler.gang_decide import MAX_GANG_MEMBERS, gang_from_annotations
+from reconciler.scheduler.decide.admission import admit, run_as_user
+from reconciler.scheduler.decide.gang_decide import MAX_GANG_MEMBERS, gang_from_annotations
+from reconciler.scheduler.decide.pod_decide import recorded_job_id
 from reconciler.scheduler.hook_server import parse_call
 from reconciler.scheduler.job_reads_effects import JobReads
 from reconciler.scheduler.job_trust import JobTrust
-from reconciler.scheduler.pod_decide import recorded_job_id
 from reconciler.scheduler.settings import settings_from_values
 from reconciler.scheduler.state import SchedulerState
 from reconciler.scheduler.workqueue import WorkQueue

@@ -4,7 +4,7 @@ after a gap or for a submit of unknown outcome (issue 36)."""
 from __future__ import annotations
 
 from reconciler.scheduler.counters import whole_list_reads
-from reconciler.scheduler.job_reads_decide import StateLook, list_needed, look_at_states
+from reconciler.scheduler.decide.job_reads_decide import StateLook, list_needed, look_at_states
 from reconciler.scheduler.state import SchedulerState
 from tests.unit.test_scheduler_jobindex import job
 

@@ -8,8 +8,8 @@ from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from reconciler.adapters.slurm.model import SlurmJob
-from reconciler.scheduler.jobindex import Merged, merge_listing
-from reconciler.scheduler.ownership import Ownership
+from reconciler.scheduler.decide.jobindex import Merged, merge_listing
+from reconciler.scheduler.decide.ownership import Ownership
 from tests.unit.test_scheduler_pod_decide import slurm_job
 
 A, B = "uid-a", "uid-b"

@@ -4,7 +4,7 @@ rule (config/defaults.py served_scheduler_names) and what a look-alike Pod is to
 from __future__ import annotations
 
 from reconciler.config.defaults import served_scheduler_names
-from reconciler.scheduler.misnamed_decide import (
+from reconciler.scheduler.decide.misnamed_decide import (
     GRACE_SECONDS,
     MAX_EVENTS_PER_SWEEP,
     Waiting,

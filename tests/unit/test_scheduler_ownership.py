@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from reconciler.adapters.slurm.model import SlurmJob
-from reconciler.scheduler.ownership import (
+from reconciler.scheduler.decide.ownership import (
     Claim,
     Ownership,
     choose,

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reconciler.adapters.slurm.model import SlurmNode
-from reconciler.scheduler.packing_decide import (
+from reconciler.scheduler.decide.packing_decide import (
     fragmentation,
     gpus,
     packing_weights,

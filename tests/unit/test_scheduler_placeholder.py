@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from reconciler import wellknown as wk
 from reconciler.adapters.slurm.model import JobSpec
 from reconciler.kuberules.node_affinity import has_node_constraints, node_matches
-from reconciler.scheduler.admission import PodRequest, admit
-from reconciler.scheduler.placeholder import (
+from reconciler.scheduler.decide.admission import PodRequest, admit
+from reconciler.scheduler.decide.placeholder import (
     ROOT_USER,
     HookCredentials,
     JobName,

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from reconciler import wellknown as wk
 from reconciler.adapters.slurm.model import SlurmJob
-from reconciler.scheduler.admission import fingerprint
-from reconciler.scheduler.pod_decide import (
+from reconciler.scheduler.decide.admission import fingerprint
+from reconciler.scheduler.decide.pod_decide import (
     ACTIVE_STATES,
     ANNOUNCE_AFTER_SECONDS,
     Admit,

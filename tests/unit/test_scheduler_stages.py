@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from reconciler.scheduler.jobindex import Merged
+from reconciler.scheduler.decide.jobindex import Merged
 from reconciler.scheduler.stages import (
     STAGES,
     PodStages,

@@ -24,10 +24,10 @@ from typing import Any
 import hostlist
 
 from reconciler.adapters.slurm.model import SlurmJob
-from reconciler.scheduler.admission import run_as_user
-from reconciler.scheduler.gang_decide import gang_key_of
-from reconciler.scheduler.placeholder import parse_job_name
-from reconciler.scheduler.pod_decide import ACTIVE_STATES
+from reconciler.scheduler.decide.admission import run_as_user
+from reconciler.scheduler.decide.gang_decide import gang_key_of
+from reconciler.scheduler.decide.placeholder import parse_job_name
+from reconciler.scheduler.decide.pod_decide import ACTIVE_STATES
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from reconciler.adapters.slurm.model import SlurmJob
 from reconciler.kuberules.integers import parse_int
 from reconciler.kuberules.pod_phase import TERMINAL_PHASES
 from reconciler.objects import ReadObj as Obj
-from reconciler.scheduler.admission import fingerprint
+from reconciler.scheduler.decide.admission import fingerprint
 
 # Job states in which the job holds, or waits for, resources. COMPLETING is not among them:
 # Slurm is already ending the job (its script is still running, holding the resources).

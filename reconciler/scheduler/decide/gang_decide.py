@@ -23,9 +23,9 @@ from reconciler.kuberules.integers import Bounds, shown
 from reconciler.kuberules.pod_phase import TERMINAL_PHASES
 from reconciler.kuberules.problem import Problem
 from reconciler.objects import ReadObj as Obj
-from reconciler.scheduler.admission import NODE_LIST_ANNOTATIONS, PodRequest
-from reconciler.scheduler.placeholder import placeholder_name
-from reconciler.scheduler.pod_decide import (
+from reconciler.scheduler.decide.admission import NODE_LIST_ANNOTATIONS, PodRequest
+from reconciler.scheduler.decide.placeholder import placeholder_name
+from reconciler.scheduler.decide.pod_decide import (
     ACTIVE_STATES,
     QUEUED_STATES,
     ended_message,

@@ -9,7 +9,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from reconciler.adapters.slurm.model import SlurmJob
-from reconciler.scheduler.jobindex import HOLDING_STATES
+from reconciler.scheduler.decide.jobindex import HOLDING_STATES
 
 
 @dataclass(frozen=True)

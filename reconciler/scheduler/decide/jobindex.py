@@ -12,8 +12,8 @@ from collections.abc import Collection, Container, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from reconciler.adapters.slurm.model import SlurmJob
-from reconciler.scheduler.ownership import Ownership, Records, placeholders
-from reconciler.scheduler.pod_decide import ACTIVE_STATES
+from reconciler.scheduler.decide.ownership import Ownership, Records, placeholders
+from reconciler.scheduler.decide.pod_decide import ACTIVE_STATES
 
 # A job in these states may still hold its Pod's resources: gone from a list, it is confirmed
 # gone with Slurm before its Pod is touched. An ended one was merely purged (MinJobAge).

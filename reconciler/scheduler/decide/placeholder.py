@@ -19,7 +19,7 @@ import hostlist
 
 from reconciler import wellknown as wk
 from reconciler.adapters.slurm.model import JobSpec, Shared
-from reconciler.scheduler.admission import PodRequest
+from reconciler.scheduler.decide.admission import PodRequest
 
 ROOT_USER = "root"
 _SHARED: dict[str, Shared] = {
