@@ -19,7 +19,7 @@ from reconciler.adapters.slurm.client import connect
 from reconciler.adapters.slurm.jwt import MintedTokens
 from reconciler.adapters.slurm.model import JobSpec
 from reconciler.adapters.slurm.transport import Transport
-from reconciler.local.slurm import current_user
+from reconciler.local.slurm.cluster import current_user
 from reconciler.local.stack import LocalStack
 from reconciler.local.stack_record import default_runtime_dir
 

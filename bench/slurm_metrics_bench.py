@@ -235,7 +235,7 @@ class _NoToken:
 
 
 def on_stack(args: argparse.Namespace) -> None:
-    from reconciler.local.slurm import current_user
+    from reconciler.local.slurm.cluster import current_user
     from reconciler.local.stack import LocalStack
 
     slurm = LocalStack.open(args.stack).slurm

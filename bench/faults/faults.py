@@ -19,7 +19,7 @@ from bench.faults.proxy import FaultProxy
 from bench.faults.replicas import Replica, leader
 from reconciler.adapters.kube import Kube
 from reconciler.apply.controller import roll_deployment
-from reconciler.local import kube as kube_module
+from reconciler.local.kube import control_plane as kube_module
 from reconciler.local.stack import LocalStack
 
 

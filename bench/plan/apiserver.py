@@ -17,7 +17,7 @@ def apiserver_estimate(scenarios: dict[str, list[Scenario]], requests: int) -> N
     1.20.2 (reconciler/local; `reconciler local setup` fetches it). Skipped when it is missing."""
     from reconciler.adapters.kube import Kube
     from reconciler.errors import LocalStackError
-    from reconciler.local import kube as kube_module
+    from reconciler.local.kube import control_plane as kube_module
     from reconciler.local.stack import LocalStack
     from reconciler.local.stack_record import new_temp_runtime_dir
 

@@ -35,23 +35,23 @@ from reconciler.compile.desired import DesiredState, compile_shape
 from reconciler.config.files import read_library, read_repo
 from reconciler.config.repo import Config, load_config
 from reconciler.errors import LocalStackError
+from reconciler.local.agent.logs_server import KubeletServer
+from reconciler.local.agent.node_agent import NodeAgent
+from reconciler.local.agent.placement import NodeTemplate
+from reconciler.local.agent.pod_runtime import LocalPodRuntime, host_layout
+from reconciler.local.agent.schedulers import scheduler_needed
+from reconciler.local.agent.volumes import Materializer
 from reconciler.local.directory import (
     SECRET_KEY,
     SECRET_NAME,
     TLS_SECRET_NAME,
     LocalDirectory,
 )
-from reconciler.local.kubelet_model import NodeTemplate
-from reconciler.local.kubelet_server import KubeletServer
-from reconciler.local.nodeagent import NodeAgent
-from reconciler.local.pod_runtime import LocalPodRuntime, host_layout
-from reconciler.local.schedulers import scheduler_needed
-from reconciler.local.slurm import make_fake_gpus
-from reconciler.local.slurm_install import DEFAULT_RELEASE, PREFIX_ENV, RELEASE_ENV, RELEASES
+from reconciler.local.slurm.cluster import make_fake_gpus
+from reconciler.local.slurm.install import DEFAULT_RELEASE, PREFIX_ENV, RELEASE_ENV, RELEASES
 from reconciler.local.stack import LocalStack
 from reconciler.local.stack_record import default_runtime_dir
 from reconciler.local.target_parts import open_stack, site_profile
-from reconciler.local.volumes import Materializer
 from reconciler.pipeline.plans import plan_passes
 from reconciler.scheduler.loop import PodScheduler
 

@@ -35,11 +35,11 @@ from reconciler.compile.desired import DesiredState, compile_shape
 from reconciler.config.files import read_library, read_repo
 from reconciler.config.repo import Config, load_config
 from reconciler.errors import LocalStackError
-from reconciler.local import kubelet_repo as shape
-from reconciler.local.git_server import BRANCH, GitServer
-from reconciler.local.image_build import ROOT as SOURCE_ROOT
-from reconciler.local.image_build import ImageError, image_tag, oci_archive, our_tags
-from reconciler.local.kubelet_cluster import KubeletCluster
+from reconciler.local.kubelets import repo as shape
+from reconciler.local.kubelets.cluster import KubeletCluster
+from reconciler.local.kubelets.git_server import BRANCH, GitServer
+from reconciler.local.kubelets.image_build import ROOT as SOURCE_ROOT
+from reconciler.local.kubelets.image_build import ImageError, image_tag, oci_archive, our_tags
 from reconciler.local.stack import LocalStack
 from reconciler.scheduler.rbac import scheduler_rbac
 from reconciler.scheduler.settings import settings_from_values

@@ -10,7 +10,7 @@ from typing import Any
 
 from reconciler.adapters.kube import Kube
 from reconciler.compile.desired import DesiredState
-from reconciler.local.kubelet_model import NodeTemplate, node_templates, required_labels
+from reconciler.local.agent.placement import NodeTemplate, node_templates, required_labels
 from reconciler.local.stack import LocalStack
 
 DEFAULT_REPO = Path("fixtures/config-repo")

@@ -17,7 +17,7 @@ from reconciler.adapters.slurm.jwt import MintedTokens, ProvidedToken, TokenSour
 from reconciler.adapters.slurm.model import SlurmRestApi
 from reconciler.apply.upgrade_effects import FileBackup
 from reconciler.errors import ReconcilerError
-from reconciler.local.slurm_site import DB_NAME, current_user
+from reconciler.local.slurm.site import DB_NAME, current_user
 from reconciler.local.stack import LocalStack
 from reconciler.local.stack_record import default_runtime_dir
 from reconciler.local.target_parts import FileSink, client_env, local_profile_of, open_stack

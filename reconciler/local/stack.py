@@ -26,26 +26,26 @@ from dataclasses import asdict
 from pathlib import Path
 
 from reconciler.errors import LocalStackError
-from reconciler.local import kube as kube_module
+from reconciler.local.agent.placement import NodeTemplate
+from reconciler.local.agent.pod_cgroups import PodCgroups
 from reconciler.local.foreground import ForegroundUp
-from reconciler.local.kube import KubeControlPlane, KubePaths, KubePorts, RealNodes
-from reconciler.local.kubelet_cluster import SECTION as KUBELET_SECTION
-from reconciler.local.kubelet_cluster import KubeletCluster
-from reconciler.local.kubelet_model import NodeTemplate
+from reconciler.local.kube import control_plane as kube_module
+from reconciler.local.kube.control_plane import KubeControlPlane, KubePaths, KubePorts, RealNodes
+from reconciler.local.kubelets.cluster import SECTION as KUBELET_SECTION
+from reconciler.local.kubelets.cluster import KubeletCluster
 from reconciler.local.orphans import OrphanReaper, start_orphan_reaper
-from reconciler.local.pod_cgroups import PodCgroups
 from reconciler.local.ports import free_ports
 from reconciler.local.processes import Supervisor
-from reconciler.local.slurm import (
+from reconciler.local.slurm.cluster import (
     SlurmCluster,
     SlurmPaths,
     SlurmPorts,
     SlurmSite,
     local_site_settings,
 )
-from reconciler.local.slurm_install import recorded_install, slurm_install
-from reconciler.local.slurm_prepare import check_binaries
-from reconciler.local.slurm_tags import TAGS_ENV
+from reconciler.local.slurm.install import recorded_install, slurm_install
+from reconciler.local.slurm.prepare import check_binaries
+from reconciler.local.slurm.tags import TAGS_ENV
 from reconciler.local.stack_record import StackRecord
 from reconciler.local.stack_status import ComponentStatus, component_statuses, leftover_processes
 

@@ -8,9 +8,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from reconciler.local.kube import KubeControlPlane
+from reconciler.local.kube.control_plane import KubeControlPlane
 from reconciler.local.processes import Supervisor, is_running, processes_referencing
-from reconciler.local.slurm import SlurmCluster
+from reconciler.local.slurm.cluster import SlurmCluster
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,9 @@ from reconciler.adapters.client_env import EnvSource
 from reconciler.adapters.kube import Kube
 from reconciler.compile.profile import Profile
 from reconciler.errors import LocalStackError
-from reconciler.local.slurm_install import installs_by_tag
-from reconciler.local.slurm_site import SlurmSite, current_user, local_dbd_site
-from reconciler.local.slurm_tags import controller_pod, mapped_install
+from reconciler.local.slurm.install import installs_by_tag
+from reconciler.local.slurm.site import SlurmSite, current_user, local_dbd_site
+from reconciler.local.slurm.tags import controller_pod, mapped_install
 from reconciler.local.stack import LocalStack
 
 

@@ -1,7 +1,7 @@
 """Session fixtures: one real local stack (Slurm 22.05 + kube-apiserver 1.20.2) per test session.
 
 The stack runs in its own temp runtime dir on free loopback ports, so two sessions on one machine
-don't collide. Without the binaries (see reconciler/local/setup.sh) the tests are skipped, unless
+don't collide. Without the binaries (see tools/setup.sh) the tests are skipped, unless
 SUNK_RECONCILER_REQUIRE_LOCAL_STACK=1 (CI sets it), which turns the skip into a failure.
 """
 
@@ -22,13 +22,13 @@ from reconciler.adapters.slurm.jwt import MintedTokens
 from reconciler.adapters.slurm.model import SlurmRestApi
 from reconciler.errors import LocalStackError
 from reconciler.local import SETUP_COMMAND
-from reconciler.local import kube as kube_module
-from reconciler.local import slurm as slurm_module
-from reconciler.local.endpoints import KubeEndpoints, SlurmEndpoints
-from reconciler.local.simple_cluster import SimpleCluster, render_gres_conf, render_slurm_conf
+from reconciler.local.kube import control_plane as kube_module
+from reconciler.local.slurm import cluster as slurm_module
 from reconciler.local.stack import LocalStack
 from reconciler.local.stack_record import new_temp_runtime_dir
+from tests.integration.endpoints import KubeEndpoints, SlurmEndpoints
 from tests.integration.helpers import wait_for
+from tests.integration.simple_cluster import SimpleCluster, render_gres_conf, render_slurm_conf
 
 REQUIRE_ENV = "SUNK_RECONCILER_REQUIRE_LOCAL_STACK"
 # 4 nodes up with fake gpu:4, 3 spares declared FUTURE, partitions debug (default) and high.

@@ -1,6 +1,6 @@
-"""The project's images for the tests: the builder is reconciler/local/image_build.py (which
-`reconciler local up --kubelet` uses too); this module is CI's early build of all three,
-`python -m tests.integration.image build`, and the tests' names for the builder's parts.
+"""The project's images for the tests: the builder is reconciler/local/kubelets/image_build.py
+(which `reconciler local up --kubelet` uses too); this module is CI's early build of all
+three, `python -m tests.integration.image build`, and the tests' names for the builder's parts.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 
-from reconciler.local.image_build import (  # noqa: F401 (the tests' names for them)
+from reconciler.local.kubelets.image_build import (  # noqa: F401 (the tests' names for them)
     BASE_TAG,
     BUILD_TIMEOUT,
     CACHE,

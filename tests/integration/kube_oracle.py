@@ -23,7 +23,7 @@ from typing import Any
 
 from reconciler.adapters.kube import Kube
 from reconciler.errors import KubeApiError
-from reconciler.local.kube import KUBE_VERSION, cache_dir
+from reconciler.local.kube.control_plane import KUBE_VERSION, cache_dir
 
 Obj = dict[str, Any]
 NODE_TOKEN = "NODE"  # examples name their Nodes NODE0, NODE1...; each run renames them

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from reconciler.local.ports import listening_ports
-from reconciler.local.slurm import SlurmCluster
+from reconciler.local.slurm.cluster import SlurmCluster
 from reconciler.local.stack import LocalStack
 from reconciler.local.stack_record import STATE_FILE, new_temp_runtime_dir
 from tests.integration.conftest import require_kube_binaries, require_slurm_binaries

@@ -20,7 +20,7 @@ from typing import Any
 
 import requests
 
-from reconciler.local.kube import (
+from reconciler.local.kube.control_plane import (
     apiserver_argv,
     apiserver_ready,
     find_binaries,

@@ -36,7 +36,7 @@ from reconciler.adapters.scontrol import Scontrol
 from reconciler.adapters.slurm.jwt import MintedTokens
 from reconciler.config.files import read_library, read_repo
 from reconciler.config.repo import load_config
-from reconciler.local.slurm import current_user
+from reconciler.local.slurm.cluster import current_user
 from reconciler.scheduler.clients import SlurmClients
 from reconciler.scheduler.loop import PodScheduler
 from reconciler.scheduler.settings import settings_from_values

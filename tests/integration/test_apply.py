@@ -34,7 +34,7 @@ import pytest
 
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
-from reconciler.local.slurm import SlurmCluster
+from reconciler.local.slurm.cluster import SlurmCluster
 from reconciler.local.stack import LocalStack
 from tests.integration.helpers import wait_for
 from tests.integration.local_up import RunningUp, local_up, reconciler_cli

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.local.cluster_dns import DNSMASQ, wait_dnsmasq_ready
+from reconciler.local.kubelets.cluster_dns import DNSMASQ, wait_dnsmasq_ready
 from reconciler.local.ports import free_ports
 
 Starter = Callable[[], tuple[subprocess.Popen[bytes], Path]]
@@ -27,7 +27,7 @@ Starter = Callable[[], tuple[subprocess.Popen[bytes], Path]]
 @pytest.fixture()
 def start(tmp_path: Path) -> Iterator[Starter]:
     if not DNSMASQ.exists() or shutil.which("nsenter") is None:
-        pytest.skip("dnsmasq is not installed (reconciler/local/setup.sh installs it)")
+        pytest.skip("dnsmasq is not installed (tools/setup.sh installs it)")
     started: list[subprocess.Popen[bytes]] = []
     hosts = tmp_path / "hosts"
     hosts.write_text("")

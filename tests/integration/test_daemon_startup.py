@@ -18,8 +18,8 @@ import pytest
 
 from reconciler.adapters.kube import Kube
 from reconciler.daemon.status import read_status
-from reconciler.local.endpoints import KubeEndpoints
 from reconciler.local.ports import free_port
+from tests.integration.endpoints import KubeEndpoints
 from tests.integration.helpers import stop_cleanly, unique, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -86,7 +86,7 @@ def _login_rolled_out(kube: Kube, timeout: float = 120) -> None:
 @pytest.fixture(scope="module")
 def env(stack_timings: dict[str, float]) -> Iterator[Env]:
     if shutil.which("slapd") is None and not Path("/usr/sbin/slapd").exists():
-        pytest.fail("slapd is not installed: run reconciler/local/setup.sh")
+        pytest.fail("slapd is not installed: run tools/setup.sh")
     work = Path(tempfile.mkdtemp(prefix="sunk-reconciler-dir-work-"))
     repo = work / "repo"
     shutil.copytree(FIXTURE_REPO, repo)

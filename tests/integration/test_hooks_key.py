@@ -13,8 +13,8 @@ import pytest
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
 from reconciler.errors import ReconcilerError
-from reconciler.local.endpoints import KubeEndpoints
 from reconciler.scheduler.pod_writer import load_hooks_key
+from tests.integration.endpoints import KubeEndpoints
 
 pytestmark = pytest.mark.integration
 

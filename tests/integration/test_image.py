@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from reconciler.adapters.slurm.jwt import MintedTokens
-from reconciler.local.endpoints import SlurmEndpoints
 from tests.integration import image, image_chroot
+from tests.integration.endpoints import SlurmEndpoints
 from tests.integration.image_chroot import Exported
 
 FIXTURE_REPO = image.ROOT / "fixtures" / "config-repo"

@@ -33,9 +33,9 @@ import yaml
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
 from reconciler.daemon.status import status_name
-from reconciler.local.image_build import image_tag
-from reconciler.local.kubelet_cluster import CGROUP_ROOT
-from reconciler.local.kubelet_repo import MACHINE_LAYER
+from reconciler.local.kubelets.cluster import CGROUP_ROOT
+from reconciler.local.kubelets.image_build import image_tag
+from reconciler.local.kubelets.repo import MACHINE_LAYER
 from reconciler.local.stack import LocalStack
 from reconciler.local.stack_record import new_temp_runtime_dir
 from tests.integration.flux_fixture import install_crd
@@ -373,7 +373,7 @@ def test_an_sbatch_job_writes_its_output_on_the_shared_claim(cluster: Cluster) -
     assert " Comment=job_submit v1 " in cluster.slurm("scontrol", "show", "job", "-o", job)
 
 
-# Each fake GPU (reconciler/local/kubelet_repo.py) is a device of NVIDIA's major that no driver
+# Each fake GPU (reconciler/local/kubelets/repo.py) is a device of NVIDIA's major that no driver
 # serves: an open the job's devices cgroup allows fails ENXIO, one it denies EPERM.
 GPU_PROBE = (
     'echo "$SLURM_JOB_GPUS $CUDA_VISIBLE_DEVICES"; '

@@ -12,8 +12,8 @@ import pytest
 
 from reconciler.adapters.kube import Kube
 from reconciler.errors import KubeApiError, KubeConflictError
-from reconciler.local.endpoints import KubeEndpoints
 from reconciler.wellknown import FIELD_MANAGER
+from tests.integration.endpoints import KubeEndpoints
 
 pytestmark = pytest.mark.integration
 

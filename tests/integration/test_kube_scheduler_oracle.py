@@ -53,7 +53,7 @@ TALLY: collections.Counter[str] = collections.Counter()
 def oracle() -> Iterator[Oracle]:
     require_kube_binaries()
     if not os.access(scheduler_binary(), os.X_OK):
-        unavailable(f"no kube-scheduler at {scheduler_binary()}: run reconciler/local/setup.sh")
+        unavailable(f"no kube-scheduler at {scheduler_binary()}: run tools/setup.sh")
     runtime = new_temp_runtime_dir("sunk-reconciler-oracle-")
     stack = LocalStack(runtime, cluster_name="oracle")
     scheduler = None

@@ -22,9 +22,9 @@ from typing import Any
 
 import pytest
 
-from reconciler.local.kubelet_cluster import CGROUP_ROOT
-from reconciler.local.kubelets import extra_binaries
-from reconciler.local.netns import mounts_under
+from reconciler.local.kubelets.cluster import CGROUP_ROOT
+from reconciler.local.kubelets.netns import mounts_under
+from reconciler.local.kubelets.nodes import extra_binaries
 from reconciler.local.stack import LocalStack
 from reconciler.local.stack_record import new_temp_runtime_dir
 from tests.integration.conftest import require_kube_binaries, unavailable
@@ -70,7 +70,7 @@ class Cluster:
 def _require_kubelet_stack() -> None:
     require_kube_binaries()
     from reconciler.errors import LocalStackError
-    from reconciler.local import kube as kube_module
+    from reconciler.local.kube import control_plane as kube_module
 
     try:
         extra_binaries(kube_module.find_binaries())

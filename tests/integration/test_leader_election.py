@@ -29,8 +29,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from reconciler.adapters.kube import Kube
 from reconciler.daemon.lease import LEASE_API, LeaderElector, LeaseTimings
-from reconciler.local.endpoints import KubeEndpoints
 from reconciler.local.ports import free_port
+from tests.integration.endpoints import KubeEndpoints
 from tests.integration.helpers import stop_cleanly, unique, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]

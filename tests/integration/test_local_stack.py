@@ -22,14 +22,14 @@ from kubernetes.client.rest import ApiException
 from reconciler.adapters.slurm.client import connect
 from reconciler.adapters.slurm.jwt import MintedTokens
 from reconciler.errors import LocalStackError
-from reconciler.local import slurm as slurm_module
-from reconciler.local.endpoints import KubeEndpoints, SlurmEndpoints
 from reconciler.local.ports import can_bind, free_ports, is_accepting, listening_ports
 from reconciler.local.processes import PidRecord, Supervisor, is_running, process_start_ticks
-from reconciler.local.simple_cluster import DYNAMIC_FEATURE, SimpleCluster, simple_renderer
-from reconciler.local.slurm_install import slurm_install
+from reconciler.local.slurm import cluster as slurm_module
+from reconciler.local.slurm.install import slurm_install
 from reconciler.local.stack import LocalStack
 from reconciler.local.stack_record import new_temp_runtime_dir
+from tests.integration.endpoints import KubeEndpoints, SlurmEndpoints
+from tests.integration.simple_cluster import DYNAMIC_FEATURE, SimpleCluster, simple_renderer
 
 
 def wait_for(condition, timeout: float, what: str, interval: float = 0.1) -> float:
@@ -296,7 +296,7 @@ def test_cancel_right_after_running_leaves_no_job_process(
 UP_SCRIPT = """
 import json, sys
 from pathlib import Path
-from reconciler.local.simple_cluster import DYNAMIC_FEATURE, SimpleCluster, simple_renderer
+from tests.integration.simple_cluster import DYNAMIC_FEATURE, SimpleCluster, simple_renderer
 from reconciler.local.stack import LocalStack
 
 stack = LocalStack(Path(sys.argv[1]), cluster_name="it2")
@@ -363,7 +363,7 @@ def test_down_from_another_process_leaves_no_process_or_port(
 FOREGROUND_SCRIPT = """
 import json, os, signal, sys
 from pathlib import Path
-from reconciler.local.simple_cluster import DYNAMIC_FEATURE, SimpleCluster, simple_renderer
+from tests.integration.simple_cluster import DYNAMIC_FEATURE, SimpleCluster, simple_renderer
 from reconciler.local.stack import LocalStack
 
 def on_term(signum, frame):

@@ -17,8 +17,8 @@ import pytest
 from reconciler.compile.desired import compile_desired_state
 from reconciler.config.files import read_library, read_repo
 from reconciler.config.repo import load_config
-from reconciler.local.slurm_install import slurm_install
-from reconciler.local.volumes import HostLayout, Materializer, pod_mounts
+from reconciler.local.agent.volumes import HostLayout, Materializer, pod_mounts
+from reconciler.local.slurm.install import slurm_install
 from tests.integration.local_up import local_up
 
 FIXTURE_REPO = Path(__file__).resolve().parents[2] / "fixtures" / "config-repo"

@@ -25,7 +25,7 @@ from reconciler.adapters.kube import Kube
 from reconciler.adapters.slurm.client import connect
 from reconciler.adapters.slurm.jwt import MintedTokens
 from reconciler.adapters.slurm.model import SlurmNode, SlurmRestApi
-from reconciler.local.slurm import SlurmCluster, current_user
+from reconciler.local.slurm.cluster import SlurmCluster, current_user
 from reconciler.sync.node_health_decide import standing_reason
 from tests.integration.helpers import http_get, reconciler_run, wait_for
 from tests.integration.local_up import local_up

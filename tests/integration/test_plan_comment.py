@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.local.slurm import SlurmCluster
+from reconciler.local.slurm.cluster import SlurmCluster
 from reconciler.slurm_release import parse_release
 from tests.integration.helpers import wait_for
 from tests.integration.local_up import RunningUp, local_up, reconciler_cli

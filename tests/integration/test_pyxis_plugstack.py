@@ -19,8 +19,8 @@ import pytest
 from reconciler.compile.desired import compile_desired_state
 from reconciler.config.files import read_library, read_repo
 from reconciler.config.repo import load_config
-from reconciler.local.slurm_install import slurm_install
-from reconciler.local.volumes import HostLayout, Materializer, pod_mounts
+from reconciler.local.agent.volumes import HostLayout, Materializer, pod_mounts
+from reconciler.local.slurm.install import slurm_install
 from reconciler.slurm_release import maybe_release
 from tests.integration.conftest import require_slurm_binaries
 
@@ -49,7 +49,7 @@ def _srun_help(conf_dir: Path) -> subprocess.CompletedProcess[str]:
     install = slurm_install()
     srun = install.command("srun")
     if srun is None:
-        pytest.fail(f"no srun for Slurm {install.release}: run reconciler/local/setup.sh")
+        pytest.fail(f"no srun for Slurm {install.release}: run tools/setup.sh")
     env = install.env({**os.environ, "SLURM_CONF": str(conf_dir / "slurm.conf")})
     return subprocess.run([srun, "--help"], capture_output=True, text=True, env=env,
                           timeout=30, check=False)  # fmt: skip

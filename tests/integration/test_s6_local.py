@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from reconciler.adapters.kube import Kube
+from reconciler.local.agent.s6_services import pod_s6_dir
 from reconciler.local.processes import is_running
-from reconciler.local.s6_services import pod_s6_dir
 from tests.integration.helpers import wait_for
 from tests.integration.local_up import RepoStack, fixture_stack
 
@@ -46,7 +46,7 @@ S6_VALUES = """compute:
 def env(stack_timings: dict[str, float]) -> Iterator[RepoStack]:
     for program in ("s6-svscan", "s6-svstat", "execlineb"):
         if shutil.which(program) is None:
-            pytest.fail(f"{program} is not installed: reconciler/local/setup.sh installs s6 "
+            pytest.fail(f"{program} is not installed: tools/setup.sh installs s6 "
                         "and execline")  # fmt: skip
     with fixture_stack("s6", stack_timings, {"40-s6.yaml": S6_VALUES}) as stack:
         yield stack

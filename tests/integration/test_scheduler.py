@@ -33,8 +33,8 @@ from reconciler.adapters.slurm.model import JobSpec, SlurmJob, SlurmRestApi
 from reconciler.config.files import read_library, read_repo
 from reconciler.config.repo import load_config
 from reconciler.local.ports import free_port
-from reconciler.local.slurm import SlurmCluster, current_user
-from reconciler.local.slurm_install import slurm_install
+from reconciler.local.slurm.cluster import SlurmCluster, current_user
+from reconciler.local.slurm.install import slurm_install
 from reconciler.scheduler.clients import SlurmClients
 from reconciler.scheduler.decide.misnamed_decide import SWEEP_SECONDS
 from reconciler.scheduler.decide.placeholder import pod_uid_of

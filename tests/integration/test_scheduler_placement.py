@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from reconciler import wellknown as wk
-from reconciler.local.slurm_install import slurm_install
+from reconciler.local.slurm.install import slurm_install
 from reconciler.scheduler.decide.packing_decide import Fragmentation, fragmentation
 from reconciler.slurm_release import maybe_release
 from tests.integration.helpers import create_pod_group, install_pod_group_crd, unique, wait_for

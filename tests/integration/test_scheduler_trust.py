@@ -31,7 +31,7 @@ from reconciler.adapters.slurm.client import connect
 from reconciler.adapters.slurm.jwt import MintedTokens
 from reconciler.adapters.slurm.model import SlurmRestApi
 from reconciler.adapters.slurm.transport import Transport
-from reconciler.local.slurm import SlurmCluster, current_user
+from reconciler.local.slurm.cluster import SlurmCluster, current_user
 from reconciler.scheduler.clients import SlurmClients
 from reconciler.scheduler.loop import PodScheduler
 from reconciler.scheduler.settings import settings_from_values

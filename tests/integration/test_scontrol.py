@@ -13,8 +13,8 @@ from reconciler.adapters.scontrol_args import NodeState
 from reconciler.adapters.slurm.jwt import MintedTokens, mint_token
 from reconciler.adapters.slurm.model import SlurmNode, SlurmRestApi
 from reconciler.errors import ScontrolError, ScontrolTimeoutError, SlurmArgumentError
-from reconciler.local.endpoints import SlurmEndpoints
 from reconciler.wellknown import DRAIN_REASON_PREFIX
+from tests.integration.endpoints import SlurmEndpoints
 from tests.integration.helpers import FixedToken, unique, wait_for
 
 pytestmark = pytest.mark.integration

@@ -21,7 +21,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from reconciler.adapters.kube import Kube
-from reconciler.local.slurm import SlurmCluster
+from reconciler.local.slurm.cluster import SlurmCluster
 from tests.integration.helpers import http_get, reconciler_run, wait_for
 from tests.integration.local_up import local_up
 

@@ -26,9 +26,9 @@ from reconciler.adapters.slurm.model import (
 from reconciler.adapters.slurm.transport import Transport
 from reconciler.adapters.slurm.versions import SUPPORTED_VERSIONS, served_versions
 from reconciler.errors import SlurmApiError, SlurmAuthError, SlurmUnavailableError
-from reconciler.local.endpoints import SlurmEndpoints
-from reconciler.local.slurm_install import slurm_install
+from reconciler.local.slurm.install import slurm_install
 from reconciler.slurm_release import maybe_release
+from tests.integration.endpoints import SlurmEndpoints
 from tests.integration.helpers import FixedToken, unique, wait_for
 
 SLEEPER = "#!/bin/bash\nsleep 300\n"

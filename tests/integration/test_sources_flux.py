@@ -10,8 +10,8 @@ import pytest
 
 from reconciler.adapters.kube import Kube
 from reconciler.errors import SourceError
-from reconciler.local.endpoints import KubeEndpoints
 from reconciler.sources.flux import FluxArtifactSource
+from tests.integration.endpoints import KubeEndpoints
 from tests.integration.flux_fixture import (
     Artifacts,
     install_crd,

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reconciler.local.slurm_install import slurm_install
+from reconciler.local.slurm.install import slurm_install
 from tests.integration.conftest import require_slurm_binaries
 
 _name = st.one_of(

@@ -27,8 +27,8 @@ from reconciler.adapters.kube import Kube
 from reconciler.compile.topology_places import UNPLACED
 from reconciler.compile.topology_yaml import TOPOLOGY_YAML
 from reconciler.local.ports import free_port
-from reconciler.local.slurm import SlurmCluster
-from reconciler.local.slurm_install import slurm_install
+from reconciler.local.slurm.cluster import SlurmCluster
+from reconciler.local.slurm.install import slurm_install
 from reconciler.local.stack_record import new_temp_runtime_dir
 from reconciler.slurm_release import maybe_release
 from tests.integration.conftest import require_kube_binaries

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from reconciler.local.git_server import GitServer
+from reconciler.local.kubelets.git_server import GitServer
 from tests.unit import test_deploy_manifests as manifests
 
 SETTINGS = "deploy/local/settings-local.yaml"

@@ -210,7 +210,7 @@ def test_the_image_builds_the_slurm_the_local_stack_tests(containerfile: str) ->
     (setup.sh builds it for the tests; the reconciler's Containerfile for its clients,
     deploy/images/slurm for the cluster's daemons)."""
     text = (ROOT / containerfile).read_text()
-    setup = (ROOT / "reconciler/local/setup.sh").read_text()
+    setup = (ROOT / "tools/setup.sh").read_text()
     for name in ("SLURM_VERSION", "SLURM_SHA256"):
         assert _arg_default(text, name) == _arg_default(
             setup.replace("\nSLURM_", "\nARG SLURM_"), name

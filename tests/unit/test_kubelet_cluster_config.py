@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 
 from reconciler.errors import LocalStackError
-from reconciler.local.cluster_dns import hosts_text
-from reconciler.local.containerd import (
+from reconciler.local.kubelets.cluster_dns import hosts_text
+from reconciler.local.kubelets.containerd import (
     ContainerdPaths,
     archive_image_names,
     cni_config,
     config_toml,
 )
-from reconciler.local.kubelets import kubelet_config, make_nodes
-from reconciler.local.pause_image import oci_archive
+from reconciler.local.kubelets.nodes import kubelet_config, make_nodes
+from reconciler.local.kubelets.pause_image import oci_archive
 
 
 def _service(name: str, cluster_ip: str, **spec: object) -> dict[str, object]:

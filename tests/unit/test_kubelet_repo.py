@@ -13,7 +13,7 @@ import yaml
 from reconciler.compile.desired import DesiredState, compile_shape
 from reconciler.config.files import read_library, read_repo
 from reconciler.config.repo import load_config
-from reconciler.local import kubelet_repo as shape
+from reconciler.local.kubelets import repo as shape
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "config-repo"
 

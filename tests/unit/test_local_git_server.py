@@ -6,8 +6,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from reconciler.local.git_server import GitServer
-from reconciler.local.netns import ClusterNetwork
+from reconciler.local.kubelets.git_server import GitServer
+from reconciler.local.kubelets.netns import ClusterNetwork
 from reconciler.local.processes import Supervisor
 
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from reconciler.local.kubelet_server import tail_lines
-from reconciler.local.login_sshd import sshd_config
-from reconciler.local.pod_env import container_env
-from reconciler.local.volumes import VolumeError
+from reconciler.local.agent.login_sshd import sshd_config
+from reconciler.local.agent.logs_server import tail_lines
+from reconciler.local.agent.pod_env import container_env
+from reconciler.local.agent.volumes import VolumeError
 
 
 @pytest.mark.parametrize(

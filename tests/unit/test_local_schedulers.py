@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from reconciler.compile.desired import DesiredState
-from reconciler.local.schedulers import scheduler_needed
+from reconciler.local.agent.schedulers import scheduler_needed
 
 NODES = """
 compute:

@@ -14,8 +14,8 @@ import pytest
 
 from reconciler.errors import LocalStackError
 from reconciler.local.processes import Supervisor
-from reconciler.local.slurm import SlurmCluster
-from reconciler.local.slurm_install import (
+from reconciler.local.slurm.cluster import SlurmCluster
+from reconciler.local.slurm.install import (
     DEBIAN_2205,
     PREFIX_ENV,
     RELEASE_ENV,
@@ -26,8 +26,8 @@ from reconciler.local.slurm_install import (
     recorded_install,
     slurm_install,
 )
-from reconciler.local.slurm_prepare import check_binaries
-from reconciler.local.slurm_site import SlurmPaths, SlurmPorts
+from reconciler.local.slurm.prepare import check_binaries
+from reconciler.local.slurm.site import SlurmPaths, SlurmPorts
 from reconciler.slurm_release import SlurmRelease, release_in
 
 
@@ -98,7 +98,7 @@ def test_a_prefix_without_slurmctld_says_which_prefix_to_give(tmp_path: Path) ->
     with pytest.raises(LocalStackError) as raised:
         slurm_install(prefix=tmp_path)
     assert f"{tmp_path} holds no Slurm: no {tmp_path}/sbin/slurmctld" in str(raised.value)
-    assert "configure flags of reconciler/local/setup.sh" in str(raised.value)
+    assert "configure flags of tools/setup.sh" in str(raised.value)
 
 
 def test_a_prefix_missing_daemons_names_them_and_how_to_build(tmp_path: Path) -> None:

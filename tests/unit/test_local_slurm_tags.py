@@ -12,10 +12,10 @@ import pytest
 
 from reconciler.errors import LocalStackError
 from reconciler.local.processes import Supervisor
-from reconciler.local.slurm import SlurmCluster
-from reconciler.local.slurm_install import for_prefix, installs_by_tag
-from reconciler.local.slurm_site import SlurmPaths, SlurmPorts
-from reconciler.local.slurm_tags import (
+from reconciler.local.slurm.cluster import SlurmCluster
+from reconciler.local.slurm.install import for_prefix, installs_by_tag
+from reconciler.local.slurm.site import SlurmPaths, SlurmPorts
+from reconciler.local.slurm.tags import (
     controller_pod,
     image_tag,
     mapped_install,

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.local.volumes import HostLayout, Materializer, VolumeError, pod_mounts
+from reconciler.local.agent.volumes import HostLayout, Materializer, VolumeError, pod_mounts
 
 Obj = dict[str, Any]
 

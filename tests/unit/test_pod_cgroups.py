@@ -1,6 +1,6 @@
-"""A Pod's cgroup on the local stack (reconciler/local/pod_cgroups.py): what joins it ends with
-it, and without cgroup access nothing is placed and that is said once. The kernel's freezer
-hierarchy is used where this runs as root (it is on the project's machines and in CI);
+"""A Pod's cgroup on the local stack (reconciler/local/agent/pod_cgroups.py): what joins it
+ends with it, and without cgroup access nothing is placed and that is said once. The kernel's
+freezer hierarchy is used where this runs as root (it is on the project's machines and in CI);
 elsewhere those tests skip. tests/integration/test_local_pod_jobs.py runs it under Slurm."""
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.local import pod_cgroups
-from reconciler.local.pod_cgroups import FREEZER, PodCgroups
+from reconciler.local.agent import pod_cgroups
+from reconciler.local.agent.pod_cgroups import FREEZER, PodCgroups
 from reconciler.local.processes import Supervisor
 
 IGNORES_SIGTERM = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); " \

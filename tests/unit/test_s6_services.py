@@ -13,7 +13,7 @@ import pytest
 
 from reconciler.compile.desired import DesiredState
 from reconciler.errors import ConfigTypeError
-from reconciler.local.volumes import HostLayout, Materializer, pod_mounts
+from reconciler.local.agent.volumes import HostLayout, Materializer, pod_mounts
 
 # SUNK's "Slurm Workload Manager" page, "Running Scripts with s6", with one node definition to mount
 # it on.

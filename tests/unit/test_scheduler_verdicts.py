@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.local.slurm_install import PREFIX_ENV, SLURM_2411_PREFIX
+from reconciler.local.slurm.install import PREFIX_ENV, SLURM_2411_PREFIX
 from reconciler.scheduler.decide.verdicts import INVALID_NODE_NAME, VERDICTS, is_verdict
 
 # The Slurm the suite runs: setup.sh's 24.11, or the install $SUNK_RECONCILER_SLURM_PREFIX names.

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
-from reconciler.local.kubelet_model import volume_for
+from reconciler.local.agent.placement import volume_for
 from reconciler.local.poller import Poller
 
 POLL_SECONDS = 0.5

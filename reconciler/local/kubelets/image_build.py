@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # A source checkout: the Containerfiles are not in the installed package.
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "sunk-reconciler" / "image"
 BASE_TAG = "localhost/debian:bookworm"
 REPOSITORY = "ghcr.io/sunk-reconciler/reconciler"

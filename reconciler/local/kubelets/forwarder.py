@@ -15,7 +15,7 @@ import socket
 import threading
 from collections.abc import Sequence
 
-from reconciler.local.netns import ClusterNetwork, inside
+from reconciler.local.kubelets.netns import ClusterNetwork, inside
 
 LOOPBACK = "127.0.0.1"
 CHUNK = 65536

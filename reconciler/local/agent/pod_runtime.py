@@ -26,16 +26,16 @@ from reconciler.compile.munge import MUNGE_CONTAINER, MUNGE_KEY_DIR, MUNGE_SOCKE
 from reconciler.compile.slurmdbd import DB_PASSWORD_DIR, SLURMDBD_CONF_DIR
 from reconciler.compile.workloads import JWT_DIR
 from reconciler.errors import LocalStackError
-from reconciler.local.directory_runtime import LocalSssd, has_sssd
-from reconciler.local.login_sshd import host_key, sshd_config
-from reconciler.local.pod_cgroups import PodCgroups
-from reconciler.local.pod_env import container_env
+from reconciler.local.agent.directory_runtime import LocalSssd, has_sssd
+from reconciler.local.agent.login_sshd import host_key, sshd_config
+from reconciler.local.agent.pod_cgroups import PodCgroups
+from reconciler.local.agent.pod_env import container_env
+from reconciler.local.agent.s6_services import LocalS6
+from reconciler.local.agent.volumes import HostLayout, Materializer, Reader, pod_mounts
 from reconciler.local.ports import is_accepting
-from reconciler.local.s6_services import LocalS6
-from reconciler.local.slurm import SlurmCluster, SlurmPaths, check_binaries
-from reconciler.local.slurm_install import SlurmInstall, installs_by_tag
-from reconciler.local.slurm_tags import TAGS_ENV, mapped_install, unmapped_note
-from reconciler.local.volumes import HostLayout, Materializer, Reader, pod_mounts
+from reconciler.local.slurm.cluster import SlurmCluster, SlurmPaths, check_binaries
+from reconciler.local.slurm.install import SlurmInstall, installs_by_tag
+from reconciler.local.slurm.tags import TAGS_ENV, mapped_install, unmapped_note
 from reconciler.objects import Obj
 
 SSHD = Path("/usr/sbin/sshd")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from reconciler.local.volumes import Reader, VolumeError, decoded_data
+from reconciler.local.agent.volumes import Reader, VolumeError, decoded_data
 from reconciler.objects import Obj
 
 

@@ -24,13 +24,13 @@ from pathlib import Path
 from reconciler.adapters.slurm.client import connect
 from reconciler.adapters.slurm.jwt import MintedTokens
 from reconciler.errors import LocalStackError
-from reconciler.local.accounting import Accounting
 from reconciler.local.orphans import reap_orphans
 from reconciler.local.ports import is_accepting
 from reconciler.local.processes import Supervisor
-from reconciler.local.slurm_install import SlurmInstall, slurm_install
-from reconciler.local.slurm_jobs import kill_job_processes
-from reconciler.local.slurm_prepare import (
+from reconciler.local.slurm.accounting import Accounting
+from reconciler.local.slurm.install import SlurmInstall, slurm_install
+from reconciler.local.slurm.jobs import kill_job_processes
+from reconciler.local.slurm.prepare import (
     MUNGED,
     check_binaries,
     link_daemons,
@@ -38,7 +38,7 @@ from reconciler.local.slurm_prepare import (
     prepare_files,
     write_config_files,
 )
-from reconciler.local.slurm_site import (
+from reconciler.local.slurm.site import (
     SlurmPaths,
     SlurmPorts,
     SlurmSite,

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reconciler.errors import LocalStackError
-from reconciler.local.kube import KubeBinaries, KubePaths
-from reconciler.local.kube_pki import client_cert
+from reconciler.local.kube.control_plane import KubeBinaries, KubePaths
+from reconciler.local.kube.pki import client_cert
 
 CONTROL_PLANE_ADDRESS = "10.213.0.1"
 NODES_PREFIX = 24
@@ -180,7 +180,7 @@ def extra_binaries(binaries: KubeBinaries) -> dict[str, Path]:
     if missing:
         raise LocalStackError(
             "missing: " + ", ".join(missing),
-            hint="run `bash reconciler/local/setup.sh` (it builds kubelet and kube-proxy too)",
+            hint="run `bash tools/setup.sh` (it builds kubelet and kube-proxy too)",
         )
     return found
 

@@ -162,7 +162,7 @@ install_packages() {
   block_service_starts
   step "apt-get update" "${APT[@]}" update
   # libnss-sss's postinst adds `sss` to the host's /etc/nsswitch.conf: the local stack's
-  # Pods get their own (reconciler/local/pod_namespace.py); the host's stays as it was.
+  # Pods get their own (reconciler/local/agent/pod_namespace.py); the host's stays as it was.
   local nsswitch; nsswitch=$(mktemp)
   cp -p /etc/nsswitch.conf "$nsswitch"
   # shellcheck disable=SC2086  # word splitting of the package list is intended
@@ -219,11 +219,11 @@ ensure_deb_src() {
     entries=$(debian_src_entries)
     [ -n "$entries" ] || fail "step 'deb-src': no Debian archive entry found in /etc/apt to derive deb-src from"
     if grep -q '^deb-src ' <<<"$entries"; then
-      { echo "# Added by reconciler/local/setup.sh (to build kube-apiserver)"
+      { echo "# Added by tools/setup.sh (to build kube-apiserver)"
         grep '^deb-src ' <<<"$entries"; } >"$legacy"
     fi
     if grep -q '^Types: deb-src' <<<"$entries"; then
-      { echo "# Added by reconciler/local/setup.sh (to build kube-apiserver)"
+      { echo "# Added by tools/setup.sh (to build kube-apiserver)"
         grep -v '^deb-src ' <<<"$entries"; } >"$f"
     fi
   fi
@@ -353,10 +353,10 @@ ensure_slurm_src() {
     END { if (uris != "" && !security && !done) emit() }')
   [ -n "$entries" ] || fail "step 'deb-src $SLURM_SUITE': no Debian archive entry found in /etc/apt"
   if grep -q '^deb-src ' <<<"$entries"; then
-    { echo "# Added by reconciler/local/setup.sh (Slurm $SLURM_VERSION source)"; echo "$entries"; } \
+    { echo "# Added by tools/setup.sh (Slurm $SLURM_VERSION source)"; echo "$entries"; } \
       >/etc/apt/sources.list.d/sunk-reconciler-slurm-src.list
   else
-    { echo "# Added by reconciler/local/setup.sh (Slurm $SLURM_VERSION source)"; echo "$entries"; } >"$f"
+    { echo "# Added by tools/setup.sh (Slurm $SLURM_VERSION source)"; echo "$entries"; } >"$f"
   fi
   step "apt-get update (deb-src $SLURM_SUITE)" "${APT[@]}" update
 }

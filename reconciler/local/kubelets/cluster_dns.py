@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.errors import LocalStackError
-from reconciler.local.kubelets import CLUSTER_DOMAIN, CONTROL_PLANE_ADDRESS
+from reconciler.local.kubelets.nodes import CLUSTER_DOMAIN, CONTROL_PLANE_ADDRESS
 from reconciler.local.poller import Poller
 
 DNSMASQ = Path("/usr/sbin/dnsmasq")

@@ -19,9 +19,9 @@ from reconciler.compile.directory import (
     SSSD_CONTAINER,
     SUDOERS_PATH,
 )
-from reconciler.local.pod_namespace import ContainerView
+from reconciler.local.agent.pod_namespace import ContainerView
+from reconciler.local.agent.volumes import Materializer, pod_mounts
 from reconciler.local.processes import Supervisor
-from reconciler.local.volumes import Materializer, pod_mounts
 from reconciler.objects import Obj
 
 DAEMON = "sssd"

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from reconciler.errors import LocalStackError
 from reconciler.local import SETUP_COMMAND
-from reconciler.local.kube_pki import make_pki
+from reconciler.local.kube.pki import make_pki
 from reconciler.local.processes import DEFAULT_GRACE_SECONDS, Supervisor
 
 KUBE_VERSION = "v1.20.2"

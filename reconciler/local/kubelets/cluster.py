@@ -25,15 +25,22 @@ from typing import Any
 
 from reconciler.adapters.kube import Kube
 from reconciler.errors import LocalStackError
-from reconciler.local import containerd as crt
-from reconciler.local import kube as kube_module
-from reconciler.local.cluster_dns import DnsFeeder, dnsmasq_argv, wait_dnsmasq_ready
-from reconciler.local.forwarder import Forwarder
-from reconciler.local.kube import KubePaths, KubePorts, RealNodes
-from reconciler.local.kube_pki import client_cert, make_pki
-from reconciler.local.kubelet_model import NodeTemplate
-from reconciler.local.kubelet_volumes import VolumeProvisioner, advertise_gpus
-from reconciler.local.kubelets import (
+from reconciler.local.agent.placement import NodeTemplate
+from reconciler.local.kube import control_plane as kube_module
+from reconciler.local.kube.control_plane import KubePaths, KubePorts, RealNodes
+from reconciler.local.kube.pki import client_cert, make_pki
+from reconciler.local.kubelets import containerd as crt
+from reconciler.local.kubelets.cluster_dns import DnsFeeder, dnsmasq_argv, wait_dnsmasq_ready
+from reconciler.local.kubelets.forwarder import Forwarder
+from reconciler.local.kubelets.netns import (
+    ClusterNetwork,
+    MountNamespaces,
+    NodeLink,
+    netns_name,
+    wrapper,
+)
+from reconciler.local.kubelets.node_resources import VolumeProvisioner, advertise_gpus
+from reconciler.local.kubelets.nodes import (
     CLUSTER_DOMAIN,
     CONTROL_PLANE_ADDRESS,
     NODES_PREFIX,
@@ -46,14 +53,7 @@ from reconciler.local.kubelets import (
     write_kubeconfig,
     write_node_files,
 )
-from reconciler.local.netns import (
-    ClusterNetwork,
-    MountNamespaces,
-    NodeLink,
-    netns_name,
-    wrapper,
-)
-from reconciler.local.pause_image import PAUSE_IMAGE, pause_archive
+from reconciler.local.kubelets.pause_image import PAUSE_IMAGE, pause_archive
 from reconciler.local.processes import Supervisor, is_running, processes_referencing
 from reconciler.local.stack_record import StackRecord
 

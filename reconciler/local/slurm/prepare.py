@@ -14,14 +14,14 @@ from pathlib import Path
 
 from reconciler.errors import LocalStackError
 from reconciler.local import SETUP_COMMAND
-from reconciler.local.accounting import MARIADB_INSTALL_DB, MARIADBD
-from reconciler.local.slurm_install import (
+from reconciler.local.slurm.accounting import MARIADB_INSTALL_DB, MARIADBD
+from reconciler.local.slurm.install import (
     REST_USER,
     SLURM_2411_PREFIX,
     SlurmInstall,
     slurm_install,
 )
-from reconciler.local.slurm_site import SlurmPaths
+from reconciler.local.slurm.site import SlurmPaths
 
 MUNGED = Path("/usr/sbin/munged")
 CLIENT_COMMANDS = ("scontrol", "sinfo", "squeue", "scancel", "sbatch")
@@ -52,7 +52,7 @@ def check_binaries(accounting: bool, install: SlurmInstall | None = None) -> Non
             f"missing Slurm {install.release} binaries: " + ", ".join(missing),
             hint=f"run `{SETUP_COMMAND}`" if install.prefix in (None, SLURM_2411_PREFIX)
             else f"build Slurm {install.version} into {install.prefix} with the configure "
-            "flags of reconciler/local/setup.sh (--enable-slurmrestd, --with-jwt, ...); the "
+            "flags of tools/setup.sh (--enable-slurmrestd, --with-jwt, ...); the "
             f"other binaries come from `{SETUP_COMMAND}`",
         )  # fmt: skip
 

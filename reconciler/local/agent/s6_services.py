@@ -24,9 +24,9 @@ from pathlib import Path, PurePosixPath
 
 from reconciler.compile.s6_services import BASE_BUNDLE, LONGRUN, ONESHOT, S6_RC_DIR, USER_BUNDLE
 from reconciler.errors import LocalStackError
-from reconciler.local.pod_namespace import ContainerView
+from reconciler.local.agent.pod_namespace import ContainerView
+from reconciler.local.agent.volumes import Materializer, pod_mounts
 from reconciler.local.processes import Supervisor
-from reconciler.local.volumes import Materializer, pod_mounts
 from reconciler.objects import Obj
 
 S6_SVSCAN = "s6-svscan"

@@ -50,7 +50,7 @@ def build_pause_binary(work: Path) -> Path:
     if done.returncode != 0:
         raise LocalStackError(
             f"cannot compile the pause image's program: {done.stderr.strip()[-400:]}",
-            hint="install build-essential (reconciler/local/setup.sh does)",
+            hint="install build-essential (tools/setup.sh does)",
         )
     return binary
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.errors import LocalStackError
-from reconciler.local.slurm_tags import parse_tags, tag_mismatch
+from reconciler.local.slurm.tags import parse_tags, tag_mismatch
 from reconciler.slurm_release import SlurmRelease, parse_release, release_in
 
 DEFAULT_RELEASE = "24.11"
@@ -160,7 +160,7 @@ def read_release(prefix: Path) -> SlurmRelease:
     """The release of the Slurm installed at `prefix`, as its slurmctld says (`-V`)."""
     slurmctld = prefix / "sbin" / "slurmctld"
     hint = ("give the --prefix Slurm was configured with (it holds sbin/slurmctld); build "
-            "SchedMD's release tag with the configure flags of reconciler/local/setup.sh")
+            "SchedMD's release tag with the configure flags of tools/setup.sh")
     if not os.access(slurmctld, os.X_OK):
         raise LocalStackError(f"{prefix} holds no Slurm: no {slurmctld}", hint=hint)
     result = subprocess.run(

@@ -25,7 +25,8 @@ from typing import Any, Protocol
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
 from reconciler.errors import ReconcilerError
-from reconciler.local.kubelet_model import (
+from reconciler.local.agent.logs_server import KubeletServer
+from reconciler.local.agent.placement import (
     NodeTemplate,
     choose_node,
     failed_status,
@@ -34,9 +35,8 @@ from reconciler.local.kubelet_model import (
     running_status,
     volume_for,
 )
-from reconciler.local.kubelet_server import KubeletServer
-from reconciler.local.schedulers import DEFAULT_SCHEDULER
-from reconciler.local.volumes import Materializer, VolumeError, pod_mounts
+from reconciler.local.agent.schedulers import DEFAULT_SCHEDULER
+from reconciler.local.agent.volumes import Materializer, VolumeError, pod_mounts
 from reconciler.objects import Obj
 
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from reconciler.local.slurm_site import SlurmPaths, SlurmSite, fake_gres_conf, render_settings
+from reconciler.local.slurm.site import SlurmPaths, SlurmSite, fake_gres_conf, render_settings
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,7 @@ def render_slurm_conf(
     nodes += [node_line(cluster, n, node_ports[n], future=True) for n in cluster.spare_names()]
     body = "\n".join([*nodes, *partition_lines(cluster), *DYNAMIC_LINES])
     return (
-        "# Rendered by reconciler.local.simple_cluster\n" + render_settings(settings) + body + "\n"
+        "# Rendered by tests.integration.simple_cluster\n" + render_settings(settings) + body + "\n"
     )
 
 

@@ -15,8 +15,8 @@ import subprocess
 from pathlib import Path
 
 from reconciler.errors import LocalStackError
-from reconciler.local.kubelets import CONTROL_PLANE_ADDRESS
-from reconciler.local.netns import ClusterNetwork, wrapper
+from reconciler.local.kubelets.netns import ClusterNetwork, wrapper
+from reconciler.local.kubelets.nodes import CONTROL_PLANE_ADDRESS
 from reconciler.local.processes import Supervisor
 
 GIT_PORT = 9418

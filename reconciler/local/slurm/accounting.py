@@ -15,7 +15,7 @@ from pathlib import Path
 
 from reconciler.errors import LocalStackError
 from reconciler.local.processes import Supervisor
-from reconciler.local.slurm_site import (
+from reconciler.local.slurm.site import (
     DB_NAME,
     DB_USER,
     SlurmPaths,
