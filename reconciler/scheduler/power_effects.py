@@ -99,10 +99,14 @@ class PowerKeeper:
 
     def on_slurmd_pod(self, event: str, pod: Obj) -> None:
         with self._lock:
+            name = pod["metadata"]["name"]
             if event == "DELETED":
-                self._pods.pop(pod["metadata"]["name"], None)
+                # By uid: the StatefulSet's new Pod of the same name may already be here.
+                gone, cached = pod["metadata"].get("uid"), self._pods.get(name)
+                if cached is not None and gone in (None, cached["metadata"].get("uid")):
+                    del self._pods[name]
             else:
-                self._pods[pod["metadata"]["name"]] = pod
+                self._pods[name] = pod
         self._wake.set()
 
     # ---- passes -----------------------------------------------------------------------
@@ -173,9 +177,14 @@ class PowerKeeper:
         annotations = meta.get("annotations") or {}
         if left is None or spec.get("nodeName") or meta.get("deletionTimestamp"):
             return pod
-        if annotations.get(wk.ANNOTATION_LAST_NODE) != left:
-            self._writer.annotate(pod, {wk.ANNOTATION_LAST_NODE: left})
-        self._left.pop(meta["name"], None)
+        if annotations.get(wk.ANNOTATION_LAST_NODE) == left:
+            self._left.pop(meta["name"], None)  # seen on the Pod: it is the Pod's to keep now
+            return pod
+        # Forgotten only once the Pod is seen carrying it: a write that found no Pod (404),
+        # or a cache that still held the old one, is tried again on the next pass.
+        log.info("power: %s's new Pod waits on no Node: marking it with the Node it left (%s)",
+                 meta["name"], left)  # fmt: skip
+        self._writer.annotate(pod, {wk.ANNOTATION_LAST_NODE: left})
         return {
             **pod,
             "metadata": {**meta, "annotations": {**annotations, wk.ANNOTATION_LAST_NODE: left}},

@@ -989,7 +989,10 @@ def test_slurmd_rolls_node_by_node_and_a_node_a_job_holds_waits_for_it(env: Env)
         roll_until(lambda moves: moves.resume == ("slurm-cpu-0",), 120)
         assert said[-2:] == [f"upgrade stage 3/4 (slurmd): {verb} slurm-cpu-0"
                              for verb in ("restarting", "resumed")]  # fmt: skip
-        assert slurm.run("sacct", "-n", "-X", "-j", job, "-o", "State").split() == ["COMPLETED"]
+        # slurmctld tells slurmdbd of the job's end a moment after it: sacct may lag.
+        wait_for(lambda: slurm.run("sacct", "-n", "-X", "-j", job, "-o", "State",
+                                   check=False).split() == ["COMPLETED"],
+                 30, f"job {job} COMPLETED in sacct")  # fmt: skip
         nodes = slurm.run("sinfo", "-h", "-N", "-o", "%N %t")
         assert "down" not in nodes and "drain" not in nodes, nodes
     finally:
