@@ -43,6 +43,7 @@ from reconciler.compile.workloads import (
     service_for,
     statefulset_for,
 )
+from reconciler.config.keys import default_of
 from reconciler.objects import Obj
 
 STATE_DIR = "/var/spool/slurmctld"
@@ -66,11 +67,11 @@ def controller_state_claim(release: str) -> str:
 
 
 def rest_enabled(values: Obj) -> bool:
-    return (values.get("rest") or {}).get("enabled", True) is not False
+    return (values.get("rest") or {}).get("enabled", default_of("rest.enabled")) is not False
 
 
 def login_enabled(values: Obj) -> bool:
-    return (values.get("login") or {}).get("enabled", True) is not False
+    return (values.get("login") or {}).get("enabled", default_of("login.enabled")) is not False
 
 
 def control_plane_objects(
@@ -135,7 +136,7 @@ def _controller(release: str, namespace: str, values: Obj, profile: Profile) -> 
     pod["hostname"] = name
     deployment = deployment_for(
         release, namespace, name, "controller", selector, "slurmctld", pod,
-        replicas=controller.get("replicas", 1),
+        replicas=controller.get("replicas", default_of("controller.replicas")),
     )  # fmt: skip
     return [
         deployment,
@@ -203,7 +204,7 @@ def _rest(release: str, namespace: str, values: Obj, profile: Profile) -> list[O
     pod = with_munge(pod, values)
     return [
         deployment_for(release, namespace, name, "rest", selector, "slurmrestd", pod,
-                       replicas=rest.get("replicas", 1)),
+                       replicas=rest.get("replicas", default_of("rest.replicas"))),
         service_for(release, namespace, name, "rest", selector, "slurmrestd", profile.rest_port),
     ]  # fmt: skip
 
@@ -251,8 +252,9 @@ def _login(release: str, namespace: str, values: Obj, ssh_port: int) -> list[Obj
     pod = with_directory(with_munge(pod, values), release, values, login=True)
     pod = with_user_containers(with_compute_search(pod, release, namespace, values), login)
     check_container_names(pod, login, "login")
+    replicas = login.get("replicas", default_of("login.replicas"))
     statefulset = statefulset_for(release, namespace, name, "login", selector, "sshd", pod,
-                                  replicas=login.get("replicas", 1))  # fmt: skip
+                                  replicas=replicas)  # fmt: skip
     return [statefulset, _login_service(release, namespace, login, selector, ssh_port)]
 
 
@@ -260,12 +262,13 @@ def _login_service(
     release: str, namespace: str, login: Obj, selector: dict[str, str], port: int
 ) -> Obj:
     settings = login.get("service") or {}
-    kind = settings.get("type", "LoadBalancer")
+    kind = settings.get("type", default_of("login.service.type"))
     service = service_for(release, namespace, login_name(release), "login", selector, "ssh",
                           port)  # fmt: skip
     service["spec"]["type"] = kind
     if kind != "ClusterIP":  # Kubernetes refuses the field on a ClusterIP Service
-        service["spec"]["externalTrafficPolicy"] = settings.get("externalTrafficPolicy", "Local")
+        policy = default_of("login.service.externalTrafficPolicy")
+        service["spec"]["externalTrafficPolicy"] = settings.get("externalTrafficPolicy", policy)
     if settings.get("annotations"):
         service["metadata"]["annotations"] = {
             str(k): str(v) for k, v in settings["annotations"].items()

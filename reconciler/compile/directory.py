@@ -26,7 +26,8 @@ from reconciler.compile import probes
 from reconciler.compile.lines import one_line, write_lines
 from reconciler.compile.resources import sidecar_resources
 from reconciler.compile.value_secrets import ValueSecret
-from reconciler.config.directory import sudo_group_list
+from reconciler.config.directory import DIRECTORY_ENTRY, sudo_group_list
+from reconciler.config.value_types import default_in
 from reconciler.objects import Obj
 
 SSSD_CONTAINER = "sssd"
@@ -40,7 +41,6 @@ SUDOERS_PATH = "/etc/sudoers.d/sunk-directory"
 SSHD_SNIPPET_PATH = "/etc/ssh/sshd_config.d/sunk-directory.conf"
 NSSWITCH_PATH = "/etc/nsswitch.conf"
 AUTHORIZED_KEYS_COMMAND = "/usr/bin/sss_ssh_authorizedkeys"
-DEFAULT_DEBUG_LEVEL = 0x0200  # the default of SUNK's "Slurm Workload Manager" page
 # The sssd.conf keys whose value a directory entry writes, and that entry's key.
 _USER_KEYS = {"ldap_uri": "ldapUri", "ldap_search_base": "user.searchBase",
               "ldap_default_bind_dn": "user.bindDn", "default_shell": "defaultShell",
@@ -74,7 +74,7 @@ def enabled_directories(values: Obj) -> list[Obj]:
 def _enabled(values: Obj) -> list[tuple[int, Obj]]:
     """(index in directoryService.directories, entry) of each enabled directory."""
     return [(i, d) for i, d in enumerate(_all_directories(values))
-            if d.get("enabled", True) is not False]  # fmt: skip
+            if d.get("enabled", _default("enabled")) is not False]  # fmt: skip
 
 
 def directory_enabled(values: Obj) -> bool:
@@ -95,7 +95,7 @@ def value_secrets(release: str, namespace: str, values: Obj) -> list[ValueSecret
     found = []
     for index, directory in enumerate(_all_directories(values)):
         password = (directory.get("user") or {}).get("password")
-        if not password or directory.get("enabled", True) is False:
+        if not password or directory.get("enabled", _default("enabled")) is False:
             continue
         key = f"{_key(index)}.user.password"
         value = one_line("the authtok snippet", key, password, secret=True)
@@ -143,15 +143,15 @@ def _domain(index: int, directory: Obj) -> list[str]:
         "id_provider": "ldap",
         "auth_provider": "ldap",
         "ldap_uri": directory["ldapUri"],
-        "ldap_schema": directory.get("schema") or "rfc2307",
+        "ldap_schema": directory.get("schema") or _default("schema"),
         "ldap_search_base": user.get("searchBase", ""),
         "ldap_default_bind_dn": user.get("bindDn", ""),
         # SUNK's "Slurm Workload Manager" page: Google's custom attribute.
         "ldap_user_ssh_public_key": "sshPublicKey",
-        "default_shell": directory.get("defaultShell") or "/bin/bash",
-        "fallback_homedir": directory.get("fallbackHomeDir") or "/home/%u",
+        "default_shell": directory.get("defaultShell") or _default("defaultShell"),
+        "fallback_homedir": directory.get("fallbackHomeDir") or _default("fallbackHomeDir"),
         "override_homedir": directory.get("overrideHomeDir", ""),
-        "debug_level": _debug_level(directory.get("debugLevel", DEFAULT_DEBUG_LEVEL)),
+        "debug_level": _debug_level(directory.get("debugLevel", _default("debugLevel"))),
         "cache_credentials": "false",
         "enumerate": "false",
     }
@@ -286,7 +286,7 @@ def _file_mount(path: str, key: str) -> Obj:
 
 
 def _name(directory: Obj) -> str:
-    return str(directory.get("name") or "default")
+    return str(directory.get("name") or _default("name"))
 
 
 def _shell_word(word: str) -> str:
@@ -306,3 +306,8 @@ def with_directory(pod: Obj, release: str, values: Obj, *, login: bool = False) 
         "containers": [main, *others, sssd_container(main["image"], release, values)],
         "volumes": [*(pod.get("volumes") or []), *pod_volumes(release, values)],
     }
+
+
+def _default(key: str) -> Any:
+    """A directory entry's default, as its Key declares it."""
+    return default_in(DIRECTORY_ENTRY, key)

@@ -13,9 +13,10 @@ docs/rendered-pods.md#names says the same for users.
 
 from __future__ import annotations
 
+from reconciler.config.keys import default_of
 from reconciler.objects import Obj
 
-DEFAULT_CLUSTER_DOMAIN = "cluster.local"
+DEFAULT_CLUSTER_DOMAIN = default_of("clusterDomain")
 
 
 def compute_service_name(release: str) -> str:

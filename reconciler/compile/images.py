@@ -18,13 +18,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from reconciler.compile.nodesets import NodeSet, last_setter
+from reconciler.config.keys import default_of
 from reconciler.config.layering import plain
 from reconciler.config.repo import IMAGE_COMPONENTS, Config
 from reconciler.errors import Warning_
 from reconciler.objects import Obj, ReadObj
 
-DEFAULT_REGISTRY = "ghcr.io/sunk-reconciler"
-SLURM_TAG = "24.11.5"  # the Slurm release our image is built from
+DEFAULT_REGISTRY = default_of("image.registry")
+SLURM_TAG = default_of("image.tag")  # the Slurm release our image is built from
 MARIADB_TAG = "10.11"
 
 

@@ -28,10 +28,16 @@ from reconciler.compile.sshd import (
 )
 from reconciler.compile.user_containers import check_container_names, user_containers
 from reconciler.config.defaults import default_scheduler_name
+from reconciler.config.keys import NODE_DEFINITION
+from reconciler.config.value_types import default_in
 
 SLURMD_CONTAINER = "slurmd"
 SLURMD_PORT = 6818
 CONF_MOUNT = "/etc/slurm"
+
+
+# A slurmd Pod's grace period when its definition sets none.
+_GRACE = default_in(NODE_DEFINITION, "terminationGracePeriodSeconds")
 
 
 def owned_labels(release: str, component: str) -> dict[str, str]:
@@ -165,7 +171,7 @@ def _boot_flag(values: dict[str, Any]) -> list[str]:
 def _pod_spec(release: str, namespace: str, definition: dict[str, Any],
               values: dict[str, Any], cgroups: bool) -> dict[str, Any]:  # fmt: skip
     spec: dict[str, Any] = {
-        "terminationGracePeriodSeconds": definition.get("terminationGracePeriodSeconds", 30),
+        "terminationGracePeriodSeconds": definition.get("terminationGracePeriodSeconds", _GRACE),
         "enableServiceLinks": False,
         "automountServiceAccountToken": False,
     }

@@ -21,11 +21,12 @@ from typing import Any
 
 from reconciler.compile.images import compute_image, default_slurm_image
 from reconciler.compile.lines import one_line, write_lines
+from reconciler.config.keys import default_of
 from reconciler.errors import Warning_
 
 PLUGSTACK_CONF = "plugstack.conf"
 # pyxis's `make install` puts the plugin here; a deb build puts it under /usr/lib.
-DEFAULT_PLUGIN_PATH = "/usr/local/lib/slurm/spank_pyxis.so"
+DEFAULT_PLUGIN_PATH = default_of("compute.pyxis.pluginPath")
 PYXIS_RUNTIME_PATH = "/run/pyxis"  # pyxis's own default: a folder on a tmpfs
 ENROOT_CONF_DIR = "/etc/enroot"
 ENROOT_CONF = "enroot.conf"
@@ -51,7 +52,8 @@ def pyxis_warnings(values: dict[str, Any],
                    definitions: list[tuple[str, dict[str, Any]]]) -> list[Warning_]:  # fmt: skip
     """A `required` pyxis line on nodes that run our image, which has no pyxis or enroot:
     every srun and sbatch on them fails. `definitions`: the enabled (name, definition)."""
-    if not pyxis_enabled(values) or not pyxis_values(values).get("required", True):
+    required = pyxis_values(values).get("required", default_of("compute.pyxis.required"))
+    if not pyxis_enabled(values) or not required:
         return []
     ours = default_slurm_image(values).repository
     by_image: dict[str, list[str]] = {}
@@ -82,7 +84,7 @@ def render_plugstack_conf(values: dict[str, Any]) -> str:
     """One pyxis line (spank(8): `required|optional plugin [args...]`) with pyxis's arguments
     spelled out at the values we choose, so the file says what runs."""
     pyxis = pyxis_values(values)
-    kind = "required" if pyxis.get("required", True) else "optional"
+    kind = "required" if pyxis.get("required", default_of("compute.pyxis.required")) else "optional"
     plugin = one_line(PLUGSTACK_CONF, "compute.pyxis.pluginPath",
                       pyxis.get("pluginPath") or DEFAULT_PLUGIN_PATH)
     args = [

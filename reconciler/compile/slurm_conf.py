@@ -18,7 +18,7 @@ from reconciler.compile.slurmdbd import accounting_plan
 from reconciler.compile.sshd import slurm_conf_settings as ssh_settings
 from reconciler.compile.target_release import DEFAULT_RELEASE
 from reconciler.config.control_chars import control_character
-from reconciler.config.defaults import DEFAULT_KILL_WAIT_SECONDS
+from reconciler.config.keys import default_of
 from reconciler.config.topology import topology_settings
 from reconciler.errors import CompileError, Location, Warning_
 from reconciler.slurm_release import GRES_NVIDIA_SINCE, OPENMETRICS_SINCE, SlurmRelease
@@ -187,6 +187,15 @@ def private_data(settings: dict[str, str]) -> bool:
     return any(key.lower() == "privatedata" for key in settings)
 
 
+# slurm.conf's integer keys set straight from slurmConfig, in the order they are rendered.
+_INTEGERS = (("DefMemPerCPU", "defMemPerCPU"), ("KillWait", "killWait"),
+             ("WaitTime", "waitTime"), ("InactiveLimit", "inactiveLimit"))  # fmt: skip
+
+
+def _default(key: str) -> Any:
+    return default_of(f"slurmConfig.{key}")
+
+
 def _settings(
     release: str, values: dict[str, Any], profile: Profile, target: SlurmRelease, *, has_gpus: bool
 ) -> dict[str, str]:
@@ -201,20 +210,18 @@ def _settings(
     }
     settings.update(
         {
-            "SlurmctldTimeout": str(ctld.get("timeout", 60)),
-            "SlurmdTimeout": str(slurmd.get("timeout", 30)),
+            "SlurmctldTimeout": str(ctld.get("timeout", _default("slurmCtld.timeout"))),
+            "SlurmdTimeout": str(slurmd.get("timeout", _default("slurmd.timeout"))),
             "ProctrackType": ctld.get("procTrackType")
             or ctld.get("prockTrackType")
-            or "proctrack/linuxproc",
-            "TaskPlugin": ctld.get("taskPlugin") or "task/none",
+            or _default("slurmCtld.procTrackType"),
+            "TaskPlugin": ctld.get("taskPlugin") or _default("slurmCtld.taskPlugin"),
             "SchedulerType": "sched/backfill",
             "SelectType": "select/cons_tres",
-            "SelectTypeParameters": slurm.get("selectTypeParameters") or "CR_Core",
-            "DefMemPerCPU": str(slurm.get("defMemPerCPU", 4096)),
-            "KillWait": str(slurm.get("killWait", DEFAULT_KILL_WAIT_SECONDS)),
-            "WaitTime": str(slurm.get("waitTime", 0)),
-            "InactiveLimit": str(slurm.get("inactiveLimit", 0)),
-            "SuspendTime": str(slurmd.get("suspendTime", "INFINITE")),
+            "SelectTypeParameters": slurm.get("selectTypeParameters")
+            or _default("selectTypeParameters"),
+            **{word: str(slurm.get(key, _default(key))) for word, key in _INTEGERS},
+            "SuspendTime": str(slurmd.get("suspendTime", _default("slurmd.suspendTime"))),
             "ReturnToService": "2",
             "MpiDefault": "none",
         }

@@ -9,7 +9,9 @@ from decimal import Decimal
 from typing import Any
 
 from reconciler.compile.nodesets import NodeSet
+from reconciler.config.keys import NODE_DEFINITION
 from reconciler.config.limits import MAX_NODES
+from reconciler.config.value_types import default_in
 from reconciler.errors import CompileError
 from reconciler.kuberules.quantity import QuantityError, manifest_quantity
 from reconciler.kuberules.validation import is_dns1123_label
@@ -86,7 +88,7 @@ def slurm_node_specs(
 def slurm_node_spec(release: str, nodeset: NodeSet, definition: dict[str, Any]) -> SlurmNodeSpec:
     """`definition` is the composed, plain definition of an enabled node set."""
     name = _checked_names(release, nodeset)
-    replicas = int(definition.get("replicas", 1))
+    replicas = int(definition.get("replicas", default_in(NODE_DEFINITION, "replicas")))
     max_replicas = int(definition.get("maxReplicas", replicas))
     if max_replicas < replicas:
         raise CompileError(

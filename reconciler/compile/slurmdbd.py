@@ -28,6 +28,7 @@ from reconciler.compile.workloads import (
     statefulset_for,
 )
 from reconciler.config.control_chars import control_character
+from reconciler.config.keys import default_of
 from reconciler.errors import CompileError
 from reconciler.objects import Obj
 
@@ -36,8 +37,8 @@ MYSQL_PORT = 3306
 SLURMDBD_CONF_DIR = "/etc/slurmdbd"
 DB_PASSWORD_DIR = "/etc/slurmdbd-db"
 RUN_DIR = "/run/slurmdbd"  # an emptyDir: slurmdbd.conf as assembled at start, the pid file
-ACCOUNTING_DB = "slurm_acct_db"
-DB_USER = "slurm"
+ACCOUNTING_DB = default_of("accounting.database.name")
+DB_USER = default_of("accounting.database.user")
 
 
 def accounting_name(release: str) -> str:

@@ -20,6 +20,7 @@ from reconciler.compile.target_release import TargetRelease
 from reconciler.config.limits import MAX_TOPOLOGIES
 from reconciler.config.topology import (
     ENTRY_PLUGINS,
+    PLUGIN_HINT,
     PLUGINS,
     SINGLE_KEYS,
     TOO_MANY_TOPOLOGIES_HINT,
@@ -116,7 +117,7 @@ def _spec(raw: Mapping[str, Any], path: str, plugins: Sequence[str], where: Loca
         raise CompileError(
             f"{path}.plugin must be one of {', '.join(plugins)}, got {plugin!r}",
             where=where,
-            hint="block: one block per value of blockLabel; tree: switches from switchLabels",
+            hint=PLUGIN_HINT,
         )
     spec = TopologySpec(
         plugin=str(plugin),

@@ -17,6 +17,7 @@ from typing import Any
 
 from reconciler import wellknown as wk
 from reconciler.config.layering import plain
+from reconciler.config.value_types import Key, Table
 from reconciler.config.yamlfile import YamlFile, lookup
 from reconciler.errors import ConfigTypeError, Location
 
@@ -34,8 +35,12 @@ GPU_RESOURCE_PATH = ("compute", "clusterLabels", "gpuResource")
 SCHEDULED_POD_GPU_RESOURCES = (wk.RESOURCE_NVIDIA_GPU,)
 # Where to advertise a second extended resource per GPU Node.
 SECOND_RESOURCE_DOCS = "docs/node-definitions.md#two-gpu-resources-per-node"
-CLUSTER_LABEL_VALUES: dict[str, str] = {
-    _KEY: "mapping", **{f"{_KEY}.{key}": "string" for key in DEFAULTS}
+_MEANS = {"gpuResource": "the GPU extended resource the shipped layers request",
+          "gpuClass": "the Node label of a GPU's class", "gpuModel": "the Node label of a GPU's "
+          "model", "cpu": "the Node label of a CPU's model"}  # fmt: skip
+CLUSTER_LABEL_VALUES: Table = {
+    _KEY: Key("mapping", "names the shipped layers request and select on"),
+    **{f"{_KEY}.{key}": Key("string", _MEANS[key], default) for key, default in DEFAULTS.items()},
 }
 # A qualified name as Kubernetes takes one for a label key or an extended resource.
 _NAME = re.compile(r"([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")

@@ -18,16 +18,18 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from reconciler.config.value_types import Key, Table
 from reconciler.config.yamlfile import KeyPath, YamlFile, format_path, lookup
 from reconciler.errors import ConfigTypeError
 
 SSH_PATH: KeyPath = ("compute", "ssh")
-COMPUTE_SSH_VALUES: dict[str, str] = {
-    "compute.ssh": "mapping",
-    "compute.ssh.enabled": "boolean",
-    "compute.ssh.pamSlurmAdopt": "boolean",
-    "compute.ssh.allowGroups": "list of strings",
-    "compute.ssh.allowUsers": "list of strings",
+COMPUTE_SSH_VALUES: Table = {
+    "compute.ssh": Key("mapping", "sshd in slurmd containers"),
+    "compute.ssh.enabled": Key("boolean", "sshd in every slurmd container", False),
+    "compute.ssh.pamSlurmAdopt": Key("boolean", "pam_slurm_adopt first in sshd's account stack",
+                                     False),
+    "compute.ssh.allowGroups": Key("list of strings", "sshd's AllowGroups"),
+    "compute.ssh.allowUsers": Key("list of strings", "sshd's AllowUsers"),
 }
 # OpenSSH before 7.x held at most 256 AllowUsers and 256 AllowGroups (MAX_ALLOW_USERS, ...);
 # a longer list is a group's job. A name past 256 characters is no account's name.

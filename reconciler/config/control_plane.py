@@ -11,74 +11,88 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from reconciler.config.yamlfile import KeyPath, YamlFile, lookup
-from reconciler.errors import ConfigTypeError
+from reconciler.config.value_types import Key, Table
+from reconciler.config.yamlfile import KeyPath
 from reconciler.suggest import did_you_mean
-
-_IMAGE = {"image": "mapping", "image.repository": "string", "image.tag": "string",
-          "image.pullPolicy": "string"}  # fmt: skip
-_POD = {
-    **_IMAGE,
-    "resources": "mapping",
-    "securityContext": "mapping",
-    "terminationGracePeriodSeconds": "integer",
-    "priorityClassName": "string",
-    "nodeSelector": "mapping",
-    "tolerations": "list of mappings",
-    "affinity": "mapping",
-}
-_STORAGE = {"size": "string", "storageClassName": "string"}
-
-
-def _prefixed(prefix: str, table: dict[str, str]) -> dict[str, str]:
-    return {f"{prefix}.{key}": kind for key, kind in table.items()}
-
-
-CONTROL_PLANE_VALUES: dict[str, str] = {
-    "nodeSelector": "mapping",
-    "nodeSelector.region": "string",
-    "controller": "mapping",
-    "controller.replicas": "integer",
-    **_prefixed("controller", _POD),
-    "controller.stateVolume": "mapping",
-    **_prefixed("controller.stateVolume", _STORAGE),
-    "rest": "mapping",
-    "rest.enabled": "boolean",
-    "rest.replicas": "integer",
-    **_prefixed("rest", _POD),
-    "accounting": "mapping",
-    "accounting.enabled": "boolean",
-    **_prefixed("accounting", _POD),
-    "accounting.external": "mapping",
-    "accounting.external.host": "string",
-    "accounting.external.port": "integer",
-    "accounting.database": "mapping",
-    "accounting.database.host": "string",
-    "accounting.database.port": "integer",
-    "accounting.database.name": "string",
-    "accounting.database.user": "string",
-    "accounting.database.passwordSecret": "string",
-    "mysql": "mapping",
-    **_prefixed("mysql", _POD),
-    "mysql.storage": "mapping",
-    **_prefixed("mysql.storage", _STORAGE),
-    "login": "mapping",
-    "login.enabled": "boolean",
-    "login.replicas": "integer",
-    **_prefixed("login", _POD),
-    "login.service": "mapping",
-    "login.service.type": "string",
-    "login.service.externalTrafficPolicy": "string",
-    "login.service.exposePublicIP": "boolean",
-    "login.service.annotations": "mapping",
-    "login.authorizedKeysSecret": "string",
-    # Sidecars on the login Pods (SUNK's "About SUNK"), as a node definition takes them.
-    "login.containers": "list of mappings",
-    "login.initContainers": "list of mappings",
-}
 
 SERVICE_TYPES = ("ClusterIP", "NodePort", "LoadBalancer")
 TRAFFIC_POLICIES = ("Cluster", "Local")
+PULL_POLICIES = ("Always", "IfNotPresent", "Never")
+_ONE_CONTROLLER = ("one slurmctld owns the state directory; Kubernetes restarts it when it "
+                   "fails, so a backup controller is not needed (SUNK's 'About SUNK')")
+
+
+def _pod(prefix: str, pod: str) -> Table:
+    """The Pod keys every control-plane component takes, under `prefix`, for Pod `pod`."""
+    table = {
+        "image": Key("mapping", f"the {pod} Pod's image"),
+        "image.repository": Key("string", "image repository"),
+        "image.tag": Key("string", "image tag"),
+        "image.pullPolicy": Key("string", "imagePullPolicy", choices=PULL_POLICIES),
+        "resources": Key("mapping", f"the {pod} container's resources"),
+        "securityContext": Key("mapping", f"the {pod} Pod's securityContext"),
+        "terminationGracePeriodSeconds": Key("integer", f"the {pod} Pod's grace period",
+                                             minimum=0),
+        "priorityClassName": Key("string", f"the {pod} Pod's priorityClassName"),
+        "nodeSelector": Key("mapping", f"the {pod} Pod's nodeSelector"),
+        "tolerations": Key("list of mappings", f"the {pod} Pod's tolerations"),
+        "affinity": Key("mapping", f"the {pod} Pod's affinity"),
+    }
+    return {f"{prefix}.{key}": entry for key, entry in table.items()}
+
+
+def _storage(prefix: str, claim: str) -> Table:
+    return {f"{prefix}.size": Key("string", f"{claim}'s size", "10Gi"),
+            f"{prefix}.storageClassName": Key("string", f"{claim}'s storage class")}
+
+
+CONTROL_PLANE_VALUES: Table = {
+    "nodeSelector": Key("mapping", "a nodeSelector for every control-plane Pod"),
+    "nodeSelector.region": Key("string", "topology.kubernetes.io/region of control-plane Pods"),
+    "controller": Key("mapping", "slurmctld"),
+    "controller.replicas": Key("integer", "replicas of Deployment <release>-controller", 1,
+                               choices=(0, 1), hint=_ONE_CONTROLLER),
+    **_pod("controller", "slurmctld"),
+    "controller.stateVolume": Key("mapping", "the PVC at StateSaveLocation"),
+    **_storage("controller.stateVolume", "the state PVC"),
+    "rest": Key("mapping", "slurmrestd"),
+    "rest.enabled": Key("boolean", "Deployment and Service <release>-rest", True),
+    "rest.replicas": Key("integer", "replicas of slurmrestd", 1, minimum=0),
+    **_pod("rest", "slurmrestd"),
+    "accounting": Key("mapping", "slurmdbd"),
+    "accounting.enabled": Key("boolean", "slurmdbd and AccountingStorage* in slurm.conf", False),
+    **_pod("accounting", "slurmdbd"),
+    "accounting.external": Key("mapping", "an slurmdbd outside the cluster"),
+    "accounting.external.host": Key("string", "its host", slurm="word"),
+    "accounting.external.port": Key("integer", "its port (default: slurmdbd's)", minimum=1,
+                                    maximum=65535),
+    "accounting.database": Key("mapping", "a MySQL outside the cluster"),
+    "accounting.database.host": Key("string", "its host", slurm="word"),
+    "accounting.database.port": Key("integer", "its port (default: MySQL's)", minimum=1,
+                                    maximum=65535),
+    "accounting.database.name": Key("string", "the database", "slurm_acct_db", slurm="word"),
+    "accounting.database.user": Key("string", "the user", "slurm", slurm="word"),
+    "accounting.database.passwordSecret": Key("string", "a Secret with key password"),
+    "mysql": Key("mapping", "MariaDB for slurmdbd, in the cluster"),
+    **_pod("mysql", "mysql"),
+    "mysql.storage": Key("mapping", "its data claim"),
+    **_storage("mysql.storage", "the data claim"),
+    "login": Key("mapping", "the login nodes"),
+    "login.enabled": Key("boolean", "StatefulSet and Service <release>-login", True),
+    "login.replicas": Key("integer", "login Pods", 1, minimum=0),
+    **_pod("login", "login"),
+    "login.service": Key("mapping", "Service <release>-login"),
+    "login.service.type": Key("string", "its type", "LoadBalancer", choices=SERVICE_TYPES),
+    "login.service.externalTrafficPolicy": Key("string", "its externalTrafficPolicy (not for "
+                                               "ClusterIP)", "Local", choices=TRAFFIC_POLICIES),
+    "login.service.exposePublicIP": Key("boolean", "reported: a CoreWeave load-balancer "
+                                        "feature"),
+    "login.service.annotations": Key("mapping", "its annotations"),
+    "login.authorizedKeysSecret": Key("string", "a Secret with authorized_keys for root"),
+    # Sidecars on the login Pods (SUNK's "About SUNK"), as a node definition takes them.
+    "login.containers": Key("list of mappings", "sidecars after ours"),
+    "login.initContainers": Key("list of mappings", "init containers after ours"),
+}
 
 # Mappings handed to Kubernetes whole: their inside is Kubernetes', not ours to list.
 PASSED_WHOLE = (
@@ -96,27 +110,6 @@ NOT_ACTED_ON: dict[str, str] = {
     "provider's annotation in login.service.annotations instead",
 }
 
-
-def check_control_plane(doc: YamlFile) -> None:
-    """Value checks beyond types: the ones whose wrong value would fail only in the cluster."""
-    for path, allowed in (
-        (("login", "service", "type"), SERVICE_TYPES),
-        (("login", "service", "externalTrafficPolicy"), TRAFFIC_POLICIES),
-    ):
-        value, found = lookup(doc.data, path)
-        if found and value not in allowed:
-            raise ConfigTypeError(
-                f"{'.'.join(path)} must be one of {', '.join(allowed)}, got {value!r}",
-                where=doc.location(path),
-            )
-    replicas, found = lookup(doc.data, ("controller", "replicas"))
-    if found and replicas not in (0, 1):
-        raise ConfigTypeError(
-            f"controller.replicas must be 0 or 1, got {replicas!r}",
-            where=doc.location(("controller", "replicas")),
-            hint="one slurmctld owns the state directory; Kubernetes restarts it when it "
-            "fails, so a backup controller is not needed (SUNK's 'About SUNK')",
-        )
 
 
 def unused_key_paths(data: Any, known: set[str]) -> Iterator[tuple[KeyPath, str]]:

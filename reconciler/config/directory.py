@@ -9,38 +9,41 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from reconciler.config.value_types import check_table
+from reconciler.config.value_types import Key, Table, check_table
 from reconciler.config.yamlfile import KeyPath, YamlFile, lookup
 from reconciler.errors import ConfigTypeError
 from reconciler.suggest import did_you_mean
 
-DIRECTORY_VALUES: dict[str, str] = {
-    "directoryService": "mapping",
-    "directoryService.sudoGroups": "string or list of strings",
-    "directoryService.directories": "list of mappings",
-}
-
-DIRECTORY_ENTRY: dict[str, str] = {
-    "name": "string",
-    "enabled": "boolean",
-    # YAML reads the 0x0200 of SUNK's "Slurm Workload Manager" page as the integer 512.
-    "debugLevel": "string or integer",
-    "ldapUri": "string",
-    "user": "mapping",
-    "user.bindDn": "string",
-    "user.searchBase": "string",
-    "user.password": "string",
-    "user.canary": "string",
-    "user.existingSecret": "string",
-    "defaultShell": "string",
-    "fallbackHomeDir": "string",
-    "overrideHomeDir": "string",
-    "ldapsCert": "string",
-    "sudoGroups": "string or list of strings",
-    "schema": "string",
-}
-
 SCHEMAS = ("rfc2307", "rfc2307bis")
+DIRECTORY_VALUES: Table = {
+    "directoryService": Key("mapping", "users and groups from LDAP through an sssd sidecar"),
+    "directoryService.sudoGroups": Key("string or list of strings", "groups given sudo on "
+                                       "every directory's hosts"),
+    "directoryService.directories": Key("list of mappings", "LDAP directories, one SSSD domain "
+                                        "each"),
+}
+
+DIRECTORY_ENTRY: Table = {
+    "name": Key("string", "the SSSD domain's name", "default"),
+    "enabled": Key("boolean", "whether sssd uses it", True),
+    # YAML reads the 0x0200 of SUNK's "Slurm Workload Manager" page as the integer 512.
+    "debugLevel": Key("string or integer", "sssd's debug_level: 0-9 or a bit mask", 0x0200),
+    "ldapUri": Key("string", "ldap:// or ldaps:// server"),
+    "user": Key("mapping", "the bind user"),
+    "user.bindDn": Key("string", "its DN"),
+    "user.searchBase": Key("string", "the search base"),
+    "user.password": Key("string", "its password (put in a Secret we render)"),
+    "user.canary": Key("string", "a user that must resolve, for the readiness check"),
+    "user.existingSecret": Key("string", "a Secret you create with the SSSD snippet"),
+    "defaultShell": Key("string", "sssd's default_shell", "/bin/bash"),
+    "fallbackHomeDir": Key("string", "sssd's fallback_homedir", "/home/%u"),
+    "overrideHomeDir": Key("string", "sssd's override_homedir"),
+    "ldapsCert": Key("string", "a CA certificate for ldaps"),
+    "sudoGroups": Key("string or list of strings", "groups given sudo"),
+    "schema": Key("string", "sssd's ldap_schema", "rfc2307", choices=SCHEMAS,
+                  hint="Google Secure LDAP and Active Directory groups need rfc2307bis"),
+}
+
 URI_SCHEMES = ("ldap://", "ldaps://")
 # A directory's name becomes an SSSD domain ([domain/<name>]) and part of file names.
 _NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
@@ -72,10 +75,6 @@ def check_directory_service(doc: YamlFile) -> None:
         _check(doc, (*path, "ldapUri"), uri.startswith(URI_SCHEMES),
                f"ldapUri must start with ldap:// or ldaps://, got {uri!r}",
                "an enabled directory needs a server: ldaps://ldap.google.com:636")  # fmt: skip
-        schema = entry.get("schema") or "rfc2307"
-        _check(doc, (*path, "schema"), schema in SCHEMAS,
-               f"schema must be one of {', '.join(SCHEMAS)}, got {schema!r}",
-               "Google Secure LDAP and Active Directory groups need rfc2307bis")  # fmt: skip
         user = entry.get("user") or {}
         _check(doc, (*path, "user", "password"),
                not (user.get("password") and user.get("existingSecret")),

@@ -1,7 +1,7 @@
-"""values.schema.json, made from the type tables the reconciler checks values with (pure).
+"""values.schema.json, made from the declarations the reconciler checks values with (pure).
 
 Editors (yaml-language-server) and other tools read a JSON Schema; the reconciler reads its own
-tables (`config/schema.py` and the tables it gathers). This module turns the tables into the
+declarations (`config/keys.py` and the tables it gathers). This module turns the tables into the
 schema, so a key is declared once and both agree; `tests/unit/test_values_schema.py` fails
 when the committed values.schema.json drifts from it. Regenerate with
 
@@ -19,10 +19,8 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from reconciler.config.directory import DIRECTORY_ENTRY
-from reconciler.config.reservations import RESERVATION
-from reconciler.config.schema import ALL_VALUES, MOUNT, NODE_DEFINITION, S6_SCRIPT
-from reconciler.config.topology import ENTRY_VALUES
+from reconciler.config.keys import ALL_VALUES, NESTED
+from reconciler.config.value_types import NO_DEFAULT, Key, Table
 
 Schema = dict[str, Any]
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -43,42 +41,49 @@ _TYPES: Mapping[str, Schema] = {
     # YAML reads an unquoted 2030-01-01T10:00:00Z as a date; in JSON it is a string.
     "time": {"type": "string"},
 }
-# Where a table of its own types the items of a list or the entries of a mapping.
-_NESTED: tuple[tuple[str, str, Mapping[str, str]], ...] = (
-    ("compute.nodes", "entries", NODE_DEFINITION),
-    ("compute.mounts", "items", MOUNT),
-    ("compute.s6", "entries", S6_SCRIPT),
-    ("compute.topology.topologies", "items", ENTRY_VALUES),
-    ("slurmConfig.reservations", "entries", RESERVATION),
-    ("directoryService.directories", "items", DIRECTORY_ENTRY),
-)
 
 
 def values_schema() -> Schema:
     """The schema of one values file (values.yaml or a values.d file: every key optional)."""
     root = _tree(ALL_VALUES)
-    for dotted, kind, table in _NESTED:
-        node = _at(root, dotted)
-        inner = _nullable(_tree(table))
-        if kind == "items":
+    for nested in NESTED:
+        node = _at(root, nested.under)
+        inner = _nullable(_tree(nested.table))
+        if nested.items:
             node["items"] = inner
         else:
             node["additionalProperties"] = inner
     return {"$schema": DIALECT, "title": "reconciler values (SUNK-shaped Helm values)", **root}
 
 
-def _tree(table: Mapping[str, str]) -> Schema:
-    """A table of dotted keys as nested object schemas, each key's type where it is declared."""
+def _tree(table: Table) -> Schema:
+    """A table of dotted keys as nested object schemas, each key's where it is declared."""
     root: Schema = {"type": "object"}
     for dotted in sorted(table, key=lambda k: k.count(".")):
         node = root
         *parents, last = dotted.split(".")
         for key in parents:
             node = node.setdefault("properties", {}).setdefault(key, _nullable({"type": "object"}))
-        typed = _nullable(dict(_TYPES[table[dotted]]))
+        typed = _key_schema(table[dotted])
         existing = node.setdefault("properties", {}).get(last)
         node["properties"][last] = {**typed, **(existing or {})} if existing else typed
     return root
+
+
+def _key_schema(key: Key) -> Schema:
+    """One key: its type (or null), and what else its Key declares that JSON Schema can say."""
+    schema = _nullable(dict(_TYPES[key.type]))
+    if key.doc:
+        schema["description"] = key.doc
+    if key.default is not NO_DEFAULT:
+        schema["default"] = key.default
+    if key.choices:
+        schema["enum"] = [*key.choices, None]
+    if key.minimum is not None:
+        schema["minimum"] = key.minimum
+    if key.maximum is not None:
+        schema["maximum"] = key.maximum
+    return schema
 
 
 def _at(root: Schema, dotted: str) -> Schema:

@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from reconciler.config.value_types import Key, Table
 from reconciler.config.yamlfile import KeyPath, YamlFile, format_path, lookup
 from reconciler.errors import ConfigTypeError
 
@@ -43,9 +44,10 @@ LUA_PLUGINS: dict[str, LuaPlugin] = {
                             "slurm_cli_post_submit"), "salloc, sbatch and srun"),
 }  # fmt: skip
 LUA_PATH: KeyPath = ("slurmConfig", "luaPlugins")
-LUA_VALUES: dict[str, str] = {
-    "slurmConfig.luaPlugins": "mapping",
-    **{f"slurmConfig.luaPlugins.{name}": "string" for name in LUA_PLUGINS},
+LUA_VALUES: Table = {
+    "slurmConfig.luaPlugins": Key("mapping", "Slurm's Lua scripts, as text"),
+    **{f"slurmConfig.luaPlugins.{name}": Key("string", f"{plugin.file}, run by {plugin.reader}")
+       for name, plugin in LUA_PLUGINS.items()},
 }
 
 

@@ -11,18 +11,21 @@ from __future__ import annotations
 
 import re
 
+from reconciler.config.value_types import Key, Table
 from reconciler.config.yamlfile import KeyPath, YamlFile, format_path, lookup
 from reconciler.errors import ConfigTypeError
 
 SIDECARS = ("munge", "sssd", "reconfigure")
-POD_VALUES: dict[str, str] = {
-    "image": "mapping",
-    "image.registry": "string",
-    "image.tag": "string",
-    "sidecars": "mapping",
-    **{f"sidecars.{name}": "mapping" for name in SIDECARS},
-    **{f"sidecars.{name}.resources": "mapping" for name in SIDECARS},
-    "clusterDomain": "string",
+POD_VALUES: Table = {
+    "image": Key("mapping", "our images"),
+    "image.registry": Key("string", "<registry>/slurm:<tag> for every Slurm Pod",
+                          "ghcr.io/sunk-reconciler"),
+    "image.tag": Key("string", "our Slurm image's tag", "24.11.5"),
+    "sidecars": Key("mapping", "our sidecars"),
+    **{f"sidecars.{name}": Key("mapping", f"the {name} sidecar") for name in SIDECARS},
+    **{f"sidecars.{name}.resources": Key("mapping", f"the {name} sidecar's resources")
+       for name in SIDECARS},
+    "clusterDomain": Key("string", "the cluster's DNS domain", "cluster.local"),
 }
 # The grammar of an image reference's parts (distribution/reference): a registry host with an
 # optional port and path, and a tag.

@@ -4,11 +4,15 @@ it (compile/target_release.py)."""
 
 from __future__ import annotations
 
+from reconciler.config.value_types import Key, Table
 from reconciler.config.yamlfile import YamlFile, lookup
 from reconciler.errors import ConfigTypeError
 from reconciler.slurm_release import ReleaseError, parse_release
 
-RELEASE_VALUES: dict[str, str] = {"slurmConfig.release": "string"}
+RELEASE_VALUES: Table = {
+    "slurmConfig.release": Key("string", "the Slurm release the render targets when no "
+                               "slurmctld answers (default: our image's, 24.11.5)")
+}
 _PATH = ("slurmConfig", "release")
 
 

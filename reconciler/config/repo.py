@@ -24,13 +24,14 @@ from reconciler.config.cluster_labels import (
     renamed_layer,
     renames,
 )
+from reconciler.config.keys import ALL_VALUES
 from reconciler.config.layering import deep_update, tag
 from reconciler.config.limits import MAX_NODE_SETS, ValueBudget
 from reconciler.config.policy_file import Override, Policy, parse_policy_file
 from reconciler.config.rendered_values import check_rendered_values
 from reconciler.config.reservations import check_reservations
-from reconciler.config.schema import check_layer_file, check_values_file
 from reconciler.config.slurm_words import check_layer_words, check_slurm_values
+from reconciler.config.values_file import check_layer_file, check_values_file
 from reconciler.config.values_view import ValuesView
 from reconciler.config.yamlfile import KeyPath, YamlFile, check_yaml_limits, lookup, parse_yaml
 from reconciler.errors import ConfigTypeError, Location, ReconcilerError, Warning_
@@ -203,7 +204,7 @@ def _merge_values(
         doc = parse_yaml(files[name], name, budget)
         _check_node_sets(doc, node_locations)
         check_values_file(doc, warnings)
-        check_slurm_values(doc)
+        check_slurm_values(doc, ALL_VALUES)
         check_rendered_values(doc)
         check_reservations(doc, files[name], budget)
         _note_reservations(doc, reservation_locations)

@@ -14,21 +14,21 @@ import hostlist
 
 from reconciler import hostlists
 from reconciler.config.limits import MAX_NODES, ValueBudget
-from reconciler.config.value_types import check_table, wrong
+from reconciler.config.value_types import Key, Table, check_table, wrong
 from reconciler.config.yamlfile import KeyPath, YamlFile, lookup
 from reconciler.errors import ConfigTypeError
 from reconciler.suggest import did_you_mean
 
-RESERVATION: dict[str, str] = {
-    "nodes": "string",
-    "nodeDefinition": "string",
-    "startTime": "time",
-    "endTime": "time",
-    "duration": "string or integer",
-    "recurring": "string",
-    "users": "string or list of strings",
-    "accounts": "string or list of strings",
-    "flags": "string or list of strings",
+RESERVATION: Table = {
+    "nodes": Key("string", "a hostlist of Slurm nodes"),
+    "nodeDefinition": Key("string", "all nodes of a node definition"),
+    "startTime": Key("time", "when it starts: a time, or now"),
+    "endTime": Key("time", "when it ends"),
+    "duration": Key("string or integer", "how long (minutes, or Slurm's [days-]hours:minutes)"),
+    "recurring": Key("string", "HOURLY, DAILY, WEEKDAY, WEEKEND or WEEKLY"),
+    "users": Key("string or list of strings", "who may use it"),
+    "accounts": Key("string or list of strings", "which accounts may use it"),
+    "flags": Key("string or list of strings", "Slurm reservation flags"),
 }
 # The flags a reservation in git may carry, spelled as scontrol takes them (Slurm 22.05).
 RESERVATION_FLAGS = frozenset(

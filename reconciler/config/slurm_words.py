@@ -15,28 +15,13 @@ import re
 from typing import Any
 
 from reconciler.config.control_chars import character_name, text_control_character
+from reconciler.config.value_types import Table
 from reconciler.config.yamlfile import KeyPath, YamlFile, format_path, lookup
 from reconciler.errors import ConfigTypeError
 
 # Printable ASCII but space, `#` (a comment), quotes and `\` (Slurm's quoting and escapes).
 WORD = re.compile(r"[\x21\x24-\x26\x28-\x5b\x5d-\x7e]+")
 
-# Values rendered as `KEY=<value>` into slurm.conf or slurmdbd.conf.
-VALUE_WORDS: tuple[KeyPath, ...] = (
-    ("slurmConfig", "slurmCtld", "procTrackType"),
-    ("slurmConfig", "slurmCtld", "prockTrackType"),
-    ("slurmConfig", "slurmCtld", "taskPlugin"),
-    ("slurmConfig", "selectTypeParameters"),
-    ("slurmConfig", "slurmd", "suspendTime"),
-    ("accounting", "external", "host"),
-    ("accounting", "database", "host"),
-    ("accounting", "database", "name"),
-    ("accounting", "database", "user"),
-)
-# slurm.conf text: lines of their own (extraConfig; cgroupConfig and gresConfig for
-# cgroup.conf and gres.conf) or PartitionName= lines.
-VALUE_TEXTS: tuple[KeyPath, ...] = (("slurmConfig", "extraConfig"), ("slurmConfig", "cgroupConfig"),
-                                    ("slurmConfig", "gresConfig"), ("compute", "partitions"))
 _WORD_HINT = (
     "slurm.conf ends a value at a space, a line break or '#': what follows would set other "
     "keys. Set further slurm.conf keys in slurmConfig.extraConfig"
@@ -45,15 +30,18 @@ _WORD_HINT = (
 _TEXT_HINT = "slurm.conf text may hold tabs and line breaks, no other control characters"
 
 
-def check_slurm_values(doc: YamlFile) -> None:
-    """A values file: every value we render into Slurm's config files."""
-    for path in VALUE_WORDS:
+def check_slurm_values(doc: YamlFile, table: Table) -> None:
+    """A values file: every value we render into Slurm's config files, as its Key says: a
+    "word" after `KEY=` in slurm.conf or slurmdbd.conf, or "text", lines of their own
+    (extraConfig; cgroupConfig and gresConfig for cgroup.conf and gres.conf; partitions)."""
+    for dotted, key in table.items():
+        path = tuple(dotted.split("."))
         value, found = lookup(doc.data, path)
-        if found and isinstance(value, str):
+        if not found or not isinstance(value, str):
+            continue
+        if key.slurm == "word":
             _check_word(doc, path, value)
-    for path in VALUE_TEXTS:
-        value, found = lookup(doc.data, path)
-        if found and isinstance(value, str):
+        elif key.slurm == "text":
             check_text(doc, path, value)
     nodes, _ = lookup(doc.data, ("compute", "nodes"))
     for name, definition in (nodes or {}).items():

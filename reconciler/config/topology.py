@@ -13,30 +13,37 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from reconciler.config.limits import MAX_TOPOLOGIES
-from reconciler.config.value_types import check_table
+from reconciler.config.value_types import Key, Table, check_table
 from reconciler.config.yamlfile import KeyPath, YamlFile, lookup
 from reconciler.errors import ConfigTypeError
 from reconciler.kuberules.validation import is_qualified_name
 from reconciler.slurm_release import SlurmRelease
 
-TOPOLOGY_VALUES: dict[str, str] = {
-    "compute.topology": "mapping",
-    "compute.topology.plugin": "string",
-    "compute.topology.blockLabel": "string",
-    "compute.topology.blockSizes": "list",
-    "compute.topology.switchLabels": "list of strings",
-    "compute.topology.exclusivePartitions": "list of strings",
-    "compute.topology.topologies": "list of mappings",
+PLUGINS = ("block", "tree")
+ENTRY_PLUGINS = (*PLUGINS, "flat")  # flat: no topology, for partitions that want none
+PLUGIN_HINT = "block (Slurm 23.11+): one block per value of blockLabel; tree: switches from " \
+    "switchLabels; flat (a named topology only): no topology"
+TOPOLOGY_VALUES: Table = {
+    "compute.topology": Key("mapping", "one topology, from the labels of the Nodes"),
+    "compute.topology.plugin": Key("string", "the topology plugin", choices=PLUGINS,
+                                   hint=PLUGIN_HINT),
+    "compute.topology.blockLabel": Key("string", "the Node label whose value names a block"),
+    "compute.topology.blockSizes": Key("list", "BlockSizes (block plugin)"),
+    "compute.topology.switchLabels": Key("list of strings", "Node labels of each switch level, "
+                                         "leaf first (tree plugin)"),
+    "compute.topology.exclusivePartitions": Key("list of strings", "partitions given "
+                                                "ExclusiveTopo"),
+    "compute.topology.topologies": Key("list of mappings", "several named topologies (Slurm "
+                                       "25.05+)"),
 }
 # The single shape's keys, which `topologies` entries hold instead.
 SINGLE_KEYS = ("plugin", "blockLabel", "blockSizes", "switchLabels", "exclusivePartitions")
-ENTRY_VALUES: dict[str, str] = {
-    "name": "string",
-    "default": "boolean",
+ENTRY_VALUES: Table = {
+    "name": Key("string", "the topology's name"),
+    "default": Key("boolean", "the cluster default (else the first)"),
     **{key: TOPOLOGY_VALUES[f"compute.topology.{key}"] for key in SINGLE_KEYS},
+    "plugin": Key("string", "the topology plugin", choices=ENTRY_PLUGINS, hint=PLUGIN_HINT),
 }
-PLUGINS = ("block", "tree")
-ENTRY_PLUGINS = (*PLUGINS, "flat")  # flat: no topology, for partitions that want none
 # A topology name: a word of topology.yaml and of a partition's Topology= option.
 _TOPOLOGY_NAME = re.compile(r"[A-Za-z0-9][-A-Za-z0-9_.]{0,62}")
 # Slurm (block_record.c) accepts BlockSizes whose sizes are the first times a power of two,
@@ -62,7 +69,7 @@ def check_topology(doc: YamlFile) -> None:
         return
     entries = topology.get("topologies")
     if entries is None:
-        _check_keys(doc, _ROOT, topology, PLUGINS)
+        _check_keys(doc, _ROOT, topology)
         return
     mixed = [key for key in SINGLE_KEYS if key in topology]
     if mixed:
@@ -124,19 +131,10 @@ def _check_entry(doc: YamlFile, path: KeyPath, entry: dict[str, Any]) -> None:
             hint="letters, digits, '-', '_', '.' (at most 63), e.g. name: nvlink; "
             "partitions choose it with Topology=<name>",
         )
-    _check_keys(doc, path, entry, ENTRY_PLUGINS)
+    _check_keys(doc, path, entry)
 
 
-def _check_keys(doc: YamlFile, root: KeyPath, data: dict[str, Any], plugins: tuple[str, ...]
-                ) -> None:  # fmt: skip
-    plugin = data.get("plugin")
-    if "plugin" in data and plugin not in plugins:
-        raise ConfigTypeError(
-            f"{_dotted(root)}.plugin must be one of {', '.join(plugins)}, got {plugin!r}",
-            where=doc.location((*root, "plugin")),
-            hint="block (Slurm 23.11+): one block per value of blockLabel; tree: switches "
-            "from switchLabels" + ("; flat: no topology" if "flat" in plugins else ""),
-        )
+def _check_keys(doc: YamlFile, root: KeyPath, data: dict[str, Any]) -> None:
     label = data.get("blockLabel")
     if label is not None:
         _check_label_key(doc, (*root, "blockLabel"), label)

@@ -1,12 +1,20 @@
-"""The types a values or layer file may give a key, written as short names ("string",
-"list of strings") so messages read like the docs, and the checks that name the file, line
-and key of a value of the wrong type.
+"""A values key's one declaration (`Key`: its type, allowed values, default, what it does and
+whether it reaches a Slurm config file), and the checks that name the file, line and key of a
+value that breaks it.
+
+Types are short names ("string", "list of strings") so messages read like the docs. From the
+same entries come the checks here, `values.schema.json` (config/json_schema.py), the key
+reference in docs/values.md (config/values_doc.py), the defaults the compiler renders
+(`default_of` in config/keys.py) and the values checked as Slurm words (config/slurm_words.py).
 """
 
 from __future__ import annotations
 
+import copy
 import datetime
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from reconciler.config.yamlfile import KeyPath, YamlFile, format_path, lookup
 from reconciler.errors import ConfigTypeError
@@ -25,11 +33,75 @@ TYPES: dict[str, tuple[type, ...]] = {
     "time": (str, datetime.date),  # YAML reads an unquoted 2030-01-01T10:00:00Z as a datetime
 }
 
-def check_table(doc: YamlFile, base: KeyPath, data: Any, table: dict[str, str]) -> None:
-    for dotted, expected in table.items():
+
+
+class _NoDefault:
+    def __repr__(self) -> str:
+        return "NO_DEFAULT"
+
+
+NO_DEFAULT: Any = _NoDefault()
+
+
+@dataclass(frozen=True)
+class Key:
+    """One values key. `doc` says what it becomes, in one line; `default` is what the
+    reconciler uses when it is unset (NO_DEFAULT: nothing is rendered, or the doc says what
+    decides); `slurm` is "word" for a value rendered after `KEY=` in slurm.conf or
+    slurmdbd.conf, "text" for lines of a Slurm config file (config/slurm_words.py)."""
+
+    type: str
+    doc: str = ""
+    default: Any = NO_DEFAULT
+    choices: tuple[Any, ...] = ()
+    minimum: int | None = None
+    maximum: int | None = None
+    slurm: Literal["word", "text"] | None = None
+    hint: str | None = None  # added to a refusal of choices or range
+
+
+Table = Mapping[str, Key]
+
+
+def default_in(table: Table, dotted: str) -> Any:
+    """What the reconciler uses for a key of `table` that is unset: the one home of it (a
+    copy: a default list or mapping is never shared)."""
+    default = table[dotted].default
+    if default is NO_DEFAULT:
+        raise KeyError(f"values key {dotted} declares no default")
+    return copy.deepcopy(default)
+
+
+def check_table(doc: YamlFile, base: KeyPath, data: Any, table: Table) -> None:
+    for dotted, key in table.items():
         value, found = lookup(data, dotted.split("."))
         if found and value is not None:
-            check_type(doc, (*base, *dotted.split(".")), value, expected)
+            path = (*base, *dotted.split("."))
+            check_type(doc, path, value, key.type)
+            check_allowed(doc, path, value, key)
+
+
+def check_allowed(doc: YamlFile, path: KeyPath, value: Any, key: Key) -> None:
+    """The key's choices and range, once its type is right."""
+    if key.choices and value not in key.choices:
+        shown = ", ".join(str(choice) for choice in key.choices)
+        _refuse(doc, path, f"must be one of {shown}, got {value!r}", key.hint)
+    if not isinstance(value, int) or isinstance(value, bool):
+        return
+    low, high = key.minimum, key.maximum
+    if (low is not None and value < low) or (high is not None and value > high):
+        _refuse(doc, path, f"must be {range_text(key)}, got {value}", key.hint)
+
+
+def range_text(key: Key) -> str:
+    """"from 0 to 65536", "1 or more", "at most 9": as messages and docs say it."""
+    if key.minimum is not None and key.maximum is not None:
+        return f"from {key.minimum} to {key.maximum}"
+    return f"{key.minimum} or more" if key.maximum is None else f"at most {key.maximum}"
+
+
+def _refuse(doc: YamlFile, path: KeyPath, what: str, hint: str | None) -> None:
+    raise ConfigTypeError(f"{format_path(path)} {what}", where=doc.location(path), hint=hint)
 
 
 def check_type(doc: YamlFile, path: KeyPath, value: Any, expected: str) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from reconciler.config.keys import default_of
 from reconciler.config.layering import plain
 from reconciler.config.power_saving import PowerSaving, power_saving
 
@@ -23,5 +24,7 @@ class ValuesView:
         return cls(
             values=values,
             power=power_saving(values),
-            scheduler_enabled=bool((values.get("scheduler") or {}).get("enabled", True)),
+            scheduler_enabled=bool(
+                (values.get("scheduler") or {}).get("enabled", default_of("scheduler.enabled"))
+            ),
         )

@@ -119,7 +119,7 @@ def test_seed_defaults_for_the_controller() -> None:
 
 
 def test_two_controllers_are_refused_with_the_reason() -> None:
-    with pytest.raises(ConfigTypeError, match=r"controller.replicas must be 0 or 1, got 2"):
+    with pytest.raises(ConfigTypeError, match=r"controller.replicas must be one of 0, 1, got 2"):
         state_of("controller: {replicas: 2}\n")
 
 

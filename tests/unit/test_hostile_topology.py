@@ -13,7 +13,7 @@ from reconciler.compile.topology import render_topology_files
 from reconciler.compile.topology_places import TopologyInputs
 from reconciler.compile.topology_spec import topology_set
 from reconciler.config.limits import MAX_TOPOLOGIES
-from reconciler.config.schema import check_values_file
+from reconciler.config.values_file import check_values_file
 from reconciler.config.yamlfile import parse_yaml
 from reconciler.errors import CompileError, ConfigTypeError
 from reconciler.slurm_release import SlurmRelease

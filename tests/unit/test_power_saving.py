@@ -130,13 +130,13 @@ def test_power_saving_without_our_scheduler_is_refused(
     ("floor", "message"),
     [
         ("5", "not between 0 and replicas"),
-        ("-1", r"\(compute.nodes.gpu.minReplicas\): .*0 or more"),
+        ("-1", r"\(compute.nodes.gpu.minReplicas\): .*from 0 to 65536, got -1"),
     ],
 )
 def test_min_replicas_must_fit_replicas(
     compile_values: Callable[..., DesiredState], floor: str, message: str
 ) -> None:
-    """A negative count is refused where it is written (config/schema.py), the rest when
+    """A negative count is refused where it is written (config/values_file.py), the rest when
     node sets are compiled."""
     with pytest.raises(ReconcilerError, match=message):
         compile_values(POWER.replace("minReplicas: 1", f"minReplicas: {floor}"))

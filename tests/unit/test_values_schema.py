@@ -14,7 +14,9 @@ import pytest
 import yaml
 
 from reconciler.config.json_schema import values_schema
-from reconciler.config.schema import check_values_file
+from reconciler.config.keys import ALL_VALUES
+from reconciler.config.value_types import Key
+from reconciler.config.values_file import check_values_file
 from reconciler.config.yamlfile import format_path, parse_yaml
 from reconciler.errors import ConfigTypeError, Warning_
 
@@ -76,3 +78,49 @@ def test_a_wrong_type_is_refused_at_the_key_path_the_reconciler_names(text: str)
     errors = list(VALIDATOR.iter_errors(_json_view(doc.data)))
     assert named is not None and errors, (named, errors)
     assert {format_path(tuple(e.absolute_path)) for e in errors} == {named}
+
+
+def _nested(dotted: str, value: Any) -> dict[str, Any]:
+    data: Any = value
+    for key in reversed(dotted.split(".")):
+        data = {key: data}
+    return data
+
+
+def _breaking(key: Key) -> list[Any]:
+    """Values of the right type that the key's choices or range refuse."""
+    bad: list[Any] = []
+    if key.choices:
+        bad.append(max(key.choices) + 1 if isinstance(key.choices[0], int) else "no-such-value")
+    if key.minimum is not None:
+        bad.append(key.minimum - 1)
+    if key.maximum is not None:
+        bad.append(key.maximum + 1)
+    return bad
+
+
+BOUNDED = [(dotted, value) for dotted, key in ALL_VALUES.items() for value in _breaking(key)]
+
+
+def test_some_keys_declare_choices_and_ranges() -> None:
+    assert {"login.service.type", "scheduler.scope.type", "controller.replicas",
+            "scheduler.podPolicy.maxPriority"} <= {dotted for dotted, _ in BOUNDED}  # fmt: skip
+
+
+@pytest.mark.parametrize(("dotted", "value"), BOUNDED, ids=lambda v: str(v))
+def test_a_value_outside_choices_or_range_is_refused_by_both(dotted: str, value: Any) -> None:
+    """One declaration, two readers: the reconciler and an editor refuse the same values."""
+    doc = parse_yaml(yaml.safe_dump(_nested(dotted, value)), "values.yaml")
+    with pytest.raises(ConfigTypeError) as refused:
+        check_values_file(doc, list[Warning_]())
+    assert refused.value.where is not None and refused.value.where.path == dotted
+    errors = list(VALIDATOR.iter_errors(doc.data))
+    assert {format_path(tuple(e.absolute_path)) for e in errors} == {dotted}
+
+
+def test_every_value_a_key_allows_is_taken() -> None:
+    for dotted, key in ALL_VALUES.items():
+        for value in key.choices:
+            doc = parse_yaml(yaml.safe_dump(_nested(dotted, value)), "values.yaml")
+            check_values_file(doc, list[Warning_]())
+            assert not list(VALIDATOR.iter_errors(doc.data)), dotted
