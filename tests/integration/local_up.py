@@ -25,7 +25,12 @@ from reconciler.local.slurm.cluster import SlurmCluster
 from reconciler.local.stack import LocalStack
 from reconciler.local.stack_record import STATE_FILE, new_temp_runtime_dir
 from tests.integration.conftest import require_kube_binaries, require_slurm_binaries
-from tests.integration.local_stack_ops import listening_ports, recorded_pids, recorded_ports
+from tests.integration.local_stack_ops import (
+    leftover_processes,
+    listening_ports,
+    recorded_pids,
+    recorded_ports,
+)
 
 
 @dataclass
@@ -170,7 +175,7 @@ def _down(runtime: Path, up: subprocess.Popen[bytes], log: Path, running: Runnin
     if up.poll() is None:
         up.kill()
         up.wait()
-    left = stack.leftover_processes(sorted(pids)) if stack else []
+    left = leftover_processes(stack, sorted(pids)) if stack else []
     busy = ports & listening_ports()
     text = log.read_text(errors="replace")
     shutil.rmtree(runtime, ignore_errors=True)
