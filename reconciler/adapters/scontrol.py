@@ -1,6 +1,6 @@
 """What slurmrestd v0.0.38 cannot do, through the `scontrol` binary with auth/jwt.
 
-Node drain/resume/state, partition and reservation create/update/delete, reconfigure. The token
+Node drain/resume/state, reservation create/update/delete, reconfigure. The token
 travels in the child's environment (SLURM_JWT; the cluster needs AuthAltTypes=auth/jwt), never on
 its command line, so it is not visible in `ps` nor in any error text built from the argv.
 
@@ -22,7 +22,6 @@ from reconciler.adapters.scontrol_args import (
     OptionValue,
     node_state_args,
     node_weight_args,
-    partition_args,
     reservation_args,
 )
 from reconciler.adapters.slurm.jwt import TokenSource
@@ -45,10 +44,7 @@ def error_summary(stderr: str, stdout: str = "") -> str:
 # What scontrol prints when slurmctld drops a request whose JWT it rejects (22.05, 24.11).
 _AUTH_SYMPTOMS = ("Zero Bytes were transmitted or received", "Protocol authentication error")
 _AUTH_HINT = "slurmctld answers an expired or foreign JWT this way: check the key and user"
-_MISSING = {
-    "partition": "Invalid partition name specified",
-    "reservation": "Requested reservation is invalid",
-}
+_MISSING = {"reservation": "Requested reservation is invalid"}
 
 
 class Scontrol:
@@ -81,16 +77,6 @@ class Scontrol:
     def set_node_weight(self, nodes: str, weight: int) -> None:
         """Slurm allocates the lowest-weight nodes that fit first (before LLN or node order)."""
         self.run(node_weight_args(nodes, weight))
-
-    def create_partition(self, name: str, options: Mapping[str, OptionValue]) -> None:
-        self.run(partition_args("create", name, options))
-
-    def update_partition(self, name: str, options: Mapping[str, OptionValue]) -> None:
-        self.run(partition_args("update", name, options))
-
-    def delete_partition(self, name: str, *, missing_ok: bool = False) -> bool:
-        """True when deleted; False when it did not exist and missing_ok."""
-        return self._delete("partition", partition_args("delete", name, {}), missing_ok)
 
     def create_reservation(self, name: str, options: Mapping[str, OptionValue]) -> None:
         """StartTime/EndTime may be seconds since the epoch (ints); Users/Accounts lists."""

@@ -77,18 +77,3 @@ def is_accepting(port: int, host: str = LOOPBACK, timeout: float = 0.5) -> bool:
     with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=timeout):
         return True
     return False
-
-
-def listening_ports() -> set[int]:
-    """Every TCP port in LISTEN state on this machine (IPv4 and IPv6), read from /proc/net."""
-    ports: set[int] = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            lines = Path(table).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            fields = line.split()
-            if len(fields) > 3 and fields[3] == "0A":  # 0A is TCP_LISTEN
-                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
-    return ports

@@ -47,7 +47,7 @@ from reconciler.local.slurm.install import recorded_install, slurm_install
 from reconciler.local.slurm.prepare import check_binaries
 from reconciler.local.slurm.tags import TAGS_ENV
 from reconciler.local.stack_record import StackRecord
-from reconciler.local.stack_status import ComponentStatus, component_statuses, leftover_processes
+from reconciler.local.stack_status import ComponentStatus, component_statuses
 
 # The foreground `up` stops its node agent and daemons before it exits.
 
@@ -367,26 +367,6 @@ class LocalStack:
             shutil.rmtree(self.runtime_dir, ignore_errors=True)
         return stopped
 
-    def wait_until_down(self, *, poll: float = 0.5) -> None:
-        """Block while any daemon this process started runs, reaping each as it exits.
-
-        For a foreground `up`: another process's `down` stops the daemons by PID, and only
-        their parent (this process) can reap them. Ctrl-C here brings the stack down.
-        """
-        try:
-            while True:
-                self.supervisor.reap_exited()
-                if not self.supervisor.children():
-                    return
-                time.sleep(poll)
-        except KeyboardInterrupt:
-            self.down()
-            raise
-        finally:
-            if self._reaper is not None:
-                self._reaper.stop()
-                self._reaper = None
-
     def ensure_node_ports(self, names: Sequence[str]) -> None:
         """Give every declared Slurm node a port of its own, once: a node keeps its port for
         the life of the stack, whatever else is added or removed (its slurmd listens there)."""
@@ -407,17 +387,3 @@ class LocalStack:
         kubelets = self.kubelets
         more = kubelets.health() if kubelets is not None else None
         return component_statuses(self.supervisor, self.kube, self.slurm, more)
-
-    def recorded_pids(self) -> list[int]:
-        """PIDs of every daemon with a pidfile (take them before `down`, which removes those)."""
-        records = (self.supervisor.read(name) for name in self.supervisor.names())
-        return [record.pid for record in records if record is not None]
-
-    def leftover_processes(self, pids: Sequence[int] = ()) -> list[str]:
-        """What still exists after `down`: any of `pids` (even as a zombie), or any process
-        whose command line or environment names this runtime dir. Empty means clean."""
-        return leftover_processes(self.runtime_dir, pids)
-
-    def recorded_ports(self) -> set[int]:
-        """Every port this stack was given (for checking that down freed them)."""
-        return self.record.taken_ports()

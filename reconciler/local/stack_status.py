@@ -1,15 +1,12 @@
-"""What a local stack reports about itself: each component's PID, port, liveness and health,
-and, after `down`, whatever process is left over.
-"""
+"""What a local stack reports about itself: each component's PID, port, liveness and health."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 from reconciler.local.kube.control_plane import KubeControlPlane
-from reconciler.local.processes import Supervisor, is_running, processes_referencing
+from reconciler.local.processes import Supervisor
 from reconciler.local.slurm.cluster import SlurmCluster
 
 
@@ -70,14 +67,3 @@ def _statuses(
         )
     return statuses
 
-
-def leftover_processes(runtime_dir: Path, pids: Sequence[int] = ()) -> list[str]:
-    """What still exists after `down`: any of `pids` (even as a zombie), or any process
-    whose command line or environment names `runtime_dir`. Empty means clean."""
-    left = [
-        f"pid {pid} ({'running' if is_running(pid) else 'zombie'})"
-        for pid in pids
-        if Path(f"/proc/{pid}").exists()
-    ]
-    left += [f"pid {pid}: {cmd}" for pid, cmd in processes_referencing(runtime_dir)]
-    return left

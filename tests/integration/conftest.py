@@ -28,6 +28,7 @@ from reconciler.local.stack import LocalStack
 from reconciler.local.stack_record import new_temp_runtime_dir
 from tests.integration.endpoints import KubeEndpoints, SlurmEndpoints
 from tests.integration.helpers import wait_for
+from tests.integration.local_stack_ops import leftover_processes, recorded_pids
 from tests.integration.simple_cluster import SimpleCluster, render_gres_conf, render_slurm_conf
 
 REQUIRE_ENV = "SUNK_RECONCILER_REQUIRE_LOCAL_STACK"
@@ -106,9 +107,9 @@ def local_stack() -> Iterator[LocalStack]:
     try:
         yield stack
     finally:
-        pids = stack.recorded_pids()
+        pids = recorded_pids(stack)
         stack.down()
-        left = stack.leftover_processes(pids)
+        left = leftover_processes(stack, pids)
         shutil.rmtree(runtime, ignore_errors=True)
         assert not left, "processes left after down: " + "; ".join(left)
 

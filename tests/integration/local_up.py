@@ -21,11 +21,16 @@ from typing import Any
 
 import pytest
 
-from reconciler.local.ports import listening_ports
 from reconciler.local.slurm.cluster import SlurmCluster
 from reconciler.local.stack import LocalStack
 from reconciler.local.stack_record import STATE_FILE, new_temp_runtime_dir
 from tests.integration.conftest import require_kube_binaries, require_slurm_binaries
+from tests.integration.local_stack_ops import (
+    leftover_processes,
+    listening_ports,
+    recorded_pids,
+    recorded_ports,
+)
 
 
 @dataclass
@@ -154,7 +159,7 @@ def local_up(
         _wait_for_log(up, log, "local: ready in", timeout=150)
         timings[f"{label}: `local up` to ready"] = time.monotonic() - started
         stack = LocalStack.open(runtime)
-        running = RunningUp(runtime, up, log, stack, set(stack.recorded_pids()))
+        running = RunningUp(runtime, up, log, stack, set(recorded_pids(stack)))
         yield running
     finally:
         _down(runtime, up, log, running)
@@ -162,15 +167,15 @@ def local_up(
 
 def _down(runtime: Path, up: subprocess.Popen[bytes], log: Path, running: RunningUp | None) -> None:
     stack = LocalStack.open(runtime) if (runtime / STATE_FILE).exists() else None
-    pids = set(running.pids if running else ()) | set(stack.recorded_pids() if stack else ())
-    ports = (stack.recorded_ports() | _slurmd_ports(stack)) if stack else set()
+    pids = set(running.pids if running else ()) | set(recorded_pids(stack) if stack else ())
+    ports = (recorded_ports(stack) | _slurmd_ports(stack)) if stack else set()
     down = reconciler_cli("local", "down", "--runtime-dir", str(runtime), timeout=90)
     with contextlib.suppress(subprocess.TimeoutExpired):
         up.wait(timeout=60)
     if up.poll() is None:
         up.kill()
         up.wait()
-    left = stack.leftover_processes(sorted(pids)) if stack else []
+    left = leftover_processes(stack, sorted(pids)) if stack else []
     busy = ports & listening_ports()
     text = log.read_text(errors="replace")
     shutil.rmtree(runtime, ignore_errors=True)

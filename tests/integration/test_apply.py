@@ -37,6 +37,7 @@ from reconciler.adapters.kube import Kube
 from reconciler.local.slurm.cluster import SlurmCluster
 from reconciler.local.stack import LocalStack
 from tests.integration.helpers import wait_for
+from tests.integration.local_stack_ops import recorded_pids
 from tests.integration.local_up import RunningUp, local_up, reconciler_cli
 
 pytestmark = pytest.mark.integration
@@ -196,7 +197,7 @@ def _apply(env: Env, *extra: str, plan: dict[str, Any] | None = None) -> tuple[s
         done = f"Apply complete: {s['add']} added, {s['change']} changed, {s['destroy']} destroyed."
         assert done in result.stdout, result.stdout
     _assert_bystanders_untouched(env)
-    env.running.pids |= set(env.stack.recorded_pids())
+    env.running.pids |= set(recorded_pids(env.stack))
     return result.stderr, seconds
 
 

@@ -23,13 +23,13 @@ from typing import Any
 import pytest
 
 from reconciler.local.kubelets.cluster import CGROUP_ROOT
-from reconciler.local.kubelets.netns import mounts_under
 from reconciler.local.kubelets.nodes import extra_binaries
 from reconciler.local.stack import LocalStack
 from reconciler.local.stack_record import new_temp_runtime_dir
 from tests.integration.conftest import require_kube_binaries, unavailable
 from tests.integration.helpers import wait_for
 from tests.integration.image import BASE_TAG, ImageError, Podman, build_lock, ensure_base
+from tests.integration.local_stack_ops import leftover_processes, mounts_under, recorded_pids
 
 # Sorted with the image tests, last: it needs the debootstrapped base that CI's early image
 # build makes (under a lock this test would otherwise wait on while the suite stands still).
@@ -147,7 +147,7 @@ def _down_leaves_nothing(runtime: Path, up: subprocess.Popen[bytes], log: Path,
     stack = stack or (LocalStack.open(runtime) if (runtime / "state.json").exists() else None)
     kubelets = stack.kubelets if stack else None
     tasks = [i for n in (kubelets.nodes if kubelets else []) for i in _task_ids(n.base)]
-    pids = stack.recorded_pids() if stack else []
+    pids = recorded_pids(stack) if stack else []
     down = subprocess.run([sys.executable, "-m", "reconciler", "local", "down", "--runtime-dir",
                            str(runtime)], capture_output=True, text=True, timeout=120)  # fmt: skip
     try:
@@ -155,7 +155,7 @@ def _down_leaves_nothing(runtime: Path, up: subprocess.Popen[bytes], log: Path,
     except subprocess.TimeoutExpired:
         up.send_signal(signal.SIGKILL)
         up.wait()
-    left = stack.leftover_processes(pids) if stack else []
+    left = leftover_processes(stack, pids) if stack else []
     namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     mounts = mounts_under(runtime)
     cgroups = [str(p) for i in tasks for p in CGROUP_ROOT.glob(f"*/k8s.io/{i}")]

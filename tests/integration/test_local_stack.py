@@ -22,13 +22,20 @@ from kubernetes.client.rest import ApiException
 from reconciler.adapters.slurm.client import connect
 from reconciler.adapters.slurm.jwt import MintedTokens
 from reconciler.errors import LocalStackError
-from reconciler.local.ports import can_bind, free_ports, is_accepting, listening_ports
+from reconciler.local.ports import can_bind, free_ports, is_accepting
 from reconciler.local.processes import PidRecord, Supervisor, is_running, process_start_ticks
 from reconciler.local.slurm import cluster as slurm_module
 from reconciler.local.slurm.install import slurm_install
 from reconciler.local.stack import LocalStack
 from reconciler.local.stack_record import new_temp_runtime_dir
 from tests.integration.endpoints import KubeEndpoints, SlurmEndpoints
+from tests.integration.local_stack_ops import (
+    leftover_processes,
+    listening_ports,
+    recorded_pids,
+    recorded_ports,
+    retire_node,
+)
 from tests.integration.simple_cluster import DYNAMIC_FEATURE, SimpleCluster, simple_renderer
 
 
@@ -196,7 +203,7 @@ def test_future_node_joins_and_retires(
 
     cluster.stop_slurmd(node)
     started = time.monotonic()
-    cluster.retire_node(node)
+    retire_node(cluster, node)
     wait_for(lambda: node not in sinfo_states(slurm), 30, f"{node} to leave sinfo")
     retired = time.monotonic() - started
     stack_timings[f"FUTURE node {node}: state=FUTURE to gone from sinfo"] = retired
@@ -206,7 +213,7 @@ def test_future_node_joins_and_retires(
     cluster.start_slurmd(node)
     wait_for(lambda: sinfo_states(slurm).get(node) == {"idle"}, 30, f"{node} IDLE again")
     cluster.stop_slurmd(node)
-    cluster.retire_node(node)
+    retire_node(cluster, node)
     wait_for(lambda: node not in sinfo_states(slurm), 30, f"{node} to leave sinfo again")
 
     # Finished job steps are reaped (this process is their subreaper), not left as zombies.
@@ -298,6 +305,7 @@ import json, sys
 from pathlib import Path
 from tests.integration.simple_cluster import DYNAMIC_FEATURE, SimpleCluster, simple_renderer
 from reconciler.local.stack import LocalStack
+from tests.integration.local_stack_ops import wait_until_down
 
 stack = LocalStack(Path(sys.argv[1]), cluster_name="it2")
 cluster = SimpleCluster(nodes=2, spares=1)
@@ -306,7 +314,7 @@ timings = stack.up(
     accounting=True,
 )
 print(json.dumps(timings), flush=True)
-stack.wait_until_down()
+wait_until_down(stack)
 """
 
 
@@ -342,14 +350,14 @@ def test_down_from_another_process_leaves_no_process_or_port(
         statuses = {s.name: s for s in other.status()}
         assert {"etcd", "kube-apiserver", "mariadb", "slurmdbd", "slurmctld"} <= statuses.keys()
         assert all(s.running and s.healthy for s in statuses.values()), statuses
-        pids = other.recorded_pids()
-        ports = other.recorded_ports()
+        pids = recorded_pids(other)
+        ports = recorded_ports(other)
         assert {s.port for s in statuses.values() if s.port} <= listening_ports()
 
         stopped = other.down()
         assert set(stopped) == set(statuses)
         assert proc.wait(timeout=30) == 0
-        assert other.leftover_processes(pids) == []
+        assert leftover_processes(other, pids) == []
         assert not (listening_ports() & ports)
         assert not any(s.running for s in other.status())
     finally:
@@ -365,6 +373,7 @@ import json, os, signal, sys
 from pathlib import Path
 from tests.integration.simple_cluster import DYNAMIC_FEATURE, SimpleCluster, simple_renderer
 from reconciler.local.stack import LocalStack
+from tests.integration.local_stack_ops import wait_until_down
 
 def on_term(signum, frame):
     raise KeyboardInterrupt
@@ -376,7 +385,7 @@ timings = stack.up(cluster.all_names(), simple_renderer(cluster), kube=False)
 stack.foreground.remember(os.getpid())
 print(json.dumps(timings), flush=True)
 try:
-    stack.wait_until_down()
+    wait_until_down(stack)
 except KeyboardInterrupt:
     pass
 """
@@ -394,13 +403,13 @@ def test_down_asks_the_foreground_up_process_to_stop_its_stack() -> None:
         assert read_line(proc, 60), proc.stderr.read() if proc.stderr else ""
         other = LocalStack.open(runtime)
         running = {s.name for s in other.status() if s.running}
-        pids = other.recorded_pids()
+        pids = recorded_pids(other)
         stopped = other.foreground.stop()
         assert stopped[0] == f"up (pid {proc.pid})"
         assert set(stopped[1:]) == running
         assert proc.wait(timeout=30) == 0
         assert other.down() == []
-        assert other.leftover_processes(pids) == []
+        assert leftover_processes(other, pids) == []
     finally:
         if proc.poll() is None:
             LocalStack(runtime).down()
@@ -496,7 +505,7 @@ def test_slurmctld_config_error_is_reported_and_cleaned_up() -> None:
             stack.up(cluster.all_names(), broken, kube=False)
         assert "slurmctld exited before it was ready" in str(error.value)
         assert "no-such-node" in str(error.value)
-        assert stack.leftover_processes() == []
+        assert leftover_processes(stack) == []
     finally:
         stack.down()
         shutil.rmtree(runtime, ignore_errors=True)

@@ -20,11 +20,16 @@ from pathlib import Path
 import pytest
 
 from reconciler.adapters.kube import Kube
-from reconciler.local.ports import listening_ports
 from reconciler.local.stack import LocalStack
 from reconciler.local.stack_record import new_temp_runtime_dir
 from tests.integration.conftest import require_kube_binaries, require_slurm_binaries
 from tests.integration.helpers import unique, wait_for
+from tests.integration.local_stack_ops import (
+    leftover_processes,
+    listening_ports,
+    recorded_pids,
+    recorded_ports,
+)
 
 REPO = Path(__file__).resolve().parents[2] / "fixtures" / "config-repo"
 SLURM_NODES = ["slurm-cpu-0", "slurm-gpu-small-0", "slurm-gpu-small-1"]
@@ -378,13 +383,13 @@ def test_status_then_down_leaves_nothing(
             for line in status.stdout.splitlines()
         ), component
     stack = LocalStack.open(runtime)
-    pids, ports = stack.recorded_pids(), stack.recorded_ports()
+    pids, ports = recorded_pids(stack), recorded_ports(stack)
     # As the README has users do: SLURM_CONF exported in the shell that runs `down`.
     exported = {**os.environ, "SLURM_CONF": str(stack.slurm_paths.slurm_conf)}
     down = cli("local", "down", "--runtime-dir", str(runtime), env=exported)
     assert down.returncode == 0, down.stderr
     assert up.wait(timeout=60) == 0
-    assert stack.leftover_processes(pids) == []
+    assert leftover_processes(stack, pids) == []
     assert not ports & listening_ports()
 
 

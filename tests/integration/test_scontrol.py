@@ -16,6 +16,11 @@ from reconciler.errors import ScontrolError, ScontrolTimeoutError, SlurmArgument
 from reconciler.wellknown import DRAIN_REASON_PREFIX
 from tests.integration.endpoints import SlurmEndpoints
 from tests.integration.helpers import FixedToken, unique, wait_for
+from tests.integration.scontrol_partitions import (
+    create_partition,
+    delete_partition,
+    update_partition,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -107,26 +112,28 @@ def test_partition_create_update_delete(
 ) -> None:
     name = unique("it-part")
     nodes = ",".join(slurm.node_names[:2])
-    scontrol.create_partition(
-        name, {"Nodes": nodes, "MaxTime": 30, "State": "UP", "Default": False}
+    create_partition(
+        scontrol, name, {"Nodes": nodes, "MaxTime": 30, "State": "UP", "Default": False}
     )
     try:
         [created] = [p for p in api.partitions().items if p.name == name]
         assert (created.state, created.max_time_minutes, created.is_default) == ("UP", 30, False)
-        scontrol.update_partition(name, {"State": "DOWN", "MaxTime": "INFINITE", "PriorityTier": 3})
+        update_partition(
+            scontrol, name, {"State": "DOWN", "MaxTime": "INFINITE", "PriorityTier": 3}
+        )
         [updated] = [p for p in api.partitions().items if p.name == name]
         assert (updated.state, updated.max_time_minutes, updated.priority_tier) == ("DOWN", None, 3)
     finally:
-        assert scontrol.delete_partition(name, missing_ok=True)
+        assert delete_partition(scontrol, name, missing_ok=True)
     assert name not in {p.name for p in api.partitions().items}
-    assert scontrol.delete_partition(name, missing_ok=True) is False
+    assert delete_partition(scontrol, name, missing_ok=True) is False
     with pytest.raises(ScontrolError, match="Invalid partition name specified"):
-        scontrol.delete_partition(name)
+        delete_partition(scontrol, name)
 
 
 def test_partition_option_slurm_refuses_is_a_typed_error(scontrol: Scontrol) -> None:
     with pytest.raises(ScontrolError) as caught:
-        scontrol.update_partition(unique("nopart"), {"State": "DOWN"})
+        update_partition(scontrol, unique("nopart"), {"State": "DOWN"})
     assert caught.value.output == "slurm_update error: Invalid partition name specified"
 
 

@@ -169,14 +169,6 @@ def _is_mountpoint(path: Path) -> bool:
         return any(line.split()[4] == target for line in mounts)
 
 
-def mounts_under(path: Path) -> list[str]:
-    """Mount points at or below `path` in this process's mount namespace."""
-    prefix = os.path.realpath(path)
-    with open("/proc/self/mountinfo") as mounts:
-        points = [line.split()[4] for line in mounts]
-    return [p for p in points if p == prefix or p.startswith(prefix + "/")]
-
-
 def wrapper(network: ClusterNetwork, mount_ns: Path | None = None) -> list[str]:
     """The argv prefix that runs a program inside the cluster's network namespace (and a
     Node's mount namespace). nsenter rather than `ip netns exec`: the latter remounts /sys,

@@ -227,10 +227,6 @@ class SlurmCluster:
         reap_orphans()
         return stopped
 
-    def retire_node(self, node: str) -> None:
-        """Hide a node again (State=FUTURE). Drain it and wait for its jobs first."""
-        self.run("scontrol", "update", f"nodename={node}", "state=FUTURE")
-
     def wait_node_registered(
         self, node: str, *, timeout: float = NODE_READY_SECONDS, install: SlurmInstall | None = None
     ) -> float:
