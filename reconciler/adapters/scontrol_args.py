@@ -32,7 +32,6 @@ _DURATION = re.compile(r"\d+|\d+:\d{1,2}(:\d{1,2})?|\d+-\d{1,2}(:\d{1,2}(:\d{1,2
 _TIME_POINT = re.compile(
     r"now(\+\d+(seconds?|minutes?|hours?|days?|weeks?)?)?|\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2})?)?"
 )
-_OVERSUBSCRIBE = re.compile(r"(NO|EXCLUSIVE|YES|FORCE)(:\d+)?")
 _FEATURES = re.compile(r"[A-Za-z0-9_.]+([&|,][A-Za-z0-9_.]+)*")
 _LICENSES = re.compile(r"[A-Za-z0-9_.]+(:\d+)?(,[A-Za-z0-9_.]+(:\d+)?)*")
 _UNLIMITED = frozenset({"UNLIMITED", "INFINITE"})
@@ -111,26 +110,10 @@ def _flag_words(allowed: frozenset[str]) -> Checker:
     return check
 
 
-def _one_of(allowed: frozenset[str]) -> Checker:
-    def check(what: str, value: object) -> str:
-        if not isinstance(value, str) or value.upper() not in allowed:
-            raise SlurmArgumentError(what, value, f"expected one of {', '.join(sorted(allowed))}")
-        return value.upper()
-
-    return check
-
-
 def _integer(what: str, value: object) -> str:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise SlurmArgumentError(what, value, "expected an integer >= 0")
     return str(value)
-
-
-def _limit(what: str, value: object) -> str:
-    """An integer or UNLIMITED/INFINITE."""
-    if isinstance(value, str) and value.upper() in _UNLIMITED:
-        return value.upper()
-    return _integer(what, value)
 
 
 def _duration(what: str, value: object) -> str:
@@ -158,12 +141,6 @@ def _time_point(what: str, value: object) -> str:
     )
 
 
-def _yes_no(what: str, value: object) -> str:
-    if isinstance(value, bool):
-        return "YES" if value else "NO"
-    return _one_of(frozenset({"YES", "NO"}))(what, value)
-
-
 def _name_list(what: str, value: object) -> str:
     names = value.split(",") if isinstance(value, str) else value
     if not isinstance(names, list | tuple) or not names:
@@ -188,40 +165,6 @@ def _pattern(pattern: re.Pattern[str], expected: str, *, upper: bool = False) ->
     return check
 
 
-PREEMPT_MODES: Final = frozenset({"OFF", "CANCEL", "REQUEUE", "SUSPEND", "GANG", "WITHIN"})
-
-PARTITION_OPTIONS: Final[Mapping[str, Checker]] = {
-    "Nodes": check_hostlist,
-    "Default": _yes_no,
-    "Hidden": _yes_no,
-    "RootOnly": _yes_no,
-    "ReqResv": _yes_no,
-    "ExclusiveUser": _yes_no,
-    "LLN": _yes_no,
-    "DisableRootJobs": _yes_no,
-    "State": _one_of(frozenset({"UP", "DOWN", "DRAIN", "INACTIVE"})),
-    "MaxTime": _duration,
-    "DefaultTime": _duration,
-    "MaxNodes": _limit,
-    "MinNodes": _integer,
-    "MaxCPUsPerNode": _limit,
-    "DefMemPerCPU": _limit,
-    "DefMemPerNode": _limit,
-    "MaxMemPerCPU": _limit,
-    "MaxMemPerNode": _limit,
-    "GraceTime": _integer,
-    "PriorityTier": _integer,
-    "PriorityJobFactor": _integer,
-    "OverSubscribe": _pattern(_OVERSUBSCRIBE, "NO, EXCLUSIVE, YES[:N] or FORCE[:N]", upper=True),
-    "PreemptMode": _flag_words(PREEMPT_MODES),
-    "AllowAccounts": _name_list,
-    "AllowGroups": _name_list,
-    "AllowQos": _name_list,
-    "DenyAccounts": _name_list,
-    "DenyQos": _name_list,
-    "QOS": check_name,
-    "Alternate": check_name,
-}
 
 RESERVATION_FLAGS: Final = frozenset(
     {
@@ -303,13 +246,6 @@ def node_weight_args(nodes: str, weight: int) -> list[str]:
     if isinstance(weight, bool) or not isinstance(weight, int) or not 0 < weight < 2**32 - 1:
         raise SlurmArgumentError("node weight", weight, "expected an integer from 1 to 2^32-2")
     return ["update", f"NodeName={check_hostlist('node', nodes)}", f"Weight={weight}"]
-
-
-def partition_args(verb: str, name: str, options: Mapping[str, OptionValue]) -> list[str]:
-    head = [verb, f"PartitionName={check_name('partition', name)}"]
-    if verb == "delete":
-        return head
-    return head + option_args("partition", PARTITION_OPTIONS, options)
 
 
 def reservation_args(verb: str, name: str, options: Mapping[str, OptionValue]) -> list[str]:

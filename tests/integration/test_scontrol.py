@@ -16,11 +16,6 @@ from reconciler.errors import ScontrolError, ScontrolTimeoutError, SlurmArgument
 from reconciler.wellknown import DRAIN_REASON_PREFIX
 from tests.integration.endpoints import SlurmEndpoints
 from tests.integration.helpers import FixedToken, unique, wait_for
-from tests.integration.scontrol_partitions import (
-    create_partition,
-    delete_partition,
-    update_partition,
-)
 
 pytestmark = pytest.mark.integration
 
@@ -105,36 +100,6 @@ def test_unknown_node_is_a_typed_error(scontrol: Scontrol) -> None:
         scontrol.drain_node(unique("nosuchnode"), "reconciler: x")
     assert caught.value.exit_code == 1
     assert "Invalid node name specified" in caught.value.output
-
-
-def test_partition_create_update_delete(
-    api: SlurmRestApi, scontrol: Scontrol, slurm: SlurmEndpoints
-) -> None:
-    name = unique("it-part")
-    nodes = ",".join(slurm.node_names[:2])
-    create_partition(
-        scontrol, name, {"Nodes": nodes, "MaxTime": 30, "State": "UP", "Default": False}
-    )
-    try:
-        [created] = [p for p in api.partitions().items if p.name == name]
-        assert (created.state, created.max_time_minutes, created.is_default) == ("UP", 30, False)
-        update_partition(
-            scontrol, name, {"State": "DOWN", "MaxTime": "INFINITE", "PriorityTier": 3}
-        )
-        [updated] = [p for p in api.partitions().items if p.name == name]
-        assert (updated.state, updated.max_time_minutes, updated.priority_tier) == ("DOWN", None, 3)
-    finally:
-        assert delete_partition(scontrol, name, missing_ok=True)
-    assert name not in {p.name for p in api.partitions().items}
-    assert delete_partition(scontrol, name, missing_ok=True) is False
-    with pytest.raises(ScontrolError, match="Invalid partition name specified"):
-        delete_partition(scontrol, name)
-
-
-def test_partition_option_slurm_refuses_is_a_typed_error(scontrol: Scontrol) -> None:
-    with pytest.raises(ScontrolError) as caught:
-        update_partition(scontrol, unique("nopart"), {"State": "DOWN"})
-    assert caught.value.output == "slurm_update error: Invalid partition name specified"
 
 
 def test_reservation_create_update_delete(

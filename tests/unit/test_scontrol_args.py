@@ -11,7 +11,6 @@ from reconciler.adapters.sacctmgr import ACCOUNT_OPTIONS, QOS_OPTIONS, USER_OPTI
 from reconciler.adapters.sacctmgr import check_name as sacctmgr_check_name
 from reconciler.adapters.scontrol import error_summary
 from reconciler.adapters.scontrol_args import (
-    PARTITION_OPTIONS,
     RESERVATION_OPTIONS,
     NodeState,
     check_hostlist,
@@ -19,7 +18,6 @@ from reconciler.adapters.scontrol_args import (
     check_text,
     node_state_args,
     node_weight_args,
-    partition_args,
     reservation_args,
 )
 from reconciler.errors import ScontrolError, SlurmArgumentError
@@ -105,44 +103,6 @@ def test_error_names_the_argument_and_truncates_the_value() -> None:
     assert len(str(caught.value)) < 200
 
 
-def test_partition_options_are_canonical_and_typed() -> None:
-    args = partition_args(
-        "create", "batch",
-        {"nodes": "node[1-4]", "default": False, "maxtime": "INFINITE", "PriorityTier": 10,
-         "State": "up", "PreemptMode": "requeue", "OverSubscribe": "force:2",
-         "AllowAccounts": ["a", "b"]},
-    )  # fmt: skip
-    assert args == [
-        "create", "PartitionName=batch", "Nodes=node[1-4]", "Default=NO", "MaxTime=INFINITE",
-        "PriorityTier=10", "State=UP", "PreemptMode=REQUEUE", "OverSubscribe=FORCE:2",
-        "AllowAccounts=a,b",
-    ]  # fmt: skip
-
-
-@pytest.mark.parametrize(
-    "options",
-    [
-        {"Bogus": 1},
-        {"Nodes=node1 State": "UP"},
-        {"State": "UP Default=YES"},
-        {"MaxTime": "1 hour"},
-        {"MaxTime": -5},
-        {"PriorityTier": True},
-        {"PreemptMode": "REQUEUE,REBOOT"},
-        {"AllowAccounts": "a b"},
-        {"OverSubscribe": "YES:x"},
-    ],
-)
-def test_bad_partition_options_are_refused(options: dict) -> None:
-    with pytest.raises(SlurmArgumentError):
-        partition_args("update", "batch", options)
-
-
-def test_delete_takes_only_the_name() -> None:
-    assert partition_args("delete", "batch", {}) == ["delete", "PartitionName=batch"]
-    assert reservation_args("delete", "maint", {}) == ["delete", "ReservationName=maint"]
-
-
 def test_reservation_options() -> None:
     args = reservation_args(
         "create", "maint-1",
@@ -204,7 +164,6 @@ def test_node_weight_is_a_positive_integer_slurm_can_hold() -> None:
 # Issue 17, item 7: whatever a value's kind, a control character (or a line separator) in it
 # is refused before scontrol or sacctmgr starts; every grammar is matched whole.
 _CHECKERS = [
-    *(("scontrol partition", k, c) for k, c in PARTITION_OPTIONS.items()),
     *(("scontrol reservation", k, c) for k, c in RESERVATION_OPTIONS.items()),
     *(("sacctmgr qos", k, c) for k, c in QOS_OPTIONS.items()),
     *(("sacctmgr account", k, c) for k, c in ACCOUNT_OPTIONS.items()),
