@@ -153,7 +153,7 @@ def test_submit_update_release_cancel(
     cancel_later.append(submitted.job_id)
     assert any("held" in warning for warning in submitted.warnings)  # 2042 rides on a 200
     held = job_state(api, submitted.job_id)
-    assert held.is_held and held.state_reason == "JobHeldUser"
+    assert (held.state, held.state_reason) == ("PENDING", "JobHeldUser")
     assert (held.comment, held.time_limit_minutes) == ("first", 5)
 
     api.update_job(submitted.job_id, JobUpdate(comment="second", time_limit_minutes=7))

@@ -113,14 +113,13 @@ def test_job_gres_loses_its_prefix_and_reservation_is_named() -> None:
     assert job.gres == "gpu:2"
     assert job.reservation == "r1"
     assert job.time_limit_minutes == 5
-    assert not job.is_held
 
 
-def test_job_without_time_limit_is_unlimited_and_held_is_detected() -> None:
+def test_job_without_time_limit_is_unlimited_and_its_hold_is_read() -> None:
     job = job_from_wire({**RUNNING_JOB, "time_limit": None, "job_state": "PENDING",
                          "state_reason": "JobHeldUser"})  # fmt: skip
     assert job.time_limit_minutes is None
-    assert job.is_held
+    assert (job.state, job.state_reason) == ("PENDING", "JobHeldUser")
 
 
 @pytest.mark.parametrize(

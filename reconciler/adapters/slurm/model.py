@@ -145,10 +145,6 @@ class SlurmJob:
     # Only Slurm operators and admins can set it: what it says, no user can have written.
     admin_comment: str = ""
 
-    @property
-    def is_held(self) -> bool:
-        return self.state == "PENDING" and self.state_reason in ("JobHeldUser", "JobHeldAdmin")
-
 
 @dataclass(frozen=True, slots=True)
 class JobSummary:
