@@ -1,6 +1,6 @@
 """deploy/monitoring agrees with /metrics: every PromQL expression of the PrometheusRule and of
 the Grafana dashboard names only series the daemon exports, as its registry collects them (a
-renamed metric breaks an alert silently otherwise), and each alert the issue asks for is there.
+renamed metric breaks an alert silently otherwise), and each alert an operator needs is there.
 
 On both sources of the Slurm series (slurmctld's OpenMetrics, slurmrestd): a dashboard query
 names series both serve, or its panel says "REST source only" and docs/metrics.md lists those

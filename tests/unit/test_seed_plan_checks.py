@@ -1,5 +1,5 @@
-"""`reconciler plan --offline` of SUNK's pages' own examples says what a migrating SUNK user hits
-(issue 37): the warnings on stderr with a plan, the contradictions as errors without one."""
+"""`reconciler plan --offline` of SUNK's pages' own examples says what a migrating SUNK user hits:
+the warnings on stderr with a plan, the contradictions as errors without one."""
 
 from __future__ import annotations
 
