@@ -131,7 +131,7 @@ def test_every_query_names_a_series_the_daemon_exports(expr: str) -> None:
     assert names <= exported_names(), f"not exported: {names - exported_names()}"
 
 
-def test_the_alerts_the_issue_asks_for() -> None:
+def test_the_controller_nodes_backlog_and_staleness_alerts_are_there() -> None:
     alerts = rule_exprs()
     assert {"SlurmControllerDown", "SlurmNodesDrained", "SlurmSchedulerBacklog",
             "SlurmMetricsStale"} <= set(alerts)  # fmt: skip
