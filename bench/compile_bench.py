@@ -1,4 +1,4 @@
-"""Compile benchmark (issue 2): time and peak memory of load -> compile -> render.
+"""Compile benchmark: time and peak memory of load -> compile -> render.
 
 Not a test: run it by hand from the repo root and read the figures.
 
@@ -8,8 +8,8 @@ Not a test: run it by hand from the repo root and read the figures.
 A synthetic config repo is generated as YAML *text* in memory (so YAML parsing is part of the
 measured load, as in real use) at 100, 1,000 and 10,000 Slurm nodes. Every node definition
 lists 6 layers (node type, CUDA image, region, two generated repo layers, low-requests; `base`
-is applied on top of these, as always) and runs 10 replicas; the 10,000-node row is the issue's
-workload: 1,000 node definitions x 6 layers, 10,000 Slurm nodes.
+is applied on top of these, as always) and runs 10 replicas; the 10,000-node row is the target's
+workload (under 2 s): 1,000 node definitions x 6 layers, 10,000 Slurm nodes.
 
 The machine this runs on is shared and noisy, so all sizes are timed side by side in the same
 run, interleaved round-robin, and each figure is the best of --repeat runs; linearity is judged

@@ -1,4 +1,4 @@
-"""The daemon at scale (issue 19): `reconciler run` binding 10,000 Pods, and resyncing 1,000
+"""The daemon at scale: `reconciler run` binding 10,000 Pods, and resyncing 1,000
 StatefulSets.
 
 Not a test: run it by hand from the repo root and read the figures.

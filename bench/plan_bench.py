@@ -1,4 +1,4 @@
-"""Plan benchmark (issue 4): time of a live plan against 100 ... 10,000 Slurm nodes.
+"""Plan benchmark: time of a live plan against 100 ... 10,000 Slurm nodes.
 
 Not a test: run it by hand from the repo root and read the figures.
 

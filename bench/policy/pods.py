@@ -164,7 +164,7 @@ def _sample(
             )
         )
     if "no-requests" in v and n_containers == 1:
-        # A limit alone counts as the request (the API server defaults it; issue 24), so the
+        # A limit alone counts as the request (the API server defaults it to the limit), so the
         # Pod asks for no memory only with neither.
         del containers[0]["resources"]["requests"]["memory"]
         containers[0]["resources"].get("limits", {}).pop("memory", None)

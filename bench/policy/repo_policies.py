@@ -7,7 +7,7 @@ from __future__ import annotations
 # namespaceObject matchConditions, list macros over containers, messageExpressions.
 REPO_POLICY_FILE = "policies/site-pods.yaml"
 # The benchmark measures 25 policies, as when it was written with 5 shipped: the 7 shipped now
-# and 18 of these. Left out: the two that the policies shipped since (issue 17) make redundant,
+# and 18 of these. Left out: the two that the policies shipped since make redundant,
 # pod-priority-at-most-max and pod-user-id-allowed (root is refused in every namespace).
 NOT_MEASURED = frozenset({"priority-at-most-1000", "inference-no-root-user"})
 REPO_POLICIES = r"""

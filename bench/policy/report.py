@@ -12,11 +12,11 @@ from bench.policy.pods import Sample
 
 # ---- the scheduler benchmark's figures (README, "Scheduler benchmark", f453755) ------------
 RAW_SUBMITS_PER_S = 399.6  # raw slurmrestd submits/s, 500 jobs, 16 submitters
-TARGET_SHARE = 0.8  # the scheduler issue's target: 80% of the raw submit rate
+TARGET_SHARE = 0.8  # the scheduler benchmark's target: 80% of the raw submit rate
 END_TO_END_PODS_PER_S = 37.4  # the backlog phase's Pods bound/s
 SCHEDULER_CPU_PER_POD = 0.006  # the scheduler process's own CPU per Pod (s), without policies
 MACHINE_CPUS = 2  # the dev machine those figures come from
-TARGET_NEW_POD = 0.002  # s of CPU: 25 policies on an unlike (new) Pod, compiled (issue 19)
+TARGET_NEW_POD = 0.002  # s of CPU: 25 policies on an unlike (new) Pod, compiled
 TITLES = {
     "a": "(a) admit() only",
     "b": "(b) 7 shipped, new Pod",

@@ -72,7 +72,7 @@ def scheduler_stage_rows(
     out: Callable[..., None], pods: list[PodTimes], inst: Instrument, counters: Counters
 ) -> None:
     """The scheduler's own marks (stages.py) of the phase's bound Pods, and its reads of
-    Slurm's whole job list since its start (none is the aim: issue 36)."""
+    Slurm's whole job list since its start (none is the aim: it is what loads slurmctld)."""
     uids = {p.uid for p in pods}
     with inst.lock:
         records = [r for r in inst.stages if r.uid in uids]

@@ -1,4 +1,5 @@
-"""Real stand-ins between the scheduler and the real daemons, for issue 17's tests:
+"""Real stand-ins between the scheduler and the real daemons, for the tests of a scheduler that
+believes no one (test_scheduler_trust.py):
 
 - SlurmProxy forwards HTTP to slurmrestd, and answers chosen requests itself (a 200 without
   `jobs`, a 504 as slurmrestd gives while slurmctld is stopped);

@@ -378,7 +378,7 @@ def _signer(tmp_path: Path) -> tuple[Signer, Path]:
 def test_reconciler_run_starts_from_the_applied_revision_when_the_head_is_bad(
     env: Env, tmp_path: Path, bad_head: str
 ) -> None:
-    """Issue 17, item 8: a broken file or a refused unsigned commit at the head when the
+    """A broken file or a refused unsigned commit at the head when the
     daemon starts. It runs from the revision the status ConfigMap says is applied, records
     why the head waits, keeps running (no crash loop), and applies a good push on top."""
     signer, keyring = _signer(tmp_path)
@@ -649,11 +649,11 @@ def _get(port: int, path: str) -> tuple[int, str]:
         return 0, ""
 
 
-# ---- issue 31: the daemon under hostile input --------------------------------------------------
+# ---- the daemon under hostile input -------------------------------------------------------------
 
 # The daemon's peak RSS (VmHWM, start-up included) while it takes every input below: 86 MiB
-# measured. Before issue 31 the hostlist annotation alone added 120 MB and the revisions ran
-# out of 1 GiB.
+# measured. Before hostlists were counted before being expanded, the hostlist annotation alone
+# added 120 MB and the revisions ran out of 1 GiB.
 HOSTILE_RSS_BOUND = 150 * 2**20
 HOSTLIST_BOMB = ",".join(f"x{digit}[0-99999]" for digit in range(10))  # 119 bytes, 1M names
 CEL_HUNDRED = "[" + ", ".join(str(i) for i in range(100)) + "]"
@@ -682,7 +682,7 @@ HOSTILE_REVISIONS = [
 
 
 def test_the_daemon_stays_up_and_bounded_under_hostile_input(env: Env, tmp_path: Path) -> None:
-    """Issue 31: slow clients fill the connection cap, Pods ask for a million nodes or a uid
+    """Slow clients fill the connection cap, Pods ask for a million nodes or a uid
     Slurm reads as NO_VAL, revisions render two million nodes, expand thirty million, or carry
     a CEL bomb. The probe answers, each Pod is refused with an Event naming its annotation,
     each revision is refused naming the limit while the applied one stays, a plain Pod is
@@ -776,7 +776,7 @@ def _refused_with(env: Env, name: str, said: str) -> bool:
 
 
 
-# ---- issue 35: a revision's walk compiles once and builds its clients once --------------------
+# ---- a revision's walk compiles once and builds its clients once -----------------------------
 
 COUNTED = {
     "compile_desired_state": "reconciler/compile/desired.py",

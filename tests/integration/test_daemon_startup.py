@@ -1,7 +1,7 @@
-"""`reconciler run` whose source has nothing usable when it starts (issue 17, item 8), against
-the real kube-apiserver: no revision was ever applied and the directory it reads holds a broken
-file. The daemon must not exit (its Pod would crash-loop): it serves /healthz, says on /readyz
-why it is not ready, records the failure in the status ConfigMap, and starts once the file is
+"""`reconciler run` whose source has nothing usable when it starts, against the real
+kube-apiserver: no revision was ever applied and the directory it reads holds a broken file.
+The daemon must not exit (its Pod would crash-loop): it serves /healthz, says on /readyz why
+it is not ready, records the failure in the status ConfigMap, and starts once the file is
 fixed. (Starting from the applied revision when the head is bad: test_converge.py.)"""
 
 from __future__ import annotations

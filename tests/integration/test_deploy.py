@@ -315,7 +315,7 @@ def _bound_job(admin: Kube, namespace: str, name: str, log: Path) -> str:
 
 def _pod(name: str, requests: dict[str, str]) -> dict[str, Any]:
     """A Pod whose job runs as uid 1001: the fixture repo lets root run only in namespace slurm
-    (pod-user-id-allowed judges a Pod without user-id as root, issue 31)."""
+    (pod-user-id-allowed judges a Pod without user-id as root: a job's uid defaults to root)."""
     return {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "annotations": {wk.ANNOTATION_USER_ID: "1001"}},

@@ -1,6 +1,6 @@
 """The hooks API's HMAC key Secret against a real kube-apiserver: made once and shared by
-every replica, and never silently replaced by a key of this process's own (issue 17, item 12:
-each replica would then refuse the others' placeholder jobs)."""
+every replica, and never silently replaced by a key of this process's own (each replica
+would then refuse the others' placeholder jobs)."""
 
 from __future__ import annotations
 

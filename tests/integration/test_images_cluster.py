@@ -4,7 +4,7 @@ job submitted with srun as the slurm user runs in the slurmd container.
 
 Run the way test_images.py runs the image (image_chroot.py, pod_parts.py). The configuration is
 the smallest that runs here (no cgroups: proctrack/linuxproc, task/none); the render's own
-slurm.conf runs on real kubelets (issue 32's end-to-end part).
+slurm.conf runs on real kubelets (test_in_cluster.py).
 """
 
 from __future__ import annotations

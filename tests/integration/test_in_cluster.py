@@ -430,7 +430,7 @@ def _job_state(cluster: Cluster, job: str) -> str:
     return out.split("JobState=", 1)[1].split()[0]
 
 
-def test_a_running_job_outlives_seed_001s_controller_restart(cluster: Cluster) -> None:
+def test_a_running_job_outlives_a_controller_restart(cluster: Cluster) -> None:
     """SUNK's "Slurm Workload Manager" page, "Restarting the Controller": `kubectl rollout restart`
     of the controller's Deployment "will not cancel active jobs"."""
     job = cluster.slurm("sbatch", "--parsable", "--no-requeue", "-p", "all", "-N1",

@@ -1,4 +1,4 @@
-"""Leader election against the real kube-apiserver (issue 17, item 9): no two leaders, ever.
+"""Leader election against the real kube-apiserver: no two leaders, ever.
 
 Electors in this process for what one replica does (a start callback that raises or takes
 longer than the lease, a clock an hour off, an API server that stops answering), and two

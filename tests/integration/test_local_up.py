@@ -204,7 +204,7 @@ SEED_PODS = [
 ]  # fmt: skip
 
 
-def test_kubectl_shows_the_whole_cluster_as_seed_001_lists_it(
+def test_kubectl_shows_the_whole_cluster_as_the_slurm_page_lists_it(
     local_up: tuple[Path, subprocess.Popen[str], float],
 ) -> None:
     runtime, _, _ = local_up

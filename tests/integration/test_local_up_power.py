@@ -1,8 +1,8 @@
 """`reconciler local up REPO` of a repo with the `slurmConfig.slurmd.suspendTime` of SUNK's "Slurm
 Workload Manager" page ("Pods which remain idle or down for this amount of time will be deleted")
-comes up on its own (issue 37, item 10): its slurmd Pods name our Pod scheduler, and `local up` runs
-it, so they are placed, Slurm's nodes register, and a node powered down and woken goes through its
-hooks."""
+comes up on its own, with no scheduler started by hand: its slurmd Pods name our Pod scheduler,
+and `local up` runs it, so they are placed, Slurm's nodes register, and a node powered down and
+woken goes through its hooks."""
 
 from __future__ import annotations
 

@@ -73,7 +73,7 @@ def test_comment_names_the_job_on_a_node_the_change_removes(
 def test_plan_warns_of_a_node_label_no_node_carries(
     stack: tuple[RunningUp, Path], tmp_path: Path
 ) -> None:
-    """compute.clusterLabels (issue 37): a name the cluster's Nodes lack is named in `plan`
+    """compute.clusterLabels: a name the cluster's Nodes lack is named in `plan`
     with the key to set; the names the local Nodes carry give no such warning."""
     running, _ = stack
 

@@ -297,7 +297,7 @@ def test_seed_full_node_pod_gets_the_whole_h100_node(env: Env, pods: list[str]) 
 
 
 def test_a_placeholder_says_which_scheduler_made_it(env: Env, pods: list[str]) -> None:
-    """Issue 17: schedulers sharing a Slurm tell their jobs apart by name; where the operator
+    """Schedulers sharing a Slurm tell their jobs apart by name; where the operator
     submits every job, the admin comment (which only Slurm operators can set) says it too."""
     name = unique("named")
     pod = _wait_bound(env, _create(env, pods, _pod_spec(name))["metadata"]["name"])
@@ -441,7 +441,7 @@ def test_node_affinity_excludes_nodes_instead_of_requiring_them(env: Env, pods: 
 def test_a_tainted_node_is_never_chosen_for_a_pod_that_does_not_tolerate_it(
     env: Env, pods: list[str]
 ) -> None:
-    """Issue 9: the Node of slurm-gpu-small-0 tainted dedicated=infer:NoSchedule. A Pod that
+    """Taints: the Node of slurm-gpu-small-0 tainted dedicated=infer:NoSchedule. A Pod that
     does not tolerate it has that Slurm node excluded (never a required pool) and lands on the
     other; a Pod that tolerates it may use both."""
     slurmd = env.kube.get("v1", "Pod", "slurm-gpu-small-0", NAMESPACE)
@@ -636,7 +636,7 @@ def test_a_pod_is_bound_when_slurm_allocates_not_when_its_script_calls(
     """The script calls no hook when it starts (a stub takes any call) and the safety-net poll
     is ten minutes away: only the scheduler's look at Slurm's job states can bind it. The
     Binding carries the job id (no patch before it) and one Scheduled Event says what was
-    submitted (issue 19)."""
+    submitted."""
     env.scheduler.stop()  # one scheduler at a time
     hooks = HooksStub()
     try:

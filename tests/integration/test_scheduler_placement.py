@@ -1,4 +1,4 @@
-"""Issue 9 end to end: gangs, pod anti-affinity and topology spread, and bin-packing, on the
+"""Placement end to end: gangs, pod anti-affinity and topology spread, and bin-packing, on the
 real local stack with four identical GPU nodes (4 GPUs and 4 CPUs each), so that where Slurm
 puts each job is what is being tested.
 """
@@ -128,7 +128,7 @@ def _gang_job_id(env: Env, names: list[str]) -> int | None:
 
 
 def test_a_gang_job_says_which_scheduler_made_it(env: Env, pods: list[str]) -> None:
-    """Issue 17: another scheduler on the same Slurm never takes this gang's job for its own
+    """Another scheduler on the same Slurm never takes this gang's job for its own
     (it used to cancel it: no member of its own)."""
     names = _gang(env, pods, 2, 2)
     for name in names:

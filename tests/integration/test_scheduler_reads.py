@@ -1,7 +1,7 @@
-"""How the scheduler reads Slurm at load (issue 36), on the real local stack: after its start,
-a burst of Pods is bound and torn down without one read of Slurm's whole job list (the polls
-and the start watch ask `GET /jobs/state/` and read our moved jobs one by one), and every bound
-Pod's stage times come out of the scheduler, in order.
+"""How the scheduler reads Slurm at load (a whole job list is what loads slurmctld), on the
+real local stack: after its start, a burst of Pods is bound and torn down without one read of
+Slurm's whole job list (the polls and the start watch ask `GET /jobs/state/` and read our moved
+jobs one by one), and every bound Pod's stage times come out of the scheduler, in order.
 """
 
 from __future__ import annotations

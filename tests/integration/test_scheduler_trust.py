@@ -1,5 +1,5 @@
-"""Issue 17 end to end: the scheduler believes neither a job's name, nor a hook's caller, nor one
-bad answer, on the real local stack (kube-apiserver, slurmctld, slurmd, slurmrestd).
+"""A scheduler that trusts no one, end to end: it believes neither a job's name, nor a hook's
+caller, nor one bad answer, on the real local stack (kube-apiserver, slurmctld, slurmd, slurmrestd).
 
 The scheduler under test reaches slurmrestd through a SlurmProxy (which can answer in its place:
 a 200 without `jobs`, a 504 as while slurmctld is stopped) and Kubernetes through a kube-apiserver
@@ -228,7 +228,7 @@ def _live_jobs_for(env: Env, uid: str) -> list[int]:
 def test_a_held_look_alike_of_a_pods_job_neither_deletes_the_pod_nor_is_cancelled(
     env: Env, pods: list[str], plain_jobs: list[int], who: str
 ) -> None:
-    """`sbatch -J <the Pod's job name> --hold`, and the issue's `pod:ns/name@<uid>`: a newer
+    """`sbatch -J <the Pod's job name> --hold`, or `-J pod:ns/name@<uid>`: a newer
     PENDING job of that name read as the Pod's job "requeued", and the Pod was deleted."""
     name = unique("spoofed")
     pod = _wait_bound(env, _create(env, pods, _small(name))["metadata"]["name"])
@@ -391,7 +391,7 @@ def test_a_second_job_of_ours_for_a_pod_is_cancelled_and_the_first_kept(
     """A duplicate as a timed-out submit leaves it: submitted by the operator, named and
     admin-commented as the Pod's placeholder. The Pod keeps its job; the extra is cancelled
     once a whole job list shows it: after the timed-out submit (test above), at a start (here)
-    or after a gap; a steady state reads only the jobs it knows (issue 36)."""
+    or after a gap; a steady state reads only the jobs it knows (whole lists load slurmctld)."""
     name = unique("duplicated")
     pod = _wait_bound(env, _create(env, pods, _small(name))["metadata"]["name"])
     job_id, uid = _job_id(pod), pod["metadata"]["uid"]

@@ -20,7 +20,7 @@ FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "config-repo"
 
 # The examples of SUNK's "Slurm Workload Manager" page as the other tests use them, one values.d
 # file each, merged over the fixture's values in this order by the layering rules.
-SEED_001_CONTROL_PLANE = """\
+SLURM_PAGE_CONTROL_PLANE = """\
 controller:
   image: {repository: example/slurm, tag: "24.11"}
   securityContext: {runAsUser: 1000, runAsGroup: 1001}
@@ -50,12 +50,12 @@ compute:
       # SUNK's custom image, named for its CUDA layer (the fixture's site policy)
       image: {repository: custom-slurmd-cu117, tag: 1.0.0}
 """
-SEED_001 = {
+SLURM_PAGE_EXAMPLES = {
     "90-directory.yaml": GOOGLE,
     "91-pyxis.yaml": PYXIS,
     "92-s6.yaml": SEED_S6,
     "93-short-form.yaml": SHORT_FORM,
-    "94-control-plane.yaml": SEED_001_CONTROL_PLANE,
+    "94-control-plane.yaml": SLURM_PAGE_CONTROL_PLANE,
 }
 
 
@@ -64,7 +64,7 @@ def seed_repo(root: Path) -> Path:
     page layered on."""
     repo = root / "repo"
     shutil.copytree(FIXTURE, repo)
-    for name, text in SEED_001.items():
+    for name, text in SLURM_PAGE_EXAMPLES.items():
         (repo / "values.d" / name).write_text(textwrap.dedent(text))
     return repo
 

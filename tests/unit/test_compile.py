@@ -63,7 +63,7 @@ def test_statefulset_shape() -> None:
     assert spec["replicas"] == 2 and spec["updateStrategy"] == {"type": "OnDelete"}
     pod = spec["template"]["spec"]
     container = pod["containers"][0]
-    assert container["image"] == "ghcr.io/sunk-reconciler/slurm:24.11.5"  # ours (issue 32)
+    assert container["image"] == "ghcr.io/sunk-reconciler/slurm:24.11.5"  # our image
     assert container["args"] == ["slurmd", "-D", "-N", "$(POD_NAME)"]
     assert [e["name"] for e in container["env"]] == [
         "POD_NAME",

@@ -1,6 +1,6 @@
 """SUNK's "Slurm Workload Manager" page, "Features": "SSH to compute nodes as well as login node".
 With `compute.ssh.enabled` the slurmd container starts sshd from the image, as the login Pod does,
-and slurmd stays its program (issue 37, item 1). It admits only whom Slurm would: users with a job
+and slurmd stays its program. It admits only whom Slurm would: users with a job
 on the node (pam_slurm_adopt), or those the values name, never root."""
 
 from __future__ import annotations

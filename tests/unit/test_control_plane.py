@@ -51,7 +51,7 @@ def matches(selector: str, labels: dict[str, str]) -> bool:
     return labels.get(key) == value
 
 
-def test_seed_001_commands_find_the_controller_as_written() -> None:
+def test_the_slurm_pages_commands_find_the_controller_as_written() -> None:
     found = objects(state_of(""))
     # kubectl get deployments -l app.kubernetes.io/component=controller
     component = "app.kubernetes.io/component=controller"
@@ -75,7 +75,7 @@ def test_seed_001_commands_find_the_controller_as_written() -> None:
     assert "SlurmctldHost=slurm-controller\n" in state_of("").slurm_conf
 
 
-def test_controller_values_of_seed_001_are_used() -> None:
+def test_controller_values_of_the_slurm_page_are_used() -> None:
     found = objects(state_of("""
 controller:
   replicas: 0

@@ -1,5 +1,5 @@
 """The daemon's HTTP server (health, metrics, webhook) against clients that misbehave, over real
-sockets on 127.0.0.1 (issue 17, item 11): a Content-Length that is missing, negative or too
+sockets on 127.0.0.1: a Content-Length that is missing, negative or too
 large, a client that goes idle or trickles, more connections than the cap; and refused
 webhooks counted in /metrics instead of logged."""
 
@@ -129,7 +129,7 @@ def test_connections_past_the_cap_are_answered_busy_at_once(daemon: Daemon) -> N
         answer = exchange(daemon.port, b"GET /metrics HTTP/1.0\r\n\r\n", timeout=3)
         assert status_of(answer) == 503 and b"too many connections" in answer
         assert time.monotonic() - started < 0.5
-        # The kubelet's probes are still answered past the cap (issue 31, item 3).
+        # The kubelet's probes are still answered past the cap (else a flood restarts the Pod).
         assert status_of(exchange(daemon.port, b"GET /healthz HTTP/1.0\r\n\r\n")) == 200
     finally:
         for conn in idle:

@@ -19,7 +19,7 @@ def test_status_configmap_is_named_for_the_release() -> None:
 
 
 def test_no_credential_in_a_url_reaches_the_configmap() -> None:
-    """Issue 17, item 12: the origin and an error quoting the remote, as git writes them."""
+    """The origin and an error quoting the remote, as git writes them."""
     token = "ghp_0123456789abcdefTOKEN"
     status = Status(
         origin=f"git https://{token}@git.example.org/hpc/config.git@main",

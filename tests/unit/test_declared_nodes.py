@@ -1,4 +1,4 @@
-"""Issue 17, item 7: which Slurm nodes are ours is recorded on the slurm.conf ConfigMap we
+"""Which Slurm nodes are ours is recorded on the slurm.conf ConfigMap we
 render, not read back from a `# Nodes:` comment that an extraConfig line can fake. A cluster
 applied by an earlier version (no record yet) is read from its slurm.conf, where only the last
 `# Nodes:` comment can be ours."""

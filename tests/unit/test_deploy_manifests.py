@@ -254,7 +254,7 @@ def _containers() -> list[tuple[str, dict[str, Any]]]:
 
 
 def test_every_container_in_deploy_is_bounded_and_locked_down() -> None:
-    """Issue 31, item 5: the Argo CD plugin's sidecar ran without limits, so a config repo
+    """The Argo CD plugin's sidecar ran without limits, so a config repo
     built to blow up `reconciler render` took the repo server's node's memory. Every
     container has a memory limit (and requests), and the daemon's lock-down."""
     containers = _containers()
@@ -275,7 +275,7 @@ def _roles() -> list[tuple[Path, Obj]]:
 
 
 def test_nothing_cluster_wide_but_reads() -> None:
-    """Issue 31, item 9: the ClusterRole granted `events create` in every namespace. Events
+    """The ClusterRole granted `events create` in every namespace. Events
     on Pods are granted by the Role of each namespace the scheduler serves; Events on Nodes
     (kept in "default", as kubelet's) by a Role there. Cluster-wide: reads only, but for
     deploy/cluster-scope, which a repo with `scheduler.scope.type: cluster` asks for."""

@@ -70,7 +70,7 @@ def directory_data(state: DesiredState) -> dict[str, str]:
     return objects(state)[("ConfigMap", "slurm-directory")]["data"]
 
 
-def test_seed_001_google_example_renders_its_domain() -> None:
+def test_the_slurm_pages_google_example_renders_its_domain() -> None:
     conf = directory_data(state_of(GOOGLE))["sssd.conf"]
     domain = conf.split("[domain/default]\n", 1)[1].splitlines()
     assert "ldap_uri = ldaps://ldap.google.com:636" in domain

@@ -249,7 +249,7 @@ def test_only_openpgp_signatures_are_checked() -> None:
 def test_a_force_push_of_an_older_signed_commit_is_refused(
     keys: Keys, remote: tuple[Path, Path], tmp_path: Path
 ) -> None:
-    """Issue 31, item 4: every commit is signed, so the signature check alone passes a
+    """Every commit is signed, so the signature check alone passes a
     rollback; the head must also descend from the revision applied last."""
     bare, work = remote
     old = push(work, "release: a\n", key=keys.trusted, keys=keys)

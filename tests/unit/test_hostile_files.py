@@ -1,4 +1,4 @@
-"""Issue 31, item 7: no value from git adds a line, a section or a key to a file we render,
+"""No value from git adds a line, a section or a key to a file we render,
 beyond slurm.conf (test_slurm_conf_injection.py): sssd.conf, the authtok snippet, plugstack.conf,
 enroot.conf, sudoers, the s6 and prolog scripts, topology.conf, gres.conf.
 
@@ -222,7 +222,7 @@ directoryService:
 """
 # sha256 of every rendered ConfigMap's data and the authtok snippet, taken on main before the
 # fix (5d473e8): a value that was safe renders exactly as it did. Retaken when slurm.conf's
-# SlurmctldPidFile moved to /run/slurmctld/ (issue 32; the only change: replacing that path
+# SlurmctldPidFile moved to /run/slurmctld/ (for our image; the only change: replacing that path
 # with the old one gives the old digest, d077c326...).
 ALLOWED_DIGEST = "730c429bb7c0efc8decceef02bbbf376979abcd620c1a0e539d3a3d98d0af5e2"
 

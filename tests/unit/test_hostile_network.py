@@ -1,4 +1,4 @@
-"""Issue 31, the network and the config source: hostile clients and hostile pushes, each
+"""The network and the config source: hostile clients and hostile pushes, each
 reproduced as an attacker would do it (real sockets on 127.0.0.1, real git repositories)."""
 
 from __future__ import annotations

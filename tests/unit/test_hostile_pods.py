@@ -1,4 +1,4 @@
-"""Issue 31: what a Pod's author can write to hurt the daemon or gain the operator's powers.
+"""What a Pod's author can write to hurt the daemon or gain the operator's powers.
 
 Each test is the attack as written, and asserts what the author sees: the refusal that names
 the annotation and the limit, or the policy's Deny.

@@ -1,4 +1,4 @@
-"""Issue 31, items 5, 8 and 9: a config repo built to hurt is refused fast, by name, and in
+"""A config repo built to hurt is refused fast, by name, and in
 bounded memory; the files around it are read as the repo's own are; node-definition labels
 cannot take over the labels we own.
 
@@ -40,7 +40,7 @@ from tests.unit.test_topology_watch import SPEC
 ROOT = Path(__file__).resolve().parents[2]
 GIB = 2**30
 MIB = 2**20
-# 300 ranges of 100,000 names: 3.3 KB of text, 30 million names (the issue's partition).
+# 300 ranges of 100,000 names: 3.3 KB of text, 30 million names (one partition line).
 RANGES = ",".join(f"x{i}[0-99999]" for i in range(300))
 NODE = "definitions: [cpu-epyc, las1]"
 # Run in the child: cap the address space, import everything, then time the command alone.

@@ -1,4 +1,4 @@
-"""Issue 17, item 6: a config repo built to hurt is refused quickly, by name, and never leaks.
+"""A config repo built to hurt is refused quickly, by name, and never leaks.
 
 Alias bombs, deep nesting and huge files are refused with an error that names the file (and
 the line where there is one) in well under a second; a symlink that leaves the repo is refused
@@ -19,7 +19,7 @@ from reconciler.config.yamlfile import parse_yaml, parse_yaml_documents
 from reconciler.errors import ConfigSyntaxError, ReconcilerError
 from tests.unit.conftest import config_from
 
-# 460 bytes that expand to 9**9 (387 million) list items: the file of issue 17.
+# 460 bytes that expand to 9**9 (387 million) list items: the classic YAML alias bomb.
 ALIAS_BOMB = "".join(
     f"{name}: &{name} [{', '.join([f'*{prev}'] * 9)}]\n"
     for prev, name in zip("abcdefgh", "bcdefghi", strict=True)

@@ -1,4 +1,4 @@
-"""Hostlists from Pods and repos are counted before they are expanded (issue 31, items 1, 5)."""
+"""Hostlists from Pods and repos are counted before they are expanded."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from reconciler import hostlists
 
-# The issue's annotation: 119 bytes that python-hostlist alone expands to 1,000,000 names.
+# A Pod annotation of 119 bytes that python-hostlist alone expands to 1,000,000 names.
 BOMB = ",".join(f"x{digit}[0-99999]" for digit in range(10))
 
 

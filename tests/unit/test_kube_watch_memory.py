@@ -1,4 +1,4 @@
-"""Issue 17 (10): what a list and its watches reported outlives each watch, so the relist after
+"""What a list and its watches reported outlives each watch, so the relist after
 a long API server outage (410) reports the objects deleted meanwhile."""
 
 from __future__ import annotations

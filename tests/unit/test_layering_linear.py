@@ -1,4 +1,4 @@
-"""Issue 17: named list items are merged through an index, in linear time. The result is the
+"""Named list items are merged through an index, in linear time. The result is the
 one the scan per item gave, kept here as the reference."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Which repos `local up` must run our Pod scheduler for (issue 37, item 10): the
+"""Which repos `local up` must run our Pod scheduler for: the
 `slurmConfig.slurmd.suspendTime` of SUNK's "Slurm Workload Manager" page ("Pods which remain idle or
 down for this amount of time will be deleted", default `INFINITE`) puts the slurmd Pods under our
 scheduler, which the node agent never stands in for."""

@@ -1,5 +1,5 @@
 """Slurm's Lua plugins from the repo (SUNK's "About SUNK": "Infrastructure engineers can use Lua
-scripts to customize job submission and execution"; issue 37, item 2): slurmConfig.luaPlugins
+scripts to customize job submission and execution"): slurmConfig.luaPlugins
 becomes job_submit.lua and cli_filter.lua beside slurm.conf, and the lines that load them."""
 
 from __future__ import annotations

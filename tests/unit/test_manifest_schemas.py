@@ -24,7 +24,7 @@ CUSTOM_KINDS = {"GitRepository", "ServiceMonitor", "PrometheusRule"}
 
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
-    text = reconciler("render", str(seed_repo(tmp_path_factory.mktemp("seed-001"))))
+    text = reconciler("render", str(seed_repo(tmp_path_factory.mktemp("slurm-page-examples"))))
     return [doc for doc in yaml.safe_load_all(text) if doc]
 
 

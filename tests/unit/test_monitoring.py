@@ -1,6 +1,6 @@
 """deploy/monitoring agrees with /metrics: every PromQL expression of the PrometheusRule and of
 the Grafana dashboard names only series the daemon exports, as its registry collects them (a
-renamed metric breaks an alert silently otherwise), and each alert the issue asks for is there.
+renamed metric breaks an alert silently otherwise), and each alert an operator needs is there.
 
 On both sources of the Slurm series (slurmctld's OpenMetrics, slurmrestd): a dashboard query
 names series both serve, or its panel says "REST source only" and docs/metrics.md lists those
@@ -131,7 +131,7 @@ def test_every_query_names_a_series_the_daemon_exports(expr: str) -> None:
     assert names <= exported_names(), f"not exported: {names - exported_names()}"
 
 
-def test_the_alerts_the_issue_asks_for() -> None:
+def test_the_controller_nodes_backlog_and_staleness_alerts_are_there() -> None:
     alerts = rule_exprs()
     assert {"SlurmControllerDown", "SlurmNodesDrained", "SlurmSchedulerBacklog",
             "SlurmMetricsStale"} <= set(alerts)  # fmt: skip

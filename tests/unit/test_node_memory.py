@@ -12,7 +12,7 @@ from reconciler.errors import CompileError
 # The values table of SUNK's "Slurm Workload Manager" page: "slurmConfig.selectTypeParameters | |
 # `CR_Core `" and "slurmConfig.defMemPerCPU | The default memory per CPU in megabytes. ... |
 # `4096`".
-SEED_001_SLURM_CONFIG = """\
+SLURM_PAGE_SLURM_CONFIG = """\
 slurmConfig:
   selectTypeParameters: CR_Core
   defMemPerCPU: 4096
@@ -33,7 +33,7 @@ def test_the_seeds_cr_core_is_warned_with_the_fix(
 ) -> None:
     """SUNK's "Schedule Kubernetes Pods with Slurm": "Setting SelectTypeParameters to CR_CPU,
     CR_Core, or CR_Socket is discouraged because these values allow memory oversubscription." """
-    state = compile_values(SEED_001_SLURM_CONFIG + "compute: {nodes: {}}\n")
+    state = compile_values(SLURM_PAGE_SLURM_CONFIG + "compute: {nodes: {}}\n")
     [warning] = _memory_warnings(state)
     assert warning.startswith("slurmConfig.selectTypeParameters: warning: ")
     assert "SelectTypeParameters=CR_Core does not make memory a consumable" in warning
@@ -76,7 +76,7 @@ def test_the_seeds_rtx4000_cannot_take_a_whole_node_job(
     compile_values: Callable[..., DesiredState],
 ) -> None:
     """8 CPUs x 4096 MiB = 32768 MiB asked of a node of 16Gi (16384 MiB)."""
-    state = compile_values(SEED_001_SLURM_CONFIG.replace("CR_Core", "CR_Core_Memory") + RTX4000)
+    state = compile_values(SLURM_PAGE_SLURM_CONFIG.replace("CR_Core", "CR_Core_Memory") + RTX4000)
     [warning] = _memory_warnings(state)
     assert warning.startswith("slurmConfig.defMemPerCPU: warning: DefMemPerCPU=4096 MiB x 8 CPUs")
     assert "node definition 'rtx4000-cu117' is 32768 MiB, more than the 16384 MiB it has " in (

@@ -139,7 +139,7 @@ def test_field_changes_of_unnamed_lists_compare_whole() -> None:
 
 
 def test_a_fake_nodes_comment_in_extra_config_cannot_skip_a_drain() -> None:
-    """Issue 17: the live slurm.conf's own `# Nodes:` comment was how we knew our nodes; one
+    """The live slurm.conf's own `# Nodes:` comment was how we knew our nodes; one
     written in extraConfig hid them, and removing a definition deleted its Pods undrained."""
     values = """
         slurmConfig:

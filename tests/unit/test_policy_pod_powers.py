@@ -1,4 +1,4 @@
-"""Issue 17, item 13: a Pod's `sunk.coreweave.com/user-id` 0 (root) and its
+"""A Pod's `sunk.coreweave.com/user-id` 0 (root) and its
 `sunk.coreweave.com/priority` are the operator's to give. The shipped policies
 `pod-user-id-allowed` and `pod-priority-at-most-max` refuse them by default; values
 `scheduler.podPolicy.allowedUserIds` (per namespace) and `scheduler.podPolicy.maxPriority`

@@ -307,7 +307,7 @@ def _c(cpu: str, *, always: bool = False) -> dict[str, Any]:
     [
         ([_c("1"), _c("2")], [], None, "3"),  # summed
         ([_c("1")], [_c("4"), _c("2")], None, "4"),  # init containers one at a time
-        ([_c("100")], [_c("10", always=True), _c("200")], None, "210"),  # issue 24's example
+        ([_c("100")], [_c("10", always=True), _c("200")], None, "210"),  # sidecar first: 10 + 200
         ([_c("100")], [_c("200"), _c("10", always=True)], None, "200"),  # sidecar after: 110
         ([_c("1")], [_c("1", always=True), _c("1", always=True), _c("3")], None, "5"),
         ([_c("1")], [], {"cpu": "250m"}, "1.25"),  # plus the RuntimeClass overhead

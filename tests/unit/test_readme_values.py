@@ -1,7 +1,7 @@
-"""The values tables cover every row of the values table of SUNK's "Slurm Workload Manager" page
-that the issue asked for (directoryService.* in docs/directory.md; compute.pyxis.* in
-docs/values.md), every directory key we read, and every topology key (docs/topology.md). The README
-links to them; it lists no keys itself (issue 35: README is for users)."""
+"""The values tables cover the directoryService.* rows of the values table of SUNK's "Slurm
+Workload Manager" page (in docs/directory.md) and its compute.pyxis.* keys (in docs/values.md),
+every directory key we read, and every topology key (docs/topology.md). The README links to
+them; it lists no keys itself (the README is for users; the tables are reference)."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def test_every_directory_key_we_read_is_in_the_directory_doc() -> None:
 
 
 def test_every_pod_key_of_ours_is_in_the_values_doc() -> None:
-    """image.*, sidecars.*.resources, clusterDomain (issue 32)."""
+    """image.*, sidecars.*.resources, clusterDomain: the keys of the Pods we render."""
     keys = [k for k in POD_VALUES if k.count(".") != 1 or k.startswith("image.")]
     keys = [k for k in keys if k not in ("image", "sidecars")]
     assert len(keys) == 6

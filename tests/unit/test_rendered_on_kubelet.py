@@ -1,5 +1,5 @@
 """What the fixture cluster showed when its rendered Pods ran as containers on real kubelets
-(issue 32, item 3; tests/integration/test_in_cluster.py): each test reads `reconciler
+(tests/integration/test_in_cluster.py): each test reads `reconciler
 render`'s YAML and fails on the manifest as it was before its fix."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What the rendered Pods run (issue 32): each test reads `reconciler render`'s YAML stream, as a
+"""What the rendered Pods run: each test reads `reconciler render`'s YAML stream, as a
 kubelet would get it, and fails on the manifest as it was before its fix."""
 
 from __future__ import annotations

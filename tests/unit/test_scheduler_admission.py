@@ -206,7 +206,7 @@ def sidecar(cpu: str, memory: str = "1Gi") -> dict[str, Any]:
 
 
 # What Slurm is asked for is Kubernetes' PodRequests (component-helpers resource.PodRequests):
-# (containers, init containers, overhead) -> (cpus, memory MiB). The issue's example first.
+# (containers, init containers, overhead) -> (cpus, memory MiB).
 POD_REQUESTS_ROWS = [
     ("a sidecar runs beside a later init container: max(100 + 10, 200 + 10) = 210",
      [container(cpu="100")], [sidecar("10"), container("init", cpu="200")], None, (210, 2048)),

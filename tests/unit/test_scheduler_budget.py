@@ -1,4 +1,5 @@
-"""Issue 17 (3): Pod deletions for vanished jobs are rate-limited per poll interval."""
+"""Pod deletions for vanished jobs are rate-limited per poll interval (one bad answer from
+Slurm cannot delete every Pod at once)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """A gang's bind asks node_fit of each member's Node, as a single Pod's does; unlike a single
 Pod's (pod_effects._checked_node), it does not check the member's pod (anti-)affinity and spread
-rules again against the Pods bound since its job was submitted. That is a gap (issue 35): a Pod
+rules again against the Pods bound since its job was submitted. That is a known gap: a Pod
 the member's required anti-affinity selects, bound on its Node meanwhile, does not stop the
 bind. The strict xfail below turns into a failure the day the gap is closed."""
 
@@ -107,7 +107,7 @@ def test_a_gang_member_is_not_bound_where_its_node_affinity_rules_it_out_now() -
     assert bind_one_member(member("a", nodeSelector={"zone": "b"}), []) == resubmitted
 
 
-@pytest.mark.xfail(strict=True, reason="gap: a gang's bind does not re-check pod rules (issue 35)")
+@pytest.mark.xfail(strict=True, reason="gap: a gang's bind does not re-check pod rules")
 def test_a_gang_member_is_not_bound_next_to_a_pod_its_anti_affinity_selects() -> None:
     term = {"labelSelector": WEB, "topologyKey": "kubernetes.io/hostname"}
     pod = member("a", affinity={"podAntiAffinity": {REQUIRED: [term]}})

@@ -191,7 +191,7 @@ def test_over_http_as_the_placeholder_script_calls_it(
     assert handler.calls == [HookCall("started", UID, 12, "n1")]
 
 
-# ---- a guarded server (issue 17, item 11) ---------------------------------------------------
+# ---- a guarded server: connection cap, idle and request time limits, body size ---------------
 
 TIGHT = Limits(max_connections=3, idle_seconds=1.0, request_seconds=2.0, max_body_bytes=4096)
 

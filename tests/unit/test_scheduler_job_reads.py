@@ -1,5 +1,5 @@
 """The steady-state poll reads only our jobs whose state moved; the whole list only at start,
-after a gap or for a submit of unknown outcome (issue 36)."""
+after a gap or for a submit of unknown outcome (whole lists load slurmctld)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Merging Slurm's job lists into what the scheduler knows: newer knowledge is never undone,
-and a job missing from one list is not taken for gone (issue 17)."""
+and a job missing from one list is not taken for gone."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def test_a_list_sent_after_the_hook_is_taken() -> None:
 
 
 def test_a_job_missing_from_the_list_is_kept_until_slurm_confirms_it_gone() -> None:
-    """Issue 17: one list that lacks jobs (a bad answer) must not delete their Pods."""
+    """One list that lacks jobs (a bad answer) must not delete their Pods."""
     known = {A: job(A, 7, "RUNNING", "n1"), B: job(B, 8)}
     merged = merge(known, {B: 11.0}, [], sent=10.0)
     assert merged.jobs == known and merged.changed == []
@@ -98,7 +98,7 @@ def test_a_key_with_a_submit_in_flight_is_left_alone() -> None:
 
 
 def test_a_spoof_named_like_the_pods_job_changes_nothing() -> None:
-    """Issue 17 (1): `sbatch -J <the Pod's job name> --hold` by any user."""
+    """A spoof: `sbatch -J <the Pod's job name> --hold` by any user."""
     real = job(A, 7, "RUNNING", "n1")
     spoof = dataclasses.replace(real, job_id=12, state="PENDING", admin_comment="", nodes="")
     merged = merge({A: real}, {}, [real, spoof], sent=1.0)

@@ -1,4 +1,4 @@
-"""Issue 17 (1, 2, 5): which Slurm jobs are this scheduler's placeholders. Any Slurm user can
+"""Which Slurm jobs are this scheduler's placeholders. Any Slurm user can
 name a job like one; only ours, by name, record and admin comment, may stand for a Pod."""
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def test_another_schedulers_jobs_and_plain_jobs_are_never_claimed(theirs: SlurmJ
 
 
 def test_a_recorded_job_stands_for_its_pod_and_a_held_look_alike_is_left_alone() -> None:
-    """The issue's spoof: a newer PENDING job with the Pod's name. It must neither replace the
+    """A spoof: a newer PENDING job with the Pod's name. It must neither replace the
     Pod's job (a requeue to the scheduler, which deletes the Pod) nor be cancelled by us."""
     spoof = job(9, state="PENDING", user_name="mallory", user_id=1234)
     found = placeholders([ours(5), spoof], MARKED, lambda key: {5})

@@ -233,7 +233,7 @@ def test_credentials_repr_hides_the_key() -> None:
 
 
 def test_script_calls_the_signalled_hook_with_the_token_and_nothing_at_start() -> None:
-    """A start is seen in Slurm; a curl per job start slowed a burst's starts (issue 36)."""
+    """A start is seen in Slurm; a curl per job start slowed a burst's starts."""
     script = job_for(request()).script
     assert script.startswith("#!/bin/sh")
     for word in ("hook signalled", "$SUNK_HOOK_TOKEN", wk.HOOKS_PATH_PREFIX):
@@ -266,7 +266,7 @@ def test_ordinary_job_names_carry_no_pod_uid(name: str) -> None:
     ],
 )
 def test_a_job_name_says_whose_placeholder_it_is(name: str, parsed: JobName) -> None:
-    """Issue 17: two schedulers on one Slurm tell their jobs apart by name."""
+    """Two schedulers on one Slurm tell their jobs apart by name."""
     assert parse_job_name(name) == parsed
     assert pod_uid_of(name) == parsed.key
 

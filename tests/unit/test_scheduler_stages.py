@@ -1,4 +1,4 @@
-"""Where a Pod's time goes (issue 36): the per-Pod marks are kept only while the Pod waits,
+"""Where a Pod's time goes: the per-Pod marks are kept only while the Pod waits,
 and the table is each stage's p50/p99 over the bound Pods."""
 
 from __future__ import annotations

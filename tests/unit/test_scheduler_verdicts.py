@@ -1,4 +1,4 @@
-"""Issue 17 (4): a slurmctld restart (which apply does) answers submits with transient errors;
+"""A slurmctld restart (which apply does) answers submits with transient errors;
 only Slurm's verdicts on the job itself refuse a Pod, everything else is retried."""
 
 from __future__ import annotations

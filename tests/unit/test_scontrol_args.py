@@ -161,8 +161,8 @@ def test_node_weight_is_a_positive_integer_slurm_can_hold() -> None:
             node_weight_args("gpu-0", bad)  # type: ignore[arg-type]
 
 
-# Issue 17, item 7: whatever a value's kind, a control character (or a line separator) in it
-# is refused before scontrol or sacctmgr starts; every grammar is matched whole.
+# No value from git can add a line: whatever a value's kind, a control character (or a line
+# separator) in it is refused before scontrol or sacctmgr starts; every grammar is matched whole.
 _CHECKERS = [
     *(("scontrol reservation", k, c) for k, c in RESERVATION_OPTIONS.items()),
     *(("sacctmgr qos", k, c) for k, c in QOS_OPTIONS.items()),

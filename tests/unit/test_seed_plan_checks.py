@@ -1,5 +1,5 @@
-"""`reconciler plan --offline` of SUNK's pages' own examples says what a migrating SUNK user hits
-(issue 37): the warnings on stderr with a plan, the contradictions as errors without one."""
+"""`reconciler plan --offline` of SUNK's pages' own examples says what a migrating SUNK user hits:
+the warnings on stderr with a plan, the contradictions as errors without one."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from pathlib import Path
 
 from tests.unit.test_cli import run, write_repo
 from tests.unit.test_job_scripts import SEED_CONFIG_MAPS
-from tests.unit.test_node_memory import RTX4000, SEED_001_SLURM_CONFIG
+from tests.unit.test_node_memory import RTX4000, SLURM_PAGE_SLURM_CONFIG
 
 
 def test_the_seeds_memory_settings_are_warned_in_the_plan(tmp_path: Path) -> None:
-    repo = write_repo(tmp_path, SEED_001_SLURM_CONFIG + RTX4000)
+    repo = write_repo(tmp_path, SLURM_PAGE_SLURM_CONFIG + RTX4000)
     result = run("plan", str(repo), "--offline")
     assert result.returncode == 0, result.stderr
     assert "slurmConfig.selectTypeParameters: warning: SelectTypeParameters=CR_Core " in (

@@ -1,4 +1,4 @@
-"""Issue 17 (3): the REST client reads a listing only when slurmrestd really gave one. A 200
+"""The REST client reads a listing only when slurmrestd really gave one. A 200
 without the list's key, or a body that is not a JSON object, is an error, never "no jobs":
 the scheduler deletes the Pod of every job that vanished from a list it believed."""
 

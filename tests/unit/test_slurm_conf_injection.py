@@ -1,4 +1,4 @@
-"""Issue 17, item 7: no value from git can add a line (or a key) to what we render for Slurm.
+"""No value from git can add a line (or a key) to what we render for Slurm.
 
 `taskPlugin: "task/none\\nSlurmUser=nobody"` rendered a second slurm.conf line that made
 slurmctld run as nobody. Every value that reaches slurm.conf, gres.conf, slurmdbd.conf or a

@@ -1,4 +1,4 @@
-"""The scheduler's whole-list read (`jobs_where()`, issue 36): streamed and filtered as it
+"""The scheduler's whole-list read (`jobs_where()`): streamed and filtered as it
 arrives, so it keeps only the jobs asked for, reads each as `jobs()` does, and refuses what
 is not a listing as `jobs()` refuses it."""
 

@@ -143,7 +143,7 @@ def test_a_long_read_is_not_repeated_before_three_times_its_length(slurm: Canned
 def test_above_the_job_detail_limit_jobs_are_counted_per_state_without_the_whole_list(
     slurm: CannedSlurm, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """The whole job list is what loads slurmctld and slurmrestd (issue 36): above the limit
+    """The whole job list is what loads slurmctld and slurmrestd: above the limit
     only the state list is read, every entry counted (an array task too), and said once."""
     states = [{"job_id": str(i), "state": ["PENDING"]} for i in range(1, 4)]
     states.append({"job_id": "9_1", "state": ["RUNNING"]})

@@ -353,6 +353,6 @@ def test_a_missing_jwt_key_file_reads_as_slurm_not_answering_yet(tmp_path: Path)
 
 
 def test_an_admin_comment_is_not_sent_to_v0038() -> None:
-    """Issue 17: jobs are marked only where the operator submits every job (v0.0.40+)."""
+    """Jobs are marked (admin comment) only where the operator submits every job (v0.0.40+)."""
     with pytest.raises(SlurmArgumentError, match="admin_comment"):
         submission_to_wire(JobSpec(script="x", environment={"A": "b"}, admin_comment="c"))

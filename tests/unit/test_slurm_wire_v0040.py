@@ -296,7 +296,7 @@ def test_cancelling_a_finished_job_is_fine() -> None:
 
 
 def test_the_admin_comment_goes_out_at_submit_and_comes_back() -> None:
-    """Issue 17: the scheduler names its job in the admin comment, which only Slurm operators
+    """The scheduler names its job in the admin comment, which only Slurm operators
     can set, so no user can pass a job of their own off as a placeholder."""
     spec = JobSpec(script="x", environment={"A": "b"}, admin_comment="pod:ns/p@u:s")
     assert submission_to_wire(spec)["job"]["admin_comment"] == "pod:ns/p@u:s"

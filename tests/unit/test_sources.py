@@ -173,7 +173,7 @@ def test_an_artifact_cannot_write_outside_its_directory(tmp_path: Path, member: 
     assert not (tmp_path / "rev").exists() and not (tmp_path / "outside.yaml").exists()
 
 
-# ---- credentials in the URL, time limits, artifact size limits (issue 17, item 12) -----------
+# ---- credentials in the URL, time limits, artifact size limits --------------------------------
 
 TOKEN = "ghp_0123456789abcdefTOKEN"
 
@@ -295,7 +295,7 @@ def test_a_fetch_that_hangs_gives_up_and_the_next_one_works(
 def test_the_last_applied_revision_can_be_checked_out_again(
     remote: tuple[Path, Path], tmp_path: Path
 ) -> None:
-    """What a daemon starting on a bad head runs from (issue 17, item 8)."""
+    """What a daemon starting on a bad head runs from."""
     bare, work = remote
     applied = git(work, "rev-parse", "HEAD")
     push(work, "values.yaml", "compute: [\n", "broken")

@@ -1,6 +1,5 @@
 """Sidecars a user adds to login and compute Pods (SUNK's "About SUNK": "Infrastructure engineers
-can add sidecar containers to Slurm login and compute nodes"), one rule for both (issue 37, item
-3)."""
+can add sidecar containers to Slurm login and compute nodes"), one rule for both."""
 
 from __future__ import annotations
 

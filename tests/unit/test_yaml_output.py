@@ -28,7 +28,7 @@ def anchors_and_aliases(text: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return seed_repo(tmp_path_factory.mktemp("seed-001"))
+    return seed_repo(tmp_path_factory.mktemp("slurm-page-examples"))
 
 
 def test_data_shared_between_objects_is_written_out_each_time() -> None:
