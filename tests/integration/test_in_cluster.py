@@ -514,7 +514,7 @@ def test_a_pushed_replica_joins_and_a_removed_one_is_drained_first(cluster: Clus
 # root. "A Kubernetes job" asks for a whole H100 node; here it takes half a CPU (a Node has 2, its
 # slurmd Pod asks for 1) and no GPU. "A single GPU Pod" keeps its one GPU and exclusive=user, on the
 # fixture's RTX 4000 nodes.
-def _seed_pod(name: str, comment: str, exclusive: str, resources: dict[str, Any],
+def _page_pod(name: str, comment: str, exclusive: str, resources: dict[str, Any],
               affinity: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
     return {
         "apiVersion": "v1", "kind": "Pod",
@@ -531,10 +531,10 @@ def _seed_pod(name: str, comment: str, exclusive: str, resources: dict[str, Any]
     }  # fmt: skip
 
 
-SEED_PODS = [
-    _seed_pod("slurm-test", "A Kubernetes job", "none", {
+PAGE_PODS = [
+    _page_pod("slurm-test", "A Kubernetes job", "none", {
         "requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"memory": "512Mi"}}),
-    _seed_pod("slurm-test-gpu", "A single GPU Pod", "user", {
+    _page_pod("slurm-test-gpu", "A single GPU Pod", "user", {
         "requests": {"cpu": "500m", "memory": "512Mi", "nvidia.com/gpu": "1"},
         "limits": {"memory": "512Mi", "nvidia.com/gpu": "1"}},
         {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
@@ -563,16 +563,16 @@ def _placeholders(cluster: Cluster) -> list[tuple[str, str, str]]:
     return [(i, m.group(1), state) for i, name, state in jobs if (m := pattern.match(name))]
 
 
-def test_the_in_cluster_scheduler_binds_seed_pods_and_a_scancel_deletes_one(
+def test_the_in_cluster_scheduler_binds_page_pods_and_a_scancel_deletes_one(
     cluster: Cluster,
 ) -> None:
     """SUNK's two example Pods, scheduled by the reconciler Pod (the leader) onto the Nodes
     whose slurmd Pods run their placeholder jobs; `scancel` of a job deletes its Pod through
     the job's callback to the hooks Service (the leader), well before the 5 s poll would
     matter."""
-    names = [pod["metadata"]["name"] for pod in SEED_PODS]
+    names = [pod["metadata"]["name"] for pod in PAGE_PODS]
     created = time.monotonic()
-    for pod in SEED_PODS:
+    for pod in PAGE_PODS:
         cluster.kubectl("apply", "-f", "-", input=json.dumps(pod))
     try:
         wait_for(lambda: _running(cluster, names), 180, "the example Pods running")
@@ -588,7 +588,7 @@ def test_the_in_cluster_scheduler_binds_seed_pods_and_a_scancel_deletes_one(
     assert len(jobs) == 2 and set(by_comment) == {"A Kubernetes job", "A single GPU Pod"}, jobs
     _, gpu_node, gpu_gres = by_comment["A single GPU Pod"]
     assert gpu_node.startswith("slurm-gpu-small-") and gpu_gres.endswith("gpu:1"), jobs
-    for pod in SEED_PODS:
+    for pod in PAGE_PODS:
         slurm_node = by_comment[pod["metadata"]["annotations"]["sunk.coreweave.com/comment"]][1]
         placed = cluster.pod(pod["metadata"]["name"])["spec"]["nodeName"]
         assert placed == cluster.pod(slurm_node)["spec"]["nodeName"], (pod, slurm_node)

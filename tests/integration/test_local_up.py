@@ -197,7 +197,7 @@ def kubectl(runtime: Path, *args: str, timeout: float = 60) -> str:
 # The `kubectl get pods` of SUNK's "Slurm Workload Manager" page: the control plane as Deployments
 # and StatefulSets beside the compute StatefulSets (a Deployment's Pod is <name>-<ReplicaSet
 # hash>-<suffix>).
-SEED_PODS = [
+PAGE_PODS = [
     r"slurm-accounting-[a-z0-9]+-[a-z0-9]{5}", r"slurm-controller-[a-z0-9]+-[a-z0-9]{5}",
     "slurm-cpu-0", "slurm-gpu-small-0", "slurm-gpu-small-1", "slurm-login-0", "slurm-mysql-0",
     r"slurm-rest-[a-z0-9]+-[a-z0-9]{5}",
@@ -209,8 +209,8 @@ def test_kubectl_shows_the_whole_cluster_as_the_slurm_page_lists_it(
 ) -> None:
     runtime, _, _ = local_up
     rows = [line.split() for line in kubectl(runtime, "get", "pods", "--no-headers").splitlines()]
-    assert len(rows) == len(SEED_PODS), rows
-    for (name, ready, status, *_), pattern in zip(sorted(rows), SEED_PODS, strict=True):
+    assert len(rows) == len(PAGE_PODS), rows
+    for (name, ready, status, *_), pattern in zip(sorted(rows), PAGE_PODS, strict=True):
         assert re.fullmatch(pattern, name), name
         done, total = ready.split("/")
         assert status == "Running" and done == total, (name, ready, status)

@@ -275,7 +275,7 @@ def test_every_example_pod_is_accepted_by_the_api_server(env: Env, file: str) ->
 # ---- the example Pods of SUNK's "Schedule Kubernetes Pods with Slurm" -------------------
 
 
-def test_seed_full_node_pod_gets_the_whole_h100_node(env: Env, pods: list[str]) -> None:
+def test_page_full_node_pod_gets_the_whole_h100_node(env: Env, pods: list[str]) -> None:
     manifest = _manifest("full-node-h100.yaml")
     manifest["metadata"]["name"] = unique("full-node")
     pod = _wait_bound(env, _create(env, pods, manifest)["metadata"]["name"])
@@ -337,7 +337,7 @@ def test_each_pages_name_form_is_bound_and_a_look_alike_is_told(
     assert not _jobs_for(env, lookalike["metadata"]["uid"])
 
 
-def test_seed_single_gpu_pod_runs_as_its_user_sharing_by_user(env: Env, pods: list[str]) -> None:
+def test_page_single_gpu_pod_runs_as_its_user_sharing_by_user(env: Env, pods: list[str]) -> None:
     manifest = _manifest("single-gpu-user.yaml")
     manifest["metadata"]["name"] = unique("single-gpu")
     pod = _wait_bound(env, _create(env, pods, manifest)["metadata"]["name"])

@@ -108,7 +108,7 @@ nodeSelector: {region: LAS1}
     assert "nodeSelector" not in pod_of(found[("StatefulSet", "slurm-cpu")])
 
 
-def test_seed_defaults_for_the_controller() -> None:
+def test_page_defaults_for_the_controller() -> None:
     controller = objects(state_of(""))[("Deployment", "slurm-controller")]
     pod = pod_of(controller)
     assert pod["securityContext"] == {"runAsUser": 64030, "runAsGroup": 64030, "fsGroup": 64030}

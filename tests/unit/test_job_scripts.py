@@ -14,7 +14,7 @@ from tests.unit.conftest import config_from
 NODES = "compute:\n  nodes:\n    cpu: {definitions: [cpu-epyc], replicas: 1}\n"
 # SUNK's "Slurm Workload Manager" page, "Configuring SUNK": "if the two config maps are named
 # `slurm-prolog` and `slurm-epilog`, the values.yaml file should look like this:"
-SEED_CONFIG_MAPS = """\
+PAGE_CONFIG_MAPS = """\
 slurmConfig:
   slurmd:
     prologConfigMap: slurm-prolog
@@ -37,17 +37,17 @@ def _slurmd_volumes(state: Any) -> dict[str, str]:
     return {v["name"]: v["configMap"]["name"] for v in volumes if "configMap" in v}
 
 
-def test_the_seeds_config_map_names_collide_with_ours_for_release_slurm() -> None:
+def test_the_pages_config_map_names_collide_with_ours_for_release_slurm() -> None:
     with pytest.raises(CompileError) as error:
-        _compile(SEED_CONFIG_MAPS)
+        _compile(PAGE_CONFIG_MAPS)
     message = str(error.value)
     assert "slurmConfig.slurmd.prologConfigMap is 'slurm-prolog'" in message
     assert "we render from slurmConfig.slurmd.prolog for release 'slurm'" in message
     assert "rename your ConfigMap" in (error.value.hint or "")
 
 
-def test_the_seeds_config_maps_are_mounted_under_another_release() -> None:
-    state = _compile(SEED_CONFIG_MAPS, release="train")
+def test_the_pages_config_maps_are_mounted_under_another_release() -> None:
+    state = _compile(PAGE_CONFIG_MAPS, release="train")
     volumes = _slurmd_volumes(state)
     assert (volumes["slurm-prolog"], volumes["slurm-epilog"]) == ("slurm-prolog", "slurm-epilog")
     assert "Prolog=/etc/slurm/prolog.d/*" in state.slurm_conf

@@ -44,7 +44,7 @@ def test_a_pod_template_naming_another_scheduler_needs_it() -> None:
 
 
 @pytest.mark.parametrize("suspend_time", ["INFINITE", None])
-def test_seed_default_suspend_time_needs_no_scheduler(
+def test_page_default_suspend_time_needs_no_scheduler(
     compile_values: Callable[..., DesiredState], suspend_time: str | None
 ) -> None:
     power = f"slurmConfig:\n  slurmd:\n    suspendTime: {suspend_time}\n" if suspend_time else ""

@@ -1,6 +1,6 @@
 """What we render, and what deploy/ holds, is valid against the strict OpenAPI schemas of every
 Kubernetes release users run (1.29 through 1.37): no unknown field, no wrong type, no missing
-required field. The render is tests/unit/seed_cluster.py's: the fixture repo with accounting, login
+required field. The render is tests/unit/page_cluster.py's: the fixture repo with accounting, login
 and the examples of SUNK's "Slurm Workload Manager" page, so every kind of Pod we make is
 checked."""
 
@@ -15,7 +15,7 @@ import yaml
 
 from tests.kustomize import kustomize
 from tests.unit.kube_schemas import VERSIONS, has_schema, problems, schema_dir
-from tests.unit.seed_cluster import reconciler, seed_repo
+from tests.unit.page_cluster import page_repo, reconciler
 
 ROOT = Path(__file__).resolve().parents[2]
 # deploy/ also holds objects of other projects' CRDs, which no Kubernetes release defines.
@@ -24,7 +24,7 @@ CUSTOM_KINDS = {"GitRepository", "ServiceMonitor", "PrometheusRule"}
 
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
-    text = reconciler("render", str(seed_repo(tmp_path_factory.mktemp("slurm-page-examples"))))
+    text = reconciler("render", str(page_repo(tmp_path_factory.mktemp("slurm-page-examples"))))
     return [doc for doc in yaml.safe_load_all(text) if doc]
 
 

@@ -28,7 +28,7 @@ def _memory_warnings(state: DesiredState) -> list[str]:
     ]
 
 
-def test_the_seeds_cr_core_is_warned_with_the_fix(
+def test_the_pages_cr_core_is_warned_with_the_fix(
     compile_values: Callable[..., DesiredState],
 ) -> None:
     """SUNK's "Schedule Kubernetes Pods with Slurm": "Setting SelectTypeParameters to CR_CPU,
@@ -72,7 +72,7 @@ def test_an_extra_config_line_is_what_is_judged(
     assert warning.startswith("slurmConfig.extraConfig: warning: SelectTypeParameters=CR_Core ")
 
 
-def test_the_seeds_rtx4000_cannot_take_a_whole_node_job(
+def test_the_pages_rtx4000_cannot_take_a_whole_node_job(
     compile_values: Callable[..., DesiredState],
 ) -> None:
     """8 CPUs x 4096 MiB = 32768 MiB asked of a node of 16Gi (16384 MiB)."""

@@ -262,7 +262,7 @@ def test_a_typo_under_pod_policy_is_reported_with_the_closest_key() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in PODS.glob("*.yaml")))
-def test_the_seed_pods_are_admitted_with_the_fixture_repo(name: str) -> None:
+def test_the_page_pods_are_admitted_with_the_fixture_repo(name: str) -> None:
     params = params_of(load_config(read_repo(FIXTURE_REPO), read_library()))
     for obj in yaml.safe_load_all((PODS / f"{name}.yaml").read_text()):
         found = denials(obj, **params)

@@ -17,7 +17,7 @@ from reconciler.local.agent.volumes import HostLayout, Materializer, pod_mounts
 
 # SUNK's "Slurm Workload Manager" page, "Running Scripts with s6", with one node definition to mount
 # it on.
-SEED_S6 = """
+PAGE_S6 = """
 compute:
   s6:
     packages:
@@ -54,10 +54,10 @@ def _tree(root: Path) -> dict[str, tuple[str, int]]:
     }
 
 
-def test_the_seed_example_is_an_s6_rc_source_tree_in_the_container(
+def test_the_page_example_is_an_s6_rc_source_tree_in_the_container(
     compile_values: Any, tmp_path: Path
 ) -> None:
-    state = compile_values(SEED_S6)
+    state = compile_values(PAGE_S6)
     maps = _by_kind(state, "ConfigMap")
     files = Materializer(
         HostLayout({}, tmp_path),

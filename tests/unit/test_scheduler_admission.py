@@ -22,7 +22,7 @@ PODS = Path(__file__).resolve().parents[2] / "fixtures" / "pods"
 MIB = 1024 * 1024
 
 
-def seed_pod(name: str) -> dict[str, Any]:
+def page_pod(name: str) -> dict[str, Any]:
     return yaml.safe_load((PODS / f"{name}.yaml").read_text())
 
 
@@ -74,8 +74,8 @@ def annotation_field(key: str) -> str:
 # ---- the example Pods of SUNK's "Schedule Kubernetes Pods with Slurm" -------------------------
 
 
-def test_full_node_seed_pod_asks_for_the_whole_h100_node() -> None:
-    request = admitted(seed_pod("full-node-h100"))
+def test_full_node_page_pod_asks_for_the_whole_h100_node() -> None:
+    request = admitted(page_pod("full-node-h100"))
     assert (request.cpus, request.memory_mb, request.gpus) == (110, 960 * 1024, 8)
     assert request.account == "root"
     assert request.comment == "A Kubernetes job"
@@ -84,15 +84,15 @@ def test_full_node_seed_pod_asks_for_the_whole_h100_node() -> None:
     assert request.user_id is None
 
 
-def test_single_gpu_seed_pod_runs_as_user_1001_sharing_only_with_that_user() -> None:
-    request = admitted(seed_pod("single-gpu-user"))
+def test_single_gpu_page_pod_runs_as_user_1001_sharing_only_with_that_user() -> None:
+    request = admitted(page_pod("single-gpu-user"))
     assert (request.cpus, request.memory_mb, request.gpus) == (8, 128 * 1024, 1)
     assert request.exclusive == "user"
     assert request.user_id == 1001
 
 
-def test_annotated_seed_pod_carries_every_annotation_typed() -> None:
-    request = admitted(seed_pod("inference-annotated"))
+def test_annotated_page_pod_carries_every_annotation_typed() -> None:
+    request = admitted(page_pod("inference-annotated"))
     assert request.cpus == 1  # 500m rounds up
     assert request.memory_mb == 512
     assert request.partition == "gpu"
@@ -442,7 +442,7 @@ def test_rejection_message_joins_field_and_advice() -> None:
 
 
 def test_fingerprint_ignores_what_the_scheduler_writes_on_the_pod() -> None:
-    p = seed_pod("full-node-h100")
+    p = page_pod("full-node-h100")
     marked = copy.deepcopy(p)
     marked["metadata"]["annotations"][wk.ANNOTATION_REJECTED] = fingerprint(p)
     marked["metadata"]["annotations"][wk.ANNOTATION_JOB_ID] = "12"
@@ -450,7 +450,7 @@ def test_fingerprint_ignores_what_the_scheduler_writes_on_the_pod() -> None:
 
 
 def test_fingerprint_changes_with_a_user_annotation_or_the_spec() -> None:
-    p = seed_pod("full-node-h100")
+    p = page_pod("full-node-h100")
     annotated = copy.deepcopy(p)
     annotated["metadata"]["annotations"][wk.ANNOTATION_EXCLUSIVE] = "user"
     regraced = copy.deepcopy(p)

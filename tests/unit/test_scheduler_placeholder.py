@@ -36,7 +36,7 @@ SCHEDULER = "tenant-slurm-staging-slurm-scheduler"
 H100 = {wk.NODE_LABEL_GPU_MODEL: "H100_NVLINK_80GB", "kubernetes.io/hostname": "gpu-1"}
 
 
-def seed_pod(name: str, uid: str = UID) -> dict[str, Any]:
+def page_pod(name: str, uid: str = UID) -> dict[str, Any]:
     pod = yaml.safe_load((PODS / f"{name}.yaml").read_text())
     pod["metadata"]["uid"] = uid
     return pod
@@ -56,15 +56,15 @@ def request(**fields: Any) -> PodRequest:
 
 def job_for(req: PodRequest, pod: dict[str, Any] | None = None, **kw: Any) -> JobSpec:
     return placeholder_job_for(
-        pod or seed_pod("full-node-h100"), req, HOOKS, scheduler=SCHEDULER, **kw
+        pod or page_pod("full-node-h100"), req, HOOKS, scheduler=SCHEDULER, **kw
     )
 
 
 # ---- the example Pods of SUNK's "Schedule Kubernetes Pods with Slurm" -------------------------
 
 
-def test_full_node_seed_pod_becomes_an_exclusive_8_gpu_job() -> None:
-    pod = seed_pod("full-node-h100")
+def test_full_node_page_pod_becomes_an_exclusive_8_gpu_job() -> None:
+    pod = page_pod("full-node-h100")
     spec = placeholder_job_for(pod, request_of(pod), HOOKS, scheduler=SCHEDULER)
     assert spec.name == f"pod:slurm/slurm-test@{UID}:{SCHEDULER}"
     assert spec.shared == "none"
@@ -77,8 +77,8 @@ def test_full_node_seed_pod_becomes_an_exclusive_8_gpu_job() -> None:
     assert spec.excluded_nodes is None
 
 
-def test_single_gpu_seed_pod_is_submitted_as_user_1001_sharing_with_that_user() -> None:
-    pod = seed_pod("single-gpu-user")
+def test_single_gpu_page_pod_is_submitted_as_user_1001_sharing_with_that_user() -> None:
+    pod = page_pod("single-gpu-user")
     req = request_of(pod)
     spec = placeholder_job_for(pod, req, HOOKS, scheduler=SCHEDULER)
     assert submit_user(req) == "1001"
@@ -86,8 +86,8 @@ def test_single_gpu_seed_pod_is_submitted_as_user_1001_sharing_with_that_user() 
     assert spec.gres == "gpu:1"
 
 
-def test_annotated_seed_pod_carries_its_annotations_into_the_job() -> None:
-    pod = seed_pod("inference-annotated")
+def test_annotated_page_pod_carries_its_annotations_into_the_job() -> None:
+    pod = page_pod("inference-annotated")
     spec = placeholder_job_for(pod, request_of(pod), HOOKS, scheduler=SCHEDULER)
     assert spec.partition == "gpu"
     assert (spec.constraints, spec.prefer) == ("inference", "gpu")
@@ -245,7 +245,7 @@ def test_script_calls_the_signalled_hook_with_the_token_and_nothing_at_start() -
 
 
 def test_job_name_carries_the_pod_uid_back() -> None:
-    assert pod_uid_of(job_name_for(seed_pod("single-gpu-user"), SCHEDULER)) == UID
+    assert pod_uid_of(job_name_for(page_pod("single-gpu-user"), SCHEDULER)) == UID
 
 
 @pytest.mark.parametrize(
@@ -284,8 +284,8 @@ def test_job_name_round_trips_any_pod(namespace: str, name: str, uid: Any) -> No
 # ---- node affinity (which Slurm nodes get excluded) -----------------------------------------
 
 
-def test_seed_pod_affinity_matches_h100_nodes_only() -> None:
-    pod = seed_pod("full-node-h100")
+def test_page_pod_affinity_matches_h100_nodes_only() -> None:
+    pod = page_pod("full-node-h100")
     assert has_node_constraints(pod)
     assert node_matches(pod, H100)
     assert not node_matches(pod, {wk.NODE_LABEL_GPU_MODEL: "A100"})
@@ -293,7 +293,7 @@ def test_seed_pod_affinity_matches_h100_nodes_only() -> None:
 
 
 def test_pod_without_constraints_matches_every_node() -> None:
-    pod = seed_pod("inference-annotated")
+    pod = page_pod("inference-annotated")
     assert not has_node_constraints(pod)
     assert node_matches(pod, {})
 

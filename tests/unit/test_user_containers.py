@@ -21,7 +21,7 @@ def _login_pod(values: str) -> dict[str, Any]:
     return pod_of(objects(state_of(values))[("StatefulSet", "slurm-login")])
 
 
-def test_the_seeds_login_sidecar_runs_beside_sshd_and_munge() -> None:
+def test_the_pages_login_sidecar_runs_beside_sshd_and_munge() -> None:
     state = state_of(LOGIN_SIDECAR)
     login = objects(state)[("StatefulSet", "slurm-login")]
     pod = pod_of(login)

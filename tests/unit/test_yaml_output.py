@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from reconciler.compile.yamlout import dump, dump_stream
-from tests.unit.seed_cluster import reconciler, seed_repo
+from tests.unit.page_cluster import page_repo, reconciler
 
 ALIAS = re.compile(r"(?<![\w&*])[&*]id\d+\b")
 
@@ -28,7 +28,7 @@ def anchors_and_aliases(text: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return seed_repo(tmp_path_factory.mktemp("slurm-page-examples"))
+    return page_repo(tmp_path_factory.mktemp("slurm-page-examples"))
 
 
 def test_data_shared_between_objects_is_written_out_each_time() -> None:

@@ -12,9 +12,9 @@ import textwrap
 from pathlib import Path
 
 from tests.unit.test_directory import GOOGLE
+from tests.unit.test_page_layering import SHORT_FORM
 from tests.unit.test_pyxis import SEED as PYXIS
-from tests.unit.test_s6_services import SEED_S6
-from tests.unit.test_seed_layering import SHORT_FORM
+from tests.unit.test_s6_services import PAGE_S6
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "config-repo"
 
@@ -53,13 +53,13 @@ compute:
 SLURM_PAGE_EXAMPLES = {
     "90-directory.yaml": GOOGLE,
     "91-pyxis.yaml": PYXIS,
-    "92-s6.yaml": SEED_S6,
+    "92-s6.yaml": PAGE_S6,
     "93-short-form.yaml": SHORT_FORM,
     "94-control-plane.yaml": SLURM_PAGE_CONTROL_PLANE,
 }
 
 
-def seed_repo(root: Path) -> Path:
+def page_repo(root: Path) -> Path:
     """A copy of the fixture repo at root/repo with the examples of SUNK's "Slurm Workload Manager"
     page layered on."""
     repo = root / "repo"
