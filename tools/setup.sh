@@ -312,7 +312,7 @@ build_kube() {
   mkdir -p "$WORK/tmp"
   # GOTMPDIR: keep go's scratch space inside $WORK so the cleanup trap removes it too.
   export GOPROXY=off GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS= GOTMPDIR=$WORK/tmp
-  say "building kubernetes $KUBE_VERSION in $WORK (about 3 min, 1.4 GB memory, 2 GB disk)"
+  say "building kubernetes $KUBE_VERSION in $WORK (about 7 min on 2 cores, 1.4 GB memory, 2 GB disk)"
   ensure_deb_src
   step "apt-get source kubernetes" fetch_source
   step "replace vendored reflect2" replace_reflect2
