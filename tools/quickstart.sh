@@ -13,7 +13,8 @@ step "machine set-up: Debian packages, Kubernetes and Slurm builds (cached)"
 bash tools/setup.sh
 
 step "python venv"
-[ -x .venv/bin/python ] || python3 -m venv .venv
+# A venv made before python3-venv was installed has bin/python but no pip: make it again.
+.venv/bin/python -m pip --version >/dev/null 2>&1 || python3 -m venv --clear .venv
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet -e .
 

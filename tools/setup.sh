@@ -59,10 +59,14 @@ PACKAGES=(
   podman debootstrap
   golang-go rsync make build-essential dpkg-dev golang-github-modern-go-reflect2-dev
   openssl curl ca-certificates gnupg
+  python3 python3-venv            # the venv: Debian's python3 has no ensurepip without python3-venv
   libjwt-dev libhttp-parser-dev libjson-c-dev libyaml-dev libmunge-dev libmariadb-dev
   libdbus-1-dev liblz4-dev libcurl4-openssl-dev pkg-config
   liblua5.4-dev                   # Slurm's Lua plugins: slurmConfig.luaPlugins (job_submit, cli_filter)
 )
+# kubectl, to reach the stack `local up` prints (README): Debian's 1.20 client, unless the machine
+# has a kubectl already (a newer one, whose kustomize deploy/ wants, must not be replaced).
+command -v kubectl >/dev/null || PACKAGES+=(kubernetes-client)
 
 SETUP_START=$(date +%s.%N)
 WORK=""
@@ -308,7 +312,7 @@ build_kube() {
   mkdir -p "$WORK/tmp"
   # GOTMPDIR: keep go's scratch space inside $WORK so the cleanup trap removes it too.
   export GOPROXY=off GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS= GOTMPDIR=$WORK/tmp
-  say "building kubernetes $KUBE_VERSION in $WORK (about 3 min, 1.4 GB memory, 2 GB disk)"
+  say "building kubernetes $KUBE_VERSION in $WORK (about 7 min on 2 cores, 1.4 GB memory, 2 GB disk)"
   ensure_deb_src
   step "apt-get source kubernetes" fetch_source
   step "replace vendored reflect2" replace_reflect2
