@@ -73,8 +73,6 @@ def maybe_release(text: str | None) -> SlurmRelease | None:
         return None
 
 
-
-
 # 25.11 RELEASE_NOTES: slurmctld serves its own OpenMetrics (MetricsType=metrics/openmetrics),
 # unless PrivateData is set (slurm.schedmd.com/metrics.html). The render turns them on from
 # here, and the daemon's metrics reader asks for them only from here: an older slurmctld

@@ -1,4 +1,4 @@
-""""Did you mean ...?": the names a user most likely meant by one this reconciler does not know
+""" "Did you mean ...?": the names a user most likely meant by one this reconciler does not know
 (a values key, a layer, a reservation flag, an account). One home, so every such message ranks
 alike: best match first, ties alphabetical (difflib alone breaks them backwards), case ignored,
 nothing under difflib's usual 0.6 similarity.

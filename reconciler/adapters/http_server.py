@@ -150,11 +150,11 @@ class GuardedHandler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
 
-
 class Headers(Protocol):
     """What body_length reads of a request's headers (an HTTPMessage, a dict)."""
 
     def get(self, name: str) -> str | None: ...
+
 
 @dataclass(frozen=True)
 class LengthRefused:
@@ -163,9 +163,7 @@ class LengthRefused:
     text: str
 
 
-def body_length(
-    headers: Headers, max_bytes: int, *, required: bool
-) -> int | LengthRefused:
+def body_length(headers: Headers, max_bytes: int, *, required: bool) -> int | LengthRefused:
     """The body's length from Content-Length, or why it is refused. Without the header the
     body is empty, unless `required` (411: a forge always sends one)."""
     if headers.get("Transfer-Encoding"):

@@ -56,6 +56,7 @@ _SHAPED_PAGE = 32
 # method would shadow the builtin in its annotations.
 Selectors = list[tuple[str, str]]
 
+
 class Kube:
     """A thin, dict-only client for one cluster."""
 
@@ -379,9 +380,7 @@ class Kube:
         decoded = json.loads(payload) if payload else {}
         return decoded if isinstance(decoded, dict) else {"items": decoded}
 
-    def _list_pages(
-        self, path: str, selectors: Selectors, shape: Shape | None
-    ) -> ObjectList:
+    def _list_pages(self, path: str, selectors: Selectors, shape: Shape | None) -> ObjectList:
         items: list[Obj] = []
         token = ""
         while True:

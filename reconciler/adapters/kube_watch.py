@@ -127,7 +127,7 @@ def _space(text: str, at: int) -> int:
 
 def _past(text: str, at: int, token: str) -> int:
     if not text.startswith(token, at):
-        raise ValueError(f"a list response has {text[at:at + 20]!r} where {token!r} belongs")
+        raise ValueError(f"a list response has {text[at : at + 20]!r} where {token!r} belongs")
     return at + 1
 
 

@@ -165,7 +165,6 @@ def _pattern(pattern: re.Pattern[str], expected: str, *, upper: bool = False) ->
     return check
 
 
-
 RESERVATION_FLAGS: Final = frozenset(
     {
         "ANY_NODES",

@@ -54,8 +54,14 @@ def roll_slurmd(
         target.kube.delete("v1", "Pod", name, namespace[name])
     for name in moves.resume:
         target.nodes.resume_node(name)
-        tell_node_of_pod(target.kube, namespace[name], name, wk.EVENT_SLURM_NODE_RESUMED,
-                         "Resume", f"Slurm node {name} resumed at {', '.join(stage.after)}")
+        tell_node_of_pod(
+            target.kube,
+            namespace[name],
+            name,
+            wk.EVENT_SLURM_NODE_RESUMED,
+            "Resume",
+            f"Slurm node {name} resumed at {', '.join(stage.after)}",
+        )
     for verb, names in (("drained", moves.drain), ("restarting", moves.delete),
                         ("resumed", moves.resume)):  # fmt: skip
         if names:
@@ -87,7 +93,8 @@ def _observed(workload: Mapping[str, Any]) -> bool:
     status = workload.get("status") or {}
     generation = int(workload["metadata"].get("generation") or 0)
     return int(status.get("observedGeneration") or 0) >= generation and bool(
-        status.get("updateRevision"))
+        status.get("updateRevision")
+    )
 
 
 def _current(pod: Mapping[str, Any], workload: Mapping[str, Any]) -> bool:

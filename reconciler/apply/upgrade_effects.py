@@ -93,8 +93,14 @@ class FileBackup:
         shutil.copytree(self.state, where / "StateSaveLocation", symlinks=True)
         if self.dump:
             with (where / "slurm_acct_db.sql").open("wb") as out:
-                done = subprocess.run(self.dump, stdout=out, stderr=subprocess.PIPE,
-                                      stdin=subprocess.DEVNULL, timeout=3600, check=False)
+                done = subprocess.run(
+                    self.dump,
+                    stdout=out,
+                    stderr=subprocess.PIPE,
+                    stdin=subprocess.DEVNULL,
+                    timeout=3600,
+                    check=False,
+                )
             if done.returncode != 0:
                 raise ApplyError(
                     f"the accounting database could not be dumped before the upgrade: "
@@ -174,8 +180,10 @@ def _act(
     if step.kind == BACK_UP:
         label = f"{'-'.join(stages[0].before)}-to-{'-'.join(stages[0].after)}"
         if target.backup is None:
-            say("warning: apply cannot reach StateSaveLocation or the database here: back "
-                "them up by hand before the first stage (SchedMD's doc/html/upgrades.shtml)")
+            say(
+                "warning: apply cannot reach StateSaveLocation or the database here: back "
+                "them up by hand before the first stage (SchedMD's doc/html/upgrades.shtml)"
+            )
             return replace(record, backup="not taken: apply cannot reach them here")
         return replace(record, backup=target.backup.take(label, say))
     conf_map = slurm_conf_map(objects)

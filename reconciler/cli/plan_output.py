@@ -115,5 +115,3 @@ def exit_code(plan: Plan, args: argparse.Namespace) -> int:
     if plan.denials:
         return 1
     return 2 if args.detailed_exitcode and plan.has_changes else 0
-
-

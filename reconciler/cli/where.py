@@ -104,8 +104,11 @@ def local_clients(
         sink=FileSink(slurm.paths.slurm_conf, slurm.paths.gres_conf, slurm.paths.etc),
         sacctmgr=Sacctmgr(env=env, cluster=stack.cluster_name) if accounting else None,
         slurm_release=slurm.install.release,
-        backup=FileBackup(slurm.paths.state, stack.runtime_dir / "upgrade-backups",
-                          _dump(slurm.paths.mariadb_socket) if accounting else ()),
+        backup=FileBackup(
+            slurm.paths.state,
+            stack.runtime_dir / "upgrade-backups",
+            _dump(slurm.paths.mariadb_socket) if accounting else (),
+        ),
         # Read again at each plan: `local up` may have written the stack's record since.
         profile_of=lambda declared: local_profile_of(
             LocalStack.open(stack.runtime_dir), declared()

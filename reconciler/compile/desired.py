@@ -161,8 +161,13 @@ def compile_desired_state(
     check_lua_settings(slurm_conf, values)
     gres_conf = render_gres_conf(specs, profile, values, target.release)
     if gres_config(values) and not gpu_node_specs(specs):
-        warnings.append(Warning_("values", "slurmConfig.gresConfig is not used: no enabled node "
-                                 "definition has GPUs (gresGpu), so gres.conf lists none"))
+        warnings.append(
+            Warning_(
+                "values",
+                "slurmConfig.gresConfig is not used: no enabled node "
+                "definition has GPUs (gresGpu), so gres.conf lists none",
+            )
+        )
     check_power_saving(config.view, specs)
     conf_files = {"slurm.conf": slurm_conf, "gres.conf": gres_conf, **topo.files,
                   **lua_files(values)}  # fmt: skip
@@ -170,8 +175,13 @@ def compile_desired_state(
         conf_files[CGROUP_CONF] = render_cgroup_conf(plugins, values)
     elif cgroup_config(values):
         # Reported, not dropped: the merged slurm.conf decides, so no file line names it.
-        warnings.append(Warning_("values", "slurmConfig.cgroupConfig is not used: slurm.conf "
-                                 "loads no cgroup plugin (proctrack/cgroup, task/cgroup)"))
+        warnings.append(
+            Warning_(
+                "values",
+                "slurmConfig.cgroupConfig is not used: slurm.conf "
+                "loads no cgroup plugin (proctrack/cgroup, task/cgroup)",
+            )
+        )
     objects = _kube_objects(release, namespace, values, enabled, specs, conf_files)
     if config.view.power is not None:
         objects.append(manifests.config_map(programs_map_name(release), namespace, release,

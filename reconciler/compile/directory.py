@@ -99,8 +99,10 @@ def value_secrets(release: str, namespace: str, values: Obj) -> list[ValueSecret
             continue
         key = f"{_key(index)}.user.password"
         value = one_line("the authtok snippet", key, password, secret=True)
-        snippet = write_lines("the authtok snippet",
-                              [f"[domain/{_name(directory)}]", f"ldap_default_authtok = {value}"])
+        snippet = write_lines(
+            "the authtok snippet",
+            [f"[domain/{_name(directory)}]", f"ldap_default_authtok = {value}"],
+        )
         found.append(ValueSecret(password_secret_name(release, directory), namespace, release,
                                  "authtok.conf", key, snippet))  # fmt: skip
     return found

@@ -119,7 +119,6 @@ def sssd(readiness: str, socket: str) -> Obj:
     }
 
 
-
 def relaxed_for_conversion(workload: Obj, container: str, seconds: int) -> Obj:
     """`workload` (a Deployment or StatefulSet) with `container`'s startup probe allowing
     `seconds`: what slurmdbd's first start on a new Slurm release runs with. That start

@@ -85,8 +85,9 @@ def render_plugstack_conf(values: dict[str, Any]) -> str:
     spelled out at the values we choose, so the file says what runs."""
     pyxis = pyxis_values(values)
     kind = "required" if pyxis.get("required", default_of("compute.pyxis.required")) else "optional"
-    plugin = one_line(PLUGSTACK_CONF, "compute.pyxis.pluginPath",
-                      pyxis.get("pluginPath") or DEFAULT_PLUGIN_PATH)
+    plugin = one_line(
+        PLUGSTACK_CONF, "compute.pyxis.pluginPath", pyxis.get("pluginPath") or DEFAULT_PLUGIN_PATH
+    )
     args = [
         f"runtime_path={PYXIS_RUNTIME_PATH}",
         "execute_entrypoint=0",  # run the job's command, not the image's ENTRYPOINT first

@@ -75,9 +75,7 @@ def exclusive_topo(release: SlurmRelease) -> tuple[str, str]:
     return ("Exclusive", "TOPO") if release.at_least(26, 5) else ("ExclusiveTopo", "YES")
 
 
-def changed_settings(
-    pairs: Iterable[Pair], release: SlurmRelease, scope: Scope
-) -> list[KeyChange]:
+def changed_settings(pairs: Iterable[Pair], release: SlurmRelease, scope: Scope) -> list[KeyChange]:
     """The entries that (key, value) pairs a user wrote run into on `release`."""
     written = list(pairs)
     found = []
@@ -123,8 +121,6 @@ def release_warnings(values: Mapping[str, Any], release: SlurmRelease, partition
     found = [(where, c) for c in changed_settings(settings, release, "slurm.conf")]
     found += [(where, c) for c in changed_settings(options, release, "partition")]
     _, written = written_pairs((values.get("compute") or {}).get("partitions"))
-    found += [
-        ("compute.partitions", c) for c in changed_settings(written, release, "partition")
-    ]
+    found += [("compute.partitions", c) for c in changed_settings(written, release, "partition")]
     shown = {"compute.partitions": partitions_where}
     return [Warning_(shown.get(key, key), change.message(release, key)) for key, change in found]

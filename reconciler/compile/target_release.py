@@ -74,7 +74,7 @@ def target_release(values: Mapping[str, Any], live: SlurmRelease | None = None) 
         if chosen is not None and _differs(chosen, live):
             notes = (
                 f"{RELEASE_KEY} is {chosen}, but slurmctld runs Slurm {live}: rendering for "
-                f"{live.series}; set {RELEASE_KEY}: \"{live}\" (or remove it) to match",
+                f'{live.series}; set {RELEASE_KEY}: "{live}" (or remove it) to match',
             )
         return TargetRelease(live, "slurmctld", notes)
     if chosen is not None:

@@ -122,4 +122,3 @@ def render_topology(
         ] or ["# no switches: no Slurm node is declared"]  # fmt: skip
     text = write_lines(TOPOLOGY_CONF, [HEADER, *lines])
     return RenderedTopology(text, tuple(notes), {TOPOLOGY_CONF: text})
-

@@ -156,7 +156,9 @@ def _check_plugin_keys(spec: TopologySpec, path: str, where: Location | None) ->
             f"{path}.plugin {spec.plugin} needs {path}.{key}",
             where=where,
             hint="blockLabel: the Node label whose value names the block, e.g. "
-            "nvidia.com/gpu.clique" if key == "blockLabel" else "switchLabels: the Node "
+            "nvidia.com/gpu.clique"
+            if key == "blockLabel"
+            else "switchLabels: the Node "
             "labels naming each node's switches, leaf first: [example.com/leaf, example.com/spine]",
         )
     read = {

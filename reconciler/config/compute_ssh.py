@@ -26,8 +26,9 @@ SSH_PATH: KeyPath = ("compute", "ssh")
 COMPUTE_SSH_VALUES: Table = {
     "compute.ssh": Key("mapping", "sshd in slurmd containers"),
     "compute.ssh.enabled": Key("boolean", "sshd in every slurmd container", False),
-    "compute.ssh.pamSlurmAdopt": Key("boolean", "pam_slurm_adopt first in sshd's account stack",
-                                     False),
+    "compute.ssh.pamSlurmAdopt": Key(
+        "boolean", "pam_slurm_adopt first in sshd's account stack", False
+    ),
     "compute.ssh.allowGroups": Key("list of strings", "sshd's AllowGroups"),
     "compute.ssh.allowUsers": Key("list of strings", "sshd's AllowUsers"),
 }

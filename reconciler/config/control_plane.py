@@ -18,8 +18,10 @@ from reconciler.suggest import did_you_mean
 SERVICE_TYPES = ("ClusterIP", "NodePort", "LoadBalancer")
 TRAFFIC_POLICIES = ("Cluster", "Local")
 PULL_POLICIES = ("Always", "IfNotPresent", "Never")
-_ONE_CONTROLLER = ("one slurmctld owns the state directory; Kubernetes restarts it when it "
-                   "fails, so a backup controller is not needed (SUNK's 'About SUNK')")
+_ONE_CONTROLLER = (
+    "one slurmctld owns the state directory; Kubernetes restarts it when it "
+    "fails, so a backup controller is not needed (SUNK's 'About SUNK')"
+)
 
 
 def _pod(prefix: str, pod: str) -> Table:
@@ -31,8 +33,7 @@ def _pod(prefix: str, pod: str) -> Table:
         "image.pullPolicy": Key("string", "imagePullPolicy", choices=PULL_POLICIES),
         "resources": Key("mapping", f"the {pod} container's resources"),
         "securityContext": Key("mapping", f"the {pod} Pod's securityContext"),
-        "terminationGracePeriodSeconds": Key("integer", f"the {pod} Pod's grace period",
-                                             minimum=0),
+        "terminationGracePeriodSeconds": Key("integer", f"the {pod} Pod's grace period", minimum=0),
         "priorityClassName": Key("string", f"the {pod} Pod's priorityClassName"),
         "nodeSelector": Key("mapping", f"the {pod} Pod's nodeSelector"),
         "tolerations": Key("list of mappings", f"the {pod} Pod's tolerations"),
@@ -42,16 +43,23 @@ def _pod(prefix: str, pod: str) -> Table:
 
 
 def _storage(prefix: str, claim: str) -> Table:
-    return {f"{prefix}.size": Key("string", f"{claim}'s size", "10Gi"),
-            f"{prefix}.storageClassName": Key("string", f"{claim}'s storage class")}
+    return {
+        f"{prefix}.size": Key("string", f"{claim}'s size", "10Gi"),
+        f"{prefix}.storageClassName": Key("string", f"{claim}'s storage class"),
+    }
 
 
 CONTROL_PLANE_VALUES: Table = {
     "nodeSelector": Key("mapping", "a nodeSelector for every control-plane Pod"),
     "nodeSelector.region": Key("string", "topology.kubernetes.io/region of control-plane Pods"),
     "controller": Key("mapping", "slurmctld"),
-    "controller.replicas": Key("integer", "replicas of Deployment <release>-controller", 1,
-                               choices=(0, 1), hint=_ONE_CONTROLLER),
+    "controller.replicas": Key(
+        "integer",
+        "replicas of Deployment <release>-controller",
+        1,
+        choices=(0, 1),
+        hint=_ONE_CONTROLLER,
+    ),
     **_pod("controller", "slurmctld"),
     "controller.stateVolume": Key("mapping", "the PVC at StateSaveLocation"),
     **_storage("controller.stateVolume", "the state PVC"),
@@ -64,12 +72,14 @@ CONTROL_PLANE_VALUES: Table = {
     **_pod("accounting", "slurmdbd"),
     "accounting.external": Key("mapping", "an slurmdbd outside the cluster"),
     "accounting.external.host": Key("string", "its host", slurm="word"),
-    "accounting.external.port": Key("integer", "its port (default: slurmdbd's)", minimum=1,
-                                    maximum=65535),
+    "accounting.external.port": Key(
+        "integer", "its port (default: slurmdbd's)", minimum=1, maximum=65535
+    ),
     "accounting.database": Key("mapping", "a MySQL outside the cluster"),
     "accounting.database.host": Key("string", "its host", slurm="word"),
-    "accounting.database.port": Key("integer", "its port (default: MySQL's)", minimum=1,
-                                    maximum=65535),
+    "accounting.database.port": Key(
+        "integer", "its port (default: MySQL's)", minimum=1, maximum=65535
+    ),
     "accounting.database.name": Key("string", "the database", "slurm_acct_db", slurm="word"),
     "accounting.database.user": Key("string", "the user", "slurm", slurm="word"),
     "accounting.database.passwordSecret": Key("string", "a Secret with key password"),
@@ -83,10 +93,10 @@ CONTROL_PLANE_VALUES: Table = {
     **_pod("login", "login"),
     "login.service": Key("mapping", "Service <release>-login"),
     "login.service.type": Key("string", "its type", "LoadBalancer", choices=SERVICE_TYPES),
-    "login.service.externalTrafficPolicy": Key("string", "its externalTrafficPolicy (not for "
-                                               "ClusterIP)", "Local", choices=TRAFFIC_POLICIES),
-    "login.service.exposePublicIP": Key("boolean", "reported: a CoreWeave load-balancer "
-                                        "feature"),
+    "login.service.externalTrafficPolicy": Key(
+        "string", "its externalTrafficPolicy (not for ClusterIP)", "Local", choices=TRAFFIC_POLICIES
+    ),
+    "login.service.exposePublicIP": Key("boolean", "reported: a CoreWeave load-balancer feature"),
     "login.service.annotations": Key("mapping", "its annotations"),
     "login.authorizedKeysSecret": Key("string", "a Secret with authorized_keys for root"),
     # Sidecars on the login Pods (SUNK's "About SUNK"), as a node definition takes them.
@@ -109,7 +119,6 @@ NOT_ACTED_ON: dict[str, str] = {
     "login.service.exposePublicIP": "a public IP is a CoreWeave load-balancer feature; set the "
     "provider's annotation in login.service.annotations instead",
 }
-
 
 
 def unused_key_paths(data: Any, known: set[str]) -> Iterator[tuple[KeyPath, str]]:

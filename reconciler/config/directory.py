@@ -17,10 +17,12 @@ from reconciler.suggest import did_you_mean
 SCHEMAS = ("rfc2307", "rfc2307bis")
 DIRECTORY_VALUES: Table = {
     "directoryService": Key("mapping", "users and groups from LDAP through an sssd sidecar"),
-    "directoryService.sudoGroups": Key("string or list of strings", "groups given sudo on "
-                                       "every directory's hosts"),
-    "directoryService.directories": Key("list of mappings", "LDAP directories, one SSSD domain "
-                                        "each"),
+    "directoryService.sudoGroups": Key(
+        "string or list of strings", "groups given sudo on every directory's hosts"
+    ),
+    "directoryService.directories": Key(
+        "list of mappings", "LDAP directories, one SSSD domain each"
+    ),
 }
 
 DIRECTORY_ENTRY: Table = {
@@ -40,8 +42,13 @@ DIRECTORY_ENTRY: Table = {
     "overrideHomeDir": Key("string", "sssd's override_homedir"),
     "ldapsCert": Key("string", "a CA certificate for ldaps"),
     "sudoGroups": Key("string or list of strings", "groups given sudo"),
-    "schema": Key("string", "sssd's ldap_schema", "rfc2307", choices=SCHEMAS,
-                  hint="Google Secure LDAP and Active Directory groups need rfc2307bis"),
+    "schema": Key(
+        "string",
+        "sssd's ldap_schema",
+        "rfc2307",
+        choices=SCHEMAS,
+        hint="Google Secure LDAP and Active Directory groups need rfc2307bis",
+    ),
 }
 
 URI_SCHEMES = ("ldap://", "ldaps://")
@@ -50,7 +57,6 @@ _NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
 # POSIX portable user/group names, plus what LDAP/AD group names commonly hold (space, @).
 _GROUP = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_. @-]*")
 _ENTRIES: KeyPath = ("directoryService", "directories")
-
 
 
 def check_directory_service(doc: YamlFile) -> None:

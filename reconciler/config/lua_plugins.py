@@ -46,8 +46,10 @@ LUA_PLUGINS: dict[str, LuaPlugin] = {
 LUA_PATH: KeyPath = ("slurmConfig", "luaPlugins")
 LUA_VALUES: Table = {
     "slurmConfig.luaPlugins": Key("mapping", "Slurm's Lua scripts, as text"),
-    **{f"slurmConfig.luaPlugins.{name}": Key("string", f"{plugin.file}, run by {plugin.reader}")
-       for name, plugin in LUA_PLUGINS.items()},
+    **{
+        f"slurmConfig.luaPlugins.{name}": Key("string", f"{plugin.file}, run by {plugin.reader}")
+        for name, plugin in LUA_PLUGINS.items()
+    },
 }
 
 

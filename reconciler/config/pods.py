@@ -18,13 +18,16 @@ from reconciler.errors import ConfigTypeError
 SIDECARS = ("munge", "sssd", "reconfigure")
 POD_VALUES: Table = {
     "image": Key("mapping", "our images"),
-    "image.registry": Key("string", "<registry>/slurm:<tag> for every Slurm Pod",
-                          "ghcr.io/sunk-reconciler"),
+    "image.registry": Key(
+        "string", "<registry>/slurm:<tag> for every Slurm Pod", "ghcr.io/sunk-reconciler"
+    ),
     "image.tag": Key("string", "our Slurm image's tag", "24.11.5"),
     "sidecars": Key("mapping", "our sidecars"),
     **{f"sidecars.{name}": Key("mapping", f"the {name} sidecar") for name in SIDECARS},
-    **{f"sidecars.{name}.resources": Key("mapping", f"the {name} sidecar's resources")
-       for name in SIDECARS},
+    **{
+        f"sidecars.{name}.resources": Key("mapping", f"the {name} sidecar's resources")
+        for name in SIDECARS
+    },
     "clusterDomain": Key("string", "the cluster's DNS domain", "cluster.local"),
 }
 # The grammar of an image reference's parts (distribution/reference): a registry host with an

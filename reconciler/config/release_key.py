@@ -10,8 +10,11 @@ from reconciler.errors import ConfigTypeError
 from reconciler.slurm_release import ReleaseError, parse_release
 
 RELEASE_VALUES: Table = {
-    "slurmConfig.release": Key("string", "the Slurm release the render targets when no "
-                               "slurmctld answers (default: our image's, 24.11.5)")
+    "slurmConfig.release": Key(
+        "string",
+        "the Slurm release the render targets when no "
+        "slurmctld answers (default: our image's, 24.11.5)",
+    )
 }
 _PATH = ("slurmConfig", "release")
 

@@ -21,20 +21,26 @@ from reconciler.slurm_release import SlurmRelease
 
 PLUGINS = ("block", "tree")
 ENTRY_PLUGINS = (*PLUGINS, "flat")  # flat: no topology, for partitions that want none
-PLUGIN_HINT = "block (Slurm 23.11+): one block per value of blockLabel; tree: switches from " \
+PLUGIN_HINT = (
+    "block (Slurm 23.11+): one block per value of blockLabel; tree: switches from "
     "switchLabels; flat (a named topology only): no topology"
+)
 TOPOLOGY_VALUES: Table = {
     "compute.topology": Key("mapping", "one topology, from the labels of the Nodes"),
-    "compute.topology.plugin": Key("string", "the topology plugin", choices=PLUGINS,
-                                   hint=PLUGIN_HINT),
+    "compute.topology.plugin": Key(
+        "string", "the topology plugin", choices=PLUGINS, hint=PLUGIN_HINT
+    ),
     "compute.topology.blockLabel": Key("string", "the Node label whose value names a block"),
     "compute.topology.blockSizes": Key("list", "BlockSizes (block plugin)"),
-    "compute.topology.switchLabels": Key("list of strings", "Node labels of each switch level, "
-                                         "leaf first (tree plugin)"),
-    "compute.topology.exclusivePartitions": Key("list of strings", "partitions given "
-                                                "ExclusiveTopo"),
-    "compute.topology.topologies": Key("list of mappings", "several named topologies (Slurm "
-                                       "25.05+)"),
+    "compute.topology.switchLabels": Key(
+        "list of strings", "Node labels of each switch level, leaf first (tree plugin)"
+    ),
+    "compute.topology.exclusivePartitions": Key(
+        "list of strings", "partitions given ExclusiveTopo"
+    ),
+    "compute.topology.topologies": Key(
+        "list of mappings", "several named topologies (Slurm 25.05+)"
+    ),
 }
 # The single shape's keys, which `topologies` entries hold instead.
 SINGLE_KEYS = ("plugin", "blockLabel", "blockSizes", "switchLabels", "exclusivePartitions")

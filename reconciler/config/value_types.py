@@ -34,7 +34,6 @@ TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
-
 class _NoDefault:
     def __repr__(self) -> str:
         return "NO_DEFAULT"
@@ -94,7 +93,7 @@ def check_allowed(doc: YamlFile, path: KeyPath, value: Any, key: Key) -> None:
 
 
 def range_text(key: Key) -> str:
-    """"from 0 to 65536", "1 or more", "at most 9": as messages and docs say it."""
+    """ "from 0 to 65536", "1 or more", "at most 9": as messages and docs say it."""
     if key.minimum is not None and key.maximum is not None:
         return f"from {key.minimum} to {key.maximum}"
     return f"{key.minimum} or more" if key.maximum is None else f"at most {key.maximum}"

@@ -65,7 +65,7 @@ def with_reference(page: str) -> str:
     start, end = page.find(BEGIN), page.find(END)
     if start < 0 or end < start:
         raise ValueError(f"the page has no {BEGIN!r} ... {END!r} block")
-    return page[:start] + reference() + page[end + len(END):]
+    return page[:start] + reference() + page[end + len(END) :]
 
 
 if __name__ == "__main__":

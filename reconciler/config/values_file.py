@@ -184,4 +184,3 @@ def _pod_policy_namespace_keys(data: Any) -> set[str]:
     if not found or not isinstance(allowed, dict):
         return set()
     return {".".join(map(str, (*_ALLOWED_USER_IDS, namespace))) for namespace in allowed}
-

@@ -58,6 +58,7 @@ SLURM_METRICS_JOB = "slurm-metrics"
 # compute.topology: a look every node sync interval, and the convergence it asks for.
 TOPOLOGY_JOB, TOPOLOGY_CONVERGE_JOB = "topology", "topology-converge"
 
+
 def _not_a_skipped_run(record: logging.LogRecord) -> bool:
     """A run skipped while the last still runs (a long apply) is the design, not a warning:
     the fetch says "applying" itself. Without this, one WARNING per interval."""
@@ -116,9 +117,7 @@ class Daemon:
         self.scheduler.current = scheduler
         # Read at scrape time: attach() may bring the scheduler after the metrics exist.
         self.metrics.watch_scheduler(lambda: getattr(self.scheduler.current, "counters", None))
-        self.metrics.watch_packing(
-            lambda: getattr(self.scheduler.current, "fragmentation", None)
-        )
+        self.metrics.watch_packing(lambda: getattr(self.scheduler.current, "fragmentation", None))
         self.metrics.watch_leader(lambda: self._leading())
         self.metrics.watch_slurm(self._slurm_view)
         names = ("default", NODE_SYNC_JOB, SLURM_METRICS_JOB, TOPOLOGY_JOB)

@@ -31,7 +31,6 @@ UNSCHEDULABLE: Final = "node(s) were unschedulable"
 NODE_AFFINITY: Final = "node(s) didn't match Pod's node affinity"
 
 
-
 @dataclass(frozen=True)
 class NodeFacts:
     """What the per-Node filters read of a Node, as plain data."""

@@ -60,7 +60,6 @@ _TERM_LISTS: Final = (
 )
 
 
-
 @dataclass(frozen=True)
 class Rule:
     """A required (anti-)affinity term or a spread constraint, read once."""

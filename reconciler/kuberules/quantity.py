@@ -38,7 +38,16 @@ EXPONENT_LIMIT: Final = 1000
 _SCANNED = re.compile(r"([+-]?)(0*)([0-9]*)(?:\.([0-9]*))?([eEinumkKMGTP]*[+-]?[0-9]*)")
 _EXPONENT = re.compile(r"[eE]([+-]?)0*([0-9]+)")
 _DECIMAL_SUFFIX = {
-    "n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18,
+    "n": -9,
+    "u": -6,
+    "m": -3,
+    "": 0,
+    "k": 3,
+    "M": 6,
+    "G": 9,
+    "T": 12,
+    "P": 15,
+    "E": 18,
 }
 _BINARY_SUFFIX = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
 _NANO: Final = Decimal("1e-9")

@@ -66,4 +66,3 @@ def _statuses(
             )
         )
     return statuses
-

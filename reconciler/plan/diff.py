@@ -226,7 +226,7 @@ def _secret_changes(state: DesiredState, live: LiveState) -> tuple[list[Change],
         Change(kube_ref(s.manifest()), Action.CREATE, None, s.manifest(), desired=s.manifest())
         for s in state.secrets
         if s.name not in live.secrets
-    ]  # fmt: skip
+    ]
     generated = len(state.secrets) - len(changes)
     values, values_unchanged = _value_secret_changes(state, live)
     return changes + values, generated + values_unchanged

@@ -58,7 +58,8 @@ def _labels(spec: Obj) -> set[str]:
     are alternatives, so a key counts only when each term asks for it."""
     keys = {str(k) for k in spec.get("nodeSelector") or {}}
     required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-        "requiredDuringSchedulingIgnoredDuringExecution") or {}
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
     terms = [{str(e["key"]) for e in term.get("matchExpressions") or []
               if e.get("operator") in _NEEDS_LABEL}
              for term in required.get("nodeSelectorTerms") or []]  # fmt: skip
@@ -75,7 +76,9 @@ def _resources(container: Obj) -> set[str]:
 
 
 def missing_on_nodes(
-    needs: Sequence[NodeSetNeeds], nodes: Sequence[NodeNames], values: Obj,
+    needs: Sequence[NodeSetNeeds],
+    nodes: Sequence[NodeNames],
+    values: Obj,
     wheres: dict[str, Location] | None = None,
 ) -> list[str]:
     """A warning for each name a node set needs that no Node carries."""
@@ -96,8 +99,10 @@ def missing_on_nodes(
 
 
 def _text(nodeset: str, what: str, name: str, verb: str, count: int, values: Obj) -> str:
-    text = (f"node set {nodeset!r} {what} {name}, which none of the cluster's {count} Nodes "
-            f"{verb}: its slurmd Pods will stay Pending")
+    text = (
+        f"node set {nodeset!r} {what} {name}, which none of the cluster's {count} Nodes "
+        f"{verb}: its slurmd Pods will stay Pending"
+    )
     key = key_for(name, values)
     if key is not None:
         default = DEFAULTS[key.rpartition(".")[2]]
@@ -111,24 +116,30 @@ def _not_theirs(key: str) -> str:
     if key.rpartition(".")[2] not in RESOURCE_KEYS:
         return ""
     theirs = " or ".join(SCHEDULED_POD_GPU_RESOURCES)
-    return (f" (not {theirs}, which the scheduler's GPU Pods request: advertise a second "
-            f"resource per GPU Node, {SECOND_RESOURCE_DOCS})")
+    return (
+        f" (not {theirs}, which the scheduler's GPU Pods request: advertise a second "
+        f"resource per GPU Node, {SECOND_RESOURCE_DOCS})"
+    )
 
 
 def unchecked_offline(needs: Sequence[NodeSetNeeds], values: Obj) -> list[str]:
     """Offline, one warning for the CoreWeave names node sets need: no Nodes to check."""
     coreweave = {name for name in DEFAULTS.values() if key_for(name, values) is not None}
-    used = {need.nodeset: [n for n in (*need.labels, *need.resources) if n in coreweave]
-            for need in needs}
+    used = {
+        need.nodeset: [n for n in (*need.labels, *need.resources) if n in coreweave]
+        for need in needs
+    }
     used = {nodeset: names for nodeset, names in used.items() if names}
     if not used:
         return []
     names = sorted({n for found in used.values() for n in found})
-    return [f"values: warning: node sets {', '.join(map(repr, sorted(used)))} need "
-            f"{', '.join(names)}, which exist only on CoreWeave's clusters; offline no Node is "
-            "checked for them (`plan` against the cluster is); elsewhere set "
-            "compute.clusterLabels to your cluster's names"
-            + (_not_theirs("gpuResource") if DEFAULTS["gpuResource"] in names else "")]
+    return [
+        f"values: warning: node sets {', '.join(map(repr, sorted(used)))} need "
+        f"{', '.join(names)}, which exist only on CoreWeave's clusters; offline no Node is "
+        "checked for them (`plan` against the cluster is); elsewhere set "
+        "compute.clusterLabels to your cluster's names"
+        + (_not_theirs("gpuResource") if DEFAULTS["gpuResource"] in names else "")
+    ]
 
 
 def nodeset_wheres(nodesets: Iterable[Any]) -> dict[str, Location]:

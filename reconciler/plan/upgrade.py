@@ -224,7 +224,9 @@ def clients_behind(
     if (clients.major, clients.minor) >= (newest.major, newest.minor):
         return None
     when = "now" if rendered is not None and rendered == newest else "once the upgrade is done"
-    return (f"warning: this reconciler's scontrol and sacctmgr are Slurm {clients}'s; slurm.conf "
-            f"is rendered for Slurm {newest} {when}, which they cannot read (a client refuses "
-            f"a newer release's keys), so reconfigure and node drains would fail: run the "
-            f"reconciler from an image whose Slurm clients are {newest.series} or later")
+    return (
+        f"warning: this reconciler's scontrol and sacctmgr are Slurm {clients}'s; slurm.conf "
+        f"is rendered for Slurm {newest} {when}, which they cannot read (a client refuses "
+        f"a newer release's keys), so reconfigure and node drains would fail: run the "
+        f"reconciler from an image whose Slurm clients are {newest.series} or later"
+    )

@@ -282,8 +282,14 @@ class PodScheduler:
         """Each new watch (after an error, an API server outage) resumes from `memory`: a
         relist after a 410 then reports the objects deleted meanwhile, so a Pod deleted during
         a long outage still releases its job."""
-        watch = self._kube.watch("v1", kind, namespace, label_selector=selectors["label_selector"],
-                                 field_selector=selectors["field_selector"], shape=shape)
+        watch = self._kube.watch(
+            "v1",
+            kind,
+            namespace,
+            label_selector=selectors["label_selector"],
+            field_selector=selectors["field_selector"],
+            shape=shape,
+        )
         watch.carry(memory)
         self._watches.append(watch)
         for event, obj in watch:
@@ -360,8 +366,11 @@ class PodScheduler:
     def retained(self) -> dict[str, int]:
         """Entries in each per-Pod and per-job structure (state.py's, the work queue's, the
         retry counts, the caches'): what a long run must bring back down as Pods go."""
-        parts = {"": self._state.retained(), "queue ": self._queue.retained(),
-                 "power ": self.power.retained()}
+        parts = {
+            "": self._state.retained(),
+            "queue ": self._queue.retained(),
+            "power ": self.power.retained(),
+        }
         sizes = {f"{prefix}{name}": size for prefix, part in parts.items()
                  for name, size in part.items()}  # fmt: skip
         return {**sizes, "retries": len(self._failures), "misnamed told": self._misnamed.told,

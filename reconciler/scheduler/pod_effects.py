@@ -35,7 +35,6 @@ from reconciler.scheduler.settings import UNRESOLVED_NODE_RECHECK_SECONDS
 log = logging.getLogger(__name__)
 
 
-
 class PodSteps:
     def __init__(self, parts: Parts) -> None:
         self._state, self._effects, self._queue = parts.state, parts.effects, parts.queue

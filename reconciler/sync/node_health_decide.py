@@ -37,7 +37,6 @@ _BUSY_STATES = frozenset({"ALLOCATED", "MIXED"})
 _CAMEL_PARTS = re.compile(r"[^A-Za-z0-9]+")
 
 
-
 # ---- the facts ------------------------------------------------------------------------------
 
 

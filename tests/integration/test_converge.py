@@ -740,8 +740,11 @@ def test_a_pushed_scheduler_name_is_served_without_a_restart(env: Env, tmp_path:
         wait_for(lambda: _get(port, "/readyz")[0] == 200, 30, "readyz: " + log.read_text())
         _wait_applied(runtime, push(env, *edit, "the scheduler renamed"))
         _create_pod(env, pod, {}, scheduler=renamed)
-        wait_for(lambda: (_pod_of(env, pod) or {}).get("spec", {}).get("nodeName"), 30,
-                 "the Pod naming the pushed name to be bound: " + log.read_text()[-3000:])
+        wait_for(
+            lambda: (_pod_of(env, pod) or {}).get("spec", {}).get("nodeName"),
+            30,
+            "the Pod naming the pushed name to be bound: " + log.read_text()[-3000:],
+        )
         assert "changes the scheduler's name" in log.read_text()
         assert daemon.poll() is None
     finally:
@@ -773,7 +776,6 @@ def _refused_with(env: Env, name: str, said: str) -> bool:
     return any(
         e.get("reason") == wk.EVENT_REJECTED and said in e.get("message", "") for e in listing.items
     )
-
 
 
 # ---- a revision's walk compiles once and builds its clients once -----------------------------

@@ -242,8 +242,7 @@ def test_slurmctlds_power_programs_reach_the_hooks_api_from_the_image(
         assert done.returncode == 0, (verb, done.stderr)
     # curl escapes `[` as %5b, Python as %5B: the same URL (RFC 3986, 2.1).
     assert [(unquote(path), auth) for path, auth in hooks.requests] == [
-        (f"{wk.HOOKS_POWER_PREFIX}{verb}?nodes=gpu-[0-1]", "Bearer power-token")
-        for verb in VERBS
+        (f"{wk.HOOKS_POWER_PREFIX}{verb}?nodes=gpu-[0-1]", "Bearer power-token") for verb in VERBS
     ]
 
 
@@ -341,9 +340,7 @@ def test_sunk_init_runs_the_rendered_oneshot_supervises_the_longrun_then_execs(
     assert (out / "longrun").read_text().startswith("after the oneshot: ")
 
 
-def test_sunk_init_runs_oneshots_after_their_dependencies(
-    slurm: Exported, tmp_path: Path
-) -> None:
+def test_sunk_init_runs_oneshots_after_their_dependencies(slurm: Exported, tmp_path: Path) -> None:
     """s6-rc's order, not the names': `a-second` depends on `z-first`."""
     tree = tmp_path / "s6"
     for name, needs in (("z-first", "base"), ("a-second", "z-first")):

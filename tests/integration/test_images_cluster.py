@@ -46,13 +46,12 @@ def slurm_conf(parent: Path) -> Path:
     return etc
 
 
-def test_srun_runs_a_job_in_the_slurmd_container(
-    slurm: Exported, tmp_path: Path
-) -> None:
+def test_srun_runs_a_job_in_the_slurmd_container(slurm: Exported, tmp_path: Path) -> None:
     etc = slurm_conf(tmp_path)
-    with image_chroot.pod_network(f"sunk-cluster-{os.getpid()}") as netns, munged(
-        slurm, tmp_path
-    ) as socket_dir:
+    with (
+        image_chroot.pod_network(f"sunk-cluster-{os.getpid()}") as netns,
+        munged(slurm, tmp_path) as socket_dir,
+    ):
         pod = {"binds": {etc: "/etc/slurm", etc_hosts(tmp_path, NODE): "/etc/hosts"},
                "netns": netns}  # fmt: skip
         ctld_log, slurmd_log = tmp_path / "slurmctld.log", tmp_path / "slurmd.log"

@@ -41,8 +41,8 @@ UP_TIMEOUT = 240
 # Answers each connection with the Pod's hostname; says so on stdout first (kubectl logs).
 SERVER = (
     "use IO::Socket::INET; $|=1; my $s = IO::Socket::INET->new(LocalPort => 8080, Listen => 5,"
-    " ReuseAddr => 1) or die $!; chomp(my $h = `hostname`); print \"listening as $h\\n\";"
-    " while (my $c = $s->accept) { print $c \"$h\\n\"; close $c }"
+    ' ReuseAddr => 1) or die $!; chomp(my $h = `hostname`); print "listening as $h\\n";'
+    ' while (my $c = $s->accept) { print $c "$h\\n"; close $c }'
 )
 
 

@@ -40,8 +40,11 @@ pytestmark = pytest.mark.skipif(
 
 def controller_containers() -> tuple[dict[str, Any], dict[str, Any]]:
     state = compile_desired_state(config_from("login: {enabled: false}\n"))
-    deployment = next(o for o in state.kube_objects
-                      if (o["kind"], o["metadata"]["name"]) == ("Deployment", "slurm-controller"))
+    deployment = next(
+        o
+        for o in state.kube_objects
+        if (o["kind"], o["metadata"]["name"]) == ("Deployment", "slurm-controller")
+    )
     pod = deployment["spec"]["template"]["spec"]
     init = next(c for c in pod["initContainers"] if c["name"] == MUNGE_INIT_CONTAINER)
     munged = next(c for c in pod["containers"] if c["name"] == MUNGE_CONTAINER)

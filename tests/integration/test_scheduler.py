@@ -308,9 +308,7 @@ def test_a_placeholder_says_which_scheduler_made_it(env: Env, pods: list[str]) -
     assert job.admin_comment == ("" if ON_SLURM_2205 else expected)
 
 
-def test_each_pages_name_form_is_bound_and_a_look_alike_is_told(
-    env: Env, pods: list[str]
-) -> None:
+def test_each_pages_name_form_is_bound_and_a_look_alike_is_told(env: Env, pods: list[str]) -> None:
     """SUNK's pages give three forms of the scheduler's default name; a Pod written with any
     of them, for this release and namespace, is bound. One written for another release is told
     within 30 s, once, which names serve this one (it used to wait forever, with no Event)."""
@@ -321,8 +319,9 @@ def test_each_pages_name_form_is_bound_and_a_look_alike_is_told(
     }
     made = [_create(env, pods, _pod_spec(unique(form), schedulerName=scheduler_name))
             for form, scheduler_name in forms.items()]  # fmt: skip
-    lookalike = _create(env, pods, _pod_spec(unique("lookalike"),
-                                             schedulerName="slurm-other-slurm-scheduler"))
+    lookalike = _create(
+        env, pods, _pod_spec(unique("lookalike"), schedulerName="slurm-other-slurm-scheduler")
+    )
     for pod in made:
         _wait_bound(env, pod["metadata"]["name"], timeout=30)
     name = lookalike["metadata"]["name"]
@@ -856,9 +855,7 @@ HOSTILE_SCHEDULER_RSS = 300 * 2**20
 BIG_PODS = 30
 
 
-def test_hostile_pods_get_events_and_a_plain_pod_is_still_bound(
-    env: Env, pods: list[str]
-) -> None:
+def test_hostile_pods_get_events_and_a_plain_pod_is_still_bound(env: Env, pods: list[str]) -> None:
     """`reconciler schedule` under the Pods above: each gets an Event within 20 s, the log has
     no traceback, its peak RSS stays under 300 MiB, and a plain Pod is bound within 30 s."""
     other = "hostile-slurm-scheduler"
@@ -913,7 +910,6 @@ def _anti_affinity(terms: int) -> dict[str, Any]:
          "topologyKey": "kubernetes.io/hostname"} for i in range(terms)]}}  # fmt: skip
 
 
-
 # ---- a daemon that runs for months: what it holds per Pod goes with the Pod ------------------
 
 # (how many Pods, what they carry): refused by admission, refused by Slurm, waiting for a Node
@@ -933,8 +929,16 @@ CHURN: list[tuple[int, dict[str, Any]]] = [
 # keep of the churned Pods must be ended jobs); `learned`, a note per key for LEARNED_SECONDS
 # (60 s); the timer heap, a look again once (up to kill-wait, 30 s) that finds the Pod gone.
 NOT_AT_ONCE = ("jobs", "abandoned", "learned", "queue delayed")
-ENDED = ("COMPLETING", "CANCELLED", "COMPLETED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED",
-         "OUT_OF_MEMORY")  # COMPLETING: cancelled, its processes ending (KillWait)
+ENDED = (
+    "COMPLETING",
+    "CANCELLED",
+    "COMPLETED",
+    "FAILED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "PREEMPTED",
+    "OUT_OF_MEMORY",
+)  # COMPLETING: cancelled, its processes ending (KillWait)
 
 
 def test_a_churn_of_pods_leaves_each_structure_as_it_was(env: Env, pods: list[str]) -> None:
@@ -969,8 +973,9 @@ def test_a_churn_of_pods_leaves_each_structure_as_it_was(env: Env, pods: list[st
     try:
         wait_for(lambda: not grown(), 30, "each structure to drop the churned Pods")
     except AssertionError:
-        raise AssertionError(f"held after the churn (before, now): {grown()}; "
-                             f"while the Pods were there: {held}") from None
+        raise AssertionError(
+            f"held after the churn (before, now): {grown()}; while the Pods were there: {held}"
+        ) from None
 
     def live() -> dict[str, str]:
         jobs = scheduler.known_jobs().items()

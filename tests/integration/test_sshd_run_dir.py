@@ -37,8 +37,11 @@ def _privsep_dir() -> None:
 
 def rendered_start() -> str:
     state = compile_desired_state(config_from(""))
-    login = next(o for o in state.kube_objects
-                 if (o["kind"], o["metadata"]["name"]) == ("StatefulSet", "slurm-login"))
+    login = next(
+        o
+        for o in state.kube_objects
+        if (o["kind"], o["metadata"]["name"]) == ("StatefulSet", "slurm-login")
+    )
     sshd = next(c for c in login["spec"]["template"]["spec"]["containers"]
                 if c["name"] == "sshd")  # fmt: skip
     mounts = {m["mountPath"] for m in sshd["volumeMounts"]}
@@ -75,16 +78,23 @@ def test_the_rendered_start_makes_the_empty_dir_one_sshd_accepts() -> None:
 
 SLURMD = "exec slurmd -D -N $(POD_NAME)"
 # In place of slurmd: the container's program, which waits for sshd to hand out a host key.
-KEYSCAN = ("exec sh -c 'for i in $(seq 100); do ssh-keyscan -T 1 -t ed25519 127.0.0.1 "
-           "2>/dev/null | grep -q ssh-ed25519 && exit 0; sleep 0.1; done; exit 1'")
+KEYSCAN = (
+    "exec sh -c 'for i in $(seq 100); do ssh-keyscan -T 1 -t ed25519 127.0.0.1 "
+    "2>/dev/null | grep -q ssh-ed25519 && exit 0; sleep 0.1; done; exit 1'"
+)
 
 
 def rendered_compute_start(ssh: str = "{enabled: true}") -> str:
-    values = (f"compute: {{ssh: {ssh}, nodes: {{cpu: {{enabled: true, replicas: 1, "
-              "resources: {limits: {cpu: 2, memory: 4Gi}}}}}")
+    values = (
+        f"compute: {{ssh: {ssh}, nodes: {{cpu: {{enabled: true, replicas: 1, "
+        "resources: {limits: {cpu: 2, memory: 4Gi}}}}}"
+    )
     state = compile_desired_state(config_from(values))
-    compute = next(o for o in state.kube_objects
-                   if (o["kind"], o["metadata"]["name"]) == ("StatefulSet", "slurm-cpu"))
+    compute = next(
+        o
+        for o in state.kube_objects
+        if (o["kind"], o["metadata"]["name"]) == ("StatefulSet", "slurm-cpu")
+    )
     slurmd = compute["spec"]["template"]["spec"]["containers"][0]
     assert SSHD_PRIVSEP_DIR in {m["mountPath"] for m in slurmd["volumeMounts"]}
     assert slurmd["args"][:2] == ["sh", "-c"] and slurmd["args"][2].endswith(SLURMD)
@@ -102,8 +112,10 @@ def test_the_rendered_compute_start_serves_ssh_while_its_program_runs(tmp_path: 
     empty.mkdir(mode=0o777)
     empty.chmod(0o777)
     start = rendered_compute_start().replace(SLURMD, KEYSCAN)
-    script = (f"ip link set lo up && mount --bind {etc_ssh} /etc/ssh && "
-              f"mount --bind {empty} {SSHD_PRIVSEP_DIR} && exec sh -c {_quoted(start)}")
+    script = (
+        f"ip link set lo up && mount --bind {etc_ssh} /etc/ssh && "
+        f"mount --bind {empty} {SSHD_PRIVSEP_DIR} && exec sh -c {_quoted(start)}"
+    )
     result = subprocess.run(["unshare", "-m", "-n", "-p", "-f", "sh", "-c", script],
                             capture_output=True, text=True, timeout=60)  # fmt: skip
     assert result.returncode == 0, result.stderr
@@ -139,7 +151,8 @@ def logins(tmp_path: Path, ssh: str) -> tuple[set[str], str]:
     shutil.copytree("/etc/ssh", etc["ssh"], ignore=shutil.ignore_patterns("ssh_host_*"))
     shutil.copytree("/etc/pam.d", etc["pam.d"])
     (etc["ssh"] / "sshd_config.d" / "00-test-keys.conf").write_text(
-        "AuthorizedKeysFile /etc/ssh/test-keys/%u\n")
+        "AuthorizedKeysFile /etc/ssh/test-keys/%u\n"
+    )
     key = tmp_path / "id_ed25519"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
     (etc["ssh"] / "test-keys").mkdir(mode=0o755)

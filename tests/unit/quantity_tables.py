@@ -33,10 +33,8 @@ QUANTITY_PARSE = [
     ("0G", dec(0, 0)),
     ("0Ti", dec(0, 0)),
     ("0T", dec(0, 0)),
-
     # Quantity less numbers are allowed
     ("1", dec(1, 0)),
-
     # Binary suffixes
     ("1Ki", dec(1024, 0)),
     ("8Ki", dec(8 * 1024, 0)),
@@ -45,10 +43,8 @@ QUANTITY_PARSE = [
     ("5Ti", dec(5 * 1024 * 1024 * 1024 * 1024, 0)),
     ("4Pi", dec(4 * 1024 * 1024 * 1024 * 1024 * 1024, 0)),
     ("3Ei", dec(3 * 1024 * 1024 * 1024 * 1024 * 1024 * 1024, 0)),
-
     ("10Ti", dec(10 * 1024 * 1024 * 1024 * 1024, 0)),
     ("100Ti", dec(100 * 1024 * 1024 * 1024 * 1024, 0)),
-
     # Decimal suffixes
     ("5n", dec(5, -9)),
     ("4u", dec(4, -6)),
@@ -63,7 +59,6 @@ QUANTITY_PARSE = [
     ("300T", dec(3, 14)),
     ("2P", dec(2, 15)),
     ("1E", dec(1, 18)),
-
     # Decimal exponents
     ("1E-3", dec(1, -3)),
     ("1e3", dec(1, 3)),
@@ -72,13 +67,11 @@ QUANTITY_PARSE = [
     ("1E12", dec(1, 12)),
     ("1e15", dec(1, 15)),
     ("1E18", dec(1, 18)),
-
     # Nonstandard but still parsable
     ("1e14", dec(1, 14)),
     ("1e13", dec(1, 13)),
     ("1e3", dec(1, 3)),
     ("100.035k", dec(100035, 0)),
-
     # Things that look like floating point
     ("0.001", dec(1, -3)),
     ("0.0005k", dec(5, -1)),
@@ -94,14 +87,12 @@ QUANTITY_PARSE = [
     ("0.5e-2", dec(5, -3)),
     ("0.5e0", dec(5, -1)),
     ("10.035M", dec(10035, 3)),
-
     ("1.2e3", dec(12, 2)),
     ("1.3E+6", dec(13, 5)),
     ("1.40e9", dec(14, 8)),
     ("1.53E12", dec(153, 10)),
     ("1.6e15", dec(16, 14)),
     ("1.7E18", dec(17, 17)),
-
     ("9.01", dec(901, -2)),
     ("8.1k", dec(81, 2)),
     ("7.123456M", dec(7123456, 0)),
@@ -111,7 +102,6 @@ QUANTITY_PARSE = [
     ("300.2T", dec(3002, 11)),
     ("2.5P", dec(25, 14)),
     ("1.01E", dec(101, 16)),
-
     # Things that saturate/round
     ("3.001n", dec(4, -9)),
     ("1.1E-9", dec(2, -9)),
@@ -125,13 +115,11 @@ QUANTITY_PARSE = [
     ("9Ei", INT64_MAX),
     ("9223372036854775807Ki", INT64_MAX),
     ("12E", dec(12, 18)),
-
     # We'll accept fractional binary stuff, too.
     ("100.035Ki", dec(10243584, -2)),
     ("0.5Mi", dec(1024 * 1024 // 2, 0)),
     ("0.05Gi", dec(536870912, -1)),
     ("0.025Ti", dec(274877906944, -1)),
-
     # Things written by trolls
     ("0.000000000001Ki", dec(2, -9)),  # rounds up, changes format
     (".001", dec(1, -3)),
@@ -151,11 +139,9 @@ QUANTITY_PARSE_INVALID = [
     "1i",
     "-3.01i",
     "-3.01e-",
-
     # trailing whitespace is forbidden
     " 1",
     "1 ",
-
     "",
     "Non-Numeric",
 ]

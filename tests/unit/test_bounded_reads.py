@@ -75,9 +75,7 @@ def peak_growth(call: Callable[[], object]) -> tuple[int, BaseException | None]:
         tracemalloc.stop()
 
 
-def cut_off(
-    call: Callable[[], object], kind: type[Exception], limit: str, held_mib: int
-) -> str:
+def cut_off(call: Callable[[], object], kind: type[Exception], limit: str, held_mib: int) -> str:
     """call() fails with `kind` naming `limit`, having held under `held_mib` MiB; its text."""
     peak, raised = peak_growth(call)
     assert isinstance(raised, kind), raised

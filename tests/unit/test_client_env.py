@@ -51,8 +51,9 @@ def test_the_client_release_is_the_binarys_own(tmp_path: Path) -> None:
     bin_dir.mkdir()
     program = bin_dir / "scontrol"
     # As Slurm's: -V reads a slurm.conf first, and fails where it cannot.
-    program.write_text('#!/bin/sh\n[ -s "$SLURM_CONF" ] || exit 1\n'
-                       '[ "$1" = -V ] && echo "slurm 24.11.5"\n')
+    program.write_text(
+        '#!/bin/sh\n[ -s "$SLURM_CONF" ] || exit 1\n[ "$1" = -V ] && echo "slurm 24.11.5"\n'
+    )
     program.chmod(0o755)
     tokens = _tokens(tmp_path)
     assert str(Scontrol(tokens, env={"PATH": str(bin_dir)}).client_release()) == "24.11.5"

@@ -79,10 +79,13 @@ def test_cluster_labels_rename_the_shipped_layers_names() -> None:
 
 
 def test_a_repos_own_layer_keeps_the_names_it_writes() -> None:
-    own = {"compute-defs/mine.yaml": """
+    own = {
+        "compute-defs/mine.yaml": """
 mine:
   resources: {limits: {cpu: "2", memory: 4Gi, sunk.coreweave.com/accelerator: "1"}}
-""", "values.d/cluster.yaml": ELSEWHERE}
+""",
+        "values.d/cluster.yaml": ELSEWHERE,
+    }
     values = "compute: {nodes: {x: {enabled: true, replicas: 1, definitions: [mine]}}}"
     _, state = compiled(values, own)
     limits = pod_spec(state, "slurm-x")["containers"][0]["resources"]["limits"]
@@ -96,8 +99,10 @@ def test_a_name_kubernetes_refuses_names_its_line() -> None:
 
 
 def node(labels: dict[str, str], allocatable: dict[str, str] | None = None) -> Obj:
-    return {"metadata": {"name": "n", "labels": labels},
-            "status": {"allocatable": {"cpu": "8", "memory": "16Gi", **(allocatable or {})}}}
+    return {
+        "metadata": {"name": "n", "labels": labels},
+        "status": {"allocatable": {"cpu": "8", "memory": "16Gi", **(allocatable or {})}},
+    }
 
 
 def warnings_for(values: str, nodes: list[Obj], files: dict[str, str] | None = None) -> list[str]:
@@ -199,11 +204,13 @@ def test_a_kubernetes_resource_is_no_gpu_resource(name: str) -> None:
     assert error.value.where is not None and error.value.where.line == 3
 
 
-OWN_GPU_LAYER = {"compute-defs/mine.yaml": """
+OWN_GPU_LAYER = {
+    "compute-defs/mine.yaml": """
 mine:
   resources:
     limits: {cpu: "2", memory: 4Gi, nvidia.com/gpu: "8"}
-"""}
+"""
+}
 OWN_GPU_SET = "compute: {nodes: {x: {enabled: true, replicas: 1, definitions: [mine]}}}\n"
 
 

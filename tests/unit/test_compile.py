@@ -197,7 +197,6 @@ def test_max_replicas_below_replicas_is_an_error() -> None:
         compile_desired_state(config_from(values))
 
 
-
 def test_gres_autodetect_follows_values_and_refuses_what_slurm_has_not() -> None:
     import pytest
 

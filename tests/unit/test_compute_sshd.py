@@ -129,8 +129,9 @@ def test_a_directory_user_without_a_job_cannot_log_in_to_a_compute_node() -> Non
 
 
 def test_pam_slurm_adopt_admits_a_user_with_a_job_on_the_node_only() -> None:
-    state = compile_desired_state(config_from(DIRECTORY + NODES, {"values.d/10.yaml": SSH,
-                                                                 "values.d/20.yaml": ADOPT}))
+    state = compile_desired_state(
+        config_from(DIRECTORY + NODES, {"values.d/10.yaml": SSH, "values.d/20.yaml": ADOPT})
+    )
     slurmd = containers(workloads(list(state.kube_objects))["slurm-cpu"])["slurmd"]
     start = slurmd["args"][2]
     # First in sshd's PAM file before sshd starts, and its failure ends the start.
@@ -145,8 +146,10 @@ def test_pam_slurm_adopt_admits_a_user_with_a_job_on_the_node_only() -> None:
 
 
 def test_allow_lists_admit_the_users_and_groups_they_name() -> None:
-    layered = ("compute: {ssh: {enabled: true, allowGroups: [hpc-admins, ops@corp], "
-               "allowUsers: [alice]}}\n")
+    layered = (
+        "compute: {ssh: {enabled: true, allowGroups: [hpc-admins, ops@corp], "
+        "allowUsers: [alice]}}\n"
+    )
     _, slurmd, _, _ = compute_and_login(DIRECTORY, layered)
     assert sshd_options(slurmd)["allowgroups"] == "hpc-admins ops@corp"
     # sshd admits only a user every list names.
@@ -174,12 +177,14 @@ def test_access_keys_without_ssh_are_reported() -> None:
     layered = "compute: {ssh: {allowUsers: [alice]}}\n"
     state = compile_desired_state(config_from(NODES, {"values.d/10.yaml": layered}))
     assert [w.message for w in state.warnings if "compute.ssh" in w.message] == [
-        "compute.ssh.allowUsers is not used: compute.ssh.enabled is not true"]
+        "compute.ssh.allowUsers is not used: compute.ssh.enabled is not true"
+    ]
 
 
 def test_prolog_flags_without_contain_are_reported_with_pam_slurm_adopt() -> None:
     extra = "slurmConfig: {extraConfig: 'PrologFlags=X11'}\n"
-    state = compile_desired_state(config_from(extra + NODES, {"values.d/10.yaml": SSH,
-                                                              "values.d/20.yaml": ADOPT}))
+    state = compile_desired_state(
+        config_from(extra + NODES, {"values.d/10.yaml": SSH, "values.d/20.yaml": ADOPT})
+    )
     assert "PrologFlags=X11" in state.slurm_conf.splitlines()
     assert any("leaves out Contain" in w.message for w in state.warnings), state.warnings

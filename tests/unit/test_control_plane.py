@@ -196,7 +196,7 @@ def test_accounting_with_an_external_database() -> None:
 accounting:
   enabled: true
   database: {host: db.example, port: 3307, passwordSecret: db-pass}
-""")  # fmt: skip
+""")
     found = objects(state)
     assert ("StatefulSet", "slurm-mysql") not in found
     conf = found[("ConfigMap", "slurm-slurmdbd-conf")]["data"]["slurmdbd.conf"]
@@ -241,7 +241,7 @@ directoryService: {directories: []}
 network: {vpcs: []}
 login: {service: {exposePublicIP: true}}
 slurmConfig: {killWiat: 3}
-""")  # fmt: skip
+""")
     texts = [w.message for w in state.warnings]
     assert not any(t.startswith("directoryService") for t in texts)  # acted on: see test_directory
     assert any(t.startswith("network is accepted but not acted on") for t in texts)

@@ -31,9 +31,9 @@ class Scheduler:
     def __init__(self, failure: Exception | None, made: list[Scheduler]) -> None:
         self.failure = failure
         self.started = self.stopped = False
-        self.settings = type("Settings", (), {
-            "name": "test-scheduler", "names": ("test-scheduler",)
-        })()
+        self.settings = type(
+            "Settings", (), {"name": "test-scheduler", "names": ("test-scheduler",)}
+        )()
         made.append(self)
 
     def set_policies(self, policies: Any) -> None:

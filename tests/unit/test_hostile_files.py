@@ -122,18 +122,19 @@ CONTROLS = {"line feed": "\\n", "carriage return": "\\r", "NUL": "\\0", "tab": "
             "escape": "\\e", "NEL": "\\N", "line separator": "\\L", "paragraph separator": "\\P",
             "C1 CSI": "\\x9b", "vertical tab": "\\v", "form feed": "\\f"}  # fmt: skip
 DIRECTORY_KEYS = {
-    "ldapUri": ("ldapUri: \"ldaps://x{c}y\"", "ldapUri"),
-    "defaultShell": ("ldapUri: ldaps://x, defaultShell: \"/bin/{c}sh\"", "defaultShell"),
-    "fallbackHomeDir": ("ldapUri: ldaps://x, fallbackHomeDir: \"/home/{c}%u\"", "fallbackHomeDir"),
-    "overrideHomeDir": ("ldapUri: ldaps://x, overrideHomeDir: \"/h/{c}%u\"", "overrideHomeDir"),
-    "user.bindDn": ("ldapUri: ldaps://x, user: {{bindDn: \"cn=a{c},dc=b\"}}", "user.bindDn"),
-    "user.searchBase": ("ldapUri: ldaps://x, user: {{searchBase: \"dc={c}b\"}}", "user.searchBase"),
-    "user.password": ("ldapUri: ldaps://x, user: {{password: \"p{c}w\"}}", "user.password"),
-    "user.canary": ("ldapUri: ldaps://x, user: {{canary: \"svc{c}\"}}", "user.canary"),
+    "ldapUri": ('ldapUri: "ldaps://x{c}y"', "ldapUri"),
+    "defaultShell": ('ldapUri: ldaps://x, defaultShell: "/bin/{c}sh"', "defaultShell"),
+    "fallbackHomeDir": ('ldapUri: ldaps://x, fallbackHomeDir: "/home/{c}%u"', "fallbackHomeDir"),
+    "overrideHomeDir": ('ldapUri: ldaps://x, overrideHomeDir: "/h/{c}%u"', "overrideHomeDir"),
+    "user.bindDn": ('ldapUri: ldaps://x, user: {{bindDn: "cn=a{c},dc=b"}}', "user.bindDn"),
+    "user.searchBase": ('ldapUri: ldaps://x, user: {{searchBase: "dc={c}b"}}', "user.searchBase"),
+    "user.password": ('ldapUri: ldaps://x, user: {{password: "p{c}w"}}', "user.password"),
+    "user.canary": ('ldapUri: ldaps://x, user: {{canary: "svc{c}"}}', "user.canary"),
     "user.existingSecret": (
-        "ldapUri: ldaps://x, user: {{existingSecret: \"s{c}\"}}", "user.existingSecret"
+        'ldapUri: ldaps://x, user: {{existingSecret: "s{c}"}}',
+        "user.existingSecret",
     ),
-    "ldapsCert": ("ldapUri: ldaps://x, ldapsCert: \"cert{c}\"", "ldapsCert"),
+    "ldapsCert": ('ldapUri: ldaps://x, ldapsCert: "cert{c}"', "ldapsCert"),
 }
 
 
@@ -190,7 +191,9 @@ def test_prolog_and_epilog_scripts_follow_the_script_rule(values: str, where: st
 
 # ---- allowed values render byte for byte as before --------------------------------------------
 
-ALLOWED = NODES + """\
+ALLOWED = (
+    NODES
+    + """\
   pyxis: {enabled: true, required: false, pluginPath: /usr/lib/slurm/spank_pyxis.so}
   s6:
     packages: {type: oneshot, script: "#!/usr/bin/env bash\\n\\tapt -y install nginx\\n"}
@@ -220,6 +223,7 @@ directoryService:
     ldapUri: ldap://ad.corp.example
     user: {existingSecret: corp-ldap}
 """
+)
 # sha256 of every rendered ConfigMap's data and the authtok snippet, taken on main before the
 # fix (5d473e8): a value that was safe renders exactly as it did. Retaken when slurm.conf's
 # SlurmctldPidFile moved to /run/slurmctld/ (for our image; the only change: replacing that path
@@ -248,8 +252,11 @@ def test_sssd_conf_refuses_a_line_break_that_no_config_check_saw() -> None:
         {"name": "default", "ldapUri": "ldaps://x"},
         {"name": "b", "ldapUri": "ldaps://y", "defaultShell": "/bin/sh\n[domain/evil]"},
     ]}}  # fmt: skip
-    with pytest.raises(LineInjectionError, match=r"^sssd.conf: directoryService.directories"
-                       r"\[1\].defaultShell holds a line feed \(U\+000A\)"):
+    with pytest.raises(
+        LineInjectionError,
+        match=r"^sssd.conf: directoryService.directories"
+        r"\[1\].defaultShell holds a line feed \(U\+000A\)",
+    ):
         directory.sssd_conf(values)
 
 

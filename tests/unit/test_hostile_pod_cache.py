@@ -227,8 +227,9 @@ class Listing:
 def test_excluded_nodes_asks_no_list_per_term() -> None:
     state = SchedulerState()
     for name in ("n1", "n2"):
-        state.on_node("ADDED", {"metadata": {"name": name,
-                                             "labels": {"kubernetes.io/hostname": name}}})
+        state.on_node(
+            "ADDED", {"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}}}
+        )
         state.on_slurmd_pod("ADDED", {"metadata": {"name": f"s-{name}"},
                                       "spec": {"nodeName": name}})  # fmt: skip
     web = {"metadata": {"namespace": "ml", "name": "web", "uid": "w", "labels": {"app": "a3"}},

@@ -42,8 +42,10 @@ def test_fifteen_thousand_anti_affinity_terms_are_refused_with_field_count_and_c
     result = admit(pod, kill_wait_seconds=30)
     assert time.perf_counter() - start < 0.05
     assert isinstance(result, Rejection), "15,000 terms were admitted"
-    assert f"spec.affinity.{ANTI}.{REQUIRED}: has 15,000 entries; at most {TERMS} are accepted" \
-        in result.message(), result.message()
+    assert (
+        f"spec.affinity.{ANTI}.{REQUIRED}: has 15,000 entries; at most {TERMS} are accepted"
+        in result.message()
+    ), result.message()
 
 
 @pytest.mark.parametrize(

@@ -31,7 +31,7 @@ AS_SELECTOR: list[tuple[dict[str, Any] | None, str | None]] = [
     ({"matchExpressions": MATCH_EXPRESSIONS}, "baz in (norf,qux)"),
     (BOTH, "baz in (norf,qux),foo=bar"),
     ({"matchExpressions": [{"key": "baz", "operator": "Exists", "values": ["qux", "norf"]}]}, None),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("selector", "out"), AS_SELECTOR)

@@ -69,7 +69,9 @@ def test_an_install_by_prefix_runs_that_prefix_binaries_as_the_rest_user() -> No
     assert "nobody" not in DEBIAN_2205.rest_identity
     assert install.rest_probe_version == "v0.0.42"  # served by 24.11 to 26.05
     assert install.env({"PATH": "/usr/bin"}) == {
-        "PATH": "/opt/hand/26.05.3/bin:/usr/bin", "LD_LIBRARY_PATH": "/opt/hand/26.05.3/lib"}
+        "PATH": "/opt/hand/26.05.3/bin:/usr/bin",
+        "LD_LIBRARY_PATH": "/opt/hand/26.05.3/lib",
+    }
 
 
 def test_a_release_the_stack_does_not_know_is_refused_with_the_ones_it_does() -> None:
@@ -91,7 +93,10 @@ def fake_prefix(root: Path, printed: str) -> Path:
 def test_the_prefix_release_comes_from_its_own_slurmctld(tmp_path: Path) -> None:
     install = install_at(fake_prefix(tmp_path / "p", "slurm 25.11.7"))
     assert (install.release, install.version, install.prefix) == (
-        "25.11", "25.11.7", tmp_path / "p")
+        "25.11",
+        "25.11.7",
+        tmp_path / "p",
+    )
 
 
 def test_a_prefix_without_slurmctld_says_which_prefix_to_give(tmp_path: Path) -> None:

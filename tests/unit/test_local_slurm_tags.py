@@ -30,8 +30,10 @@ TAGS = parse_tags("25.11.7=/opt/slurm-hand/25.11.7, 26.05.3=/opt/slurm-hand/26.0
 
 
 def pod(app: str, image: str, *sidecars: str) -> dict[str, Any]:
-    containers = [{"name": app, "image": image},
-                  *({"name": f"side{i}", "image": s} for i, s in enumerate(sidecars))]
+    containers = [
+        {"name": app, "image": image},
+        *({"name": f"side{i}", "image": s} for i, s in enumerate(sidecars)),
+    ]
     return {"metadata": {"name": f"slurm-{app}-0", "namespace": "slurm",
                          "labels": {"app.kubernetes.io/name": app}},
             "spec": {"containers": containers}}  # fmt: skip
@@ -80,7 +82,8 @@ def test_the_tag_of_an_image(image: str, tag: str | None) -> None:
 @pytest.mark.parametrize("app", ["slurmdbd", "slurmctld", "slurmd", "slurmrestd", "login"])
 def test_a_slurm_pod_of_a_mapped_tag_runs_that_prefix(app: str) -> None:
     assert mapped_install(pod(app, "ghcr.io/sunk-reconciler/slurm:25.11.7"), TAGS) == Path(
-        "/opt/slurm-hand/25.11.7")
+        "/opt/slurm-hand/25.11.7"
+    )
 
 
 def test_a_pod_of_an_unmapped_tag_runs_the_stack_install() -> None:
@@ -131,7 +134,8 @@ def test_a_tag_mapped_to_an_install_of_another_release_is_refused() -> None:
     prefix = Path("/opt/slurm-hand/26.05.3")
     assert tag_mismatch("25.11.7", prefix, "26.05.3") == (
         "$SUNK_RECONCILER_SLURM_TAGS maps tag 25.11.7 to /opt/slurm-hand/26.05.3, which holds "
-        "Slurm 26.05.3")
+        "Slurm 26.05.3"
+    )
     assert tag_mismatch("26.05.3", prefix, "26.05.3") is None
     assert tag_mismatch("26.05.3-site.1", prefix, "26.05.3") is None
     assert tag_mismatch("26.05", prefix, "26.05.3") is None  # a series names every patch

@@ -73,7 +73,7 @@ def test_library_bookkeeping_is_quiet_unless_debug_is_asked(
 ) -> None:
     """apscheduler logs two INFO lines at every run of every timer: 5,760 lines a day from an
     idle daemon. At INFO they are dropped, their warnings kept; RECONCILER_DEBUG shows all."""
-    running = "Running job \"Daemon._fetch_and_converge\""
+    running = 'Running job "Daemon._fetch_and_converge"'
     configure_logging("text", logging.INFO)
     logging.getLogger("apscheduler.executors.default").info(running)
     logging.getLogger("urllib3.connectionpool").info("Resetting dropped connection")

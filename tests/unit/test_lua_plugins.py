@@ -103,8 +103,12 @@ def test_a_script_without_a_function_slurm_requires_is_refused() -> None:
 
 def test_a_carriage_return_in_a_script_is_refused() -> None:
     with pytest.raises(ConfigTypeError, match=r"luaPlugins\.jobSubmit line 1 holds"):
-        state_of(_lua('    jobSubmit: "function slurm_job_submit() end\\r\\n'
-                      'function slurm_job_modify() end"\n'))
+        state_of(
+            _lua(
+                '    jobSubmit: "function slurm_job_submit() end\\r\\n'
+                'function slurm_job_modify() end"\n'
+            )
+        )
 
 
 def test_extra_config_that_does_not_load_lua_is_a_plan_error_naming_both() -> None:

@@ -149,9 +149,7 @@ def test_a_listed_namespace_admits_only_its_user_ids() -> None:
     assert denials(pod("ops"), allowedUserIds=allowed) == {}
     assert denials(pod("ops", user_id="0"), allowedUserIds=allowed) == {}
     # A namespace not listed: none of them.
-    assert set(denials(pod("team-b", user_id="1003"), allowedUserIds=allowed)) == {
-        USER_ID_POLICY
-    }
+    assert set(denials(pod("team-b", user_id="1003"), allowedUserIds=allowed)) == {USER_ID_POLICY}
     assert set(denials(pod("team-b", user_id="0"), allowedUserIds=allowed)) == {USER_ID_POLICY}
 
 

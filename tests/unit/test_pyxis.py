@@ -173,8 +173,10 @@ def test_pyxis_required_with_our_image_warns_naming_key_and_image(compile_values
 def test_pyxis_optional_or_another_image_does_not_warn(compile_values: Any) -> None:
     optional = compile_values("compute:\n  pyxis: {enabled: true, required: false}\n" + NODE)
     own = compile_values(
-        SEED.replace("replicas: 1}", "replicas: 1, image: {repository: example.com/slurmd-pyxis,"
-                                     " tag: '1.0'}}")
+        SEED.replace(
+            "replicas: 1}",
+            "replicas: 1, image: {repository: example.com/slurmd-pyxis, tag: '1.0'}}",
+        )
     )
     for state in (optional, own):
         assert not [str(w) for w in state.warnings if "has no pyxis" in str(w)]

@@ -99,8 +99,10 @@ def test_munged_reads_a_copied_key_munge_owns_never_the_secret_volume() -> None:
         assert ("install -o 64031 -g 64031 -m 0400 /etc/munge-key/munge.key "
                 "/run/munge-key/munge.key") in script  # fmt: skip
         assert "chmod 0700 /run/munge-key" in script and "chmod 0755 /run/munge" in script
-        assert copy["securityContext"]["capabilities"] == {"drop": ["ALL"],
-                                                           "add": ["CHOWN", "FOWNER"]}
+        assert copy["securityContext"]["capabilities"] == {
+            "drop": ["ALL"],
+            "add": ["CHOWN", "FOWNER"],
+        }
         assert mounts(copy)["/etc/munge-key"]["readOnly"] is True
         copy_volume = mounts(copy)["/run/munge-key"]["name"]
         assert "emptyDir" in volumes(workload)[copy_volume], name
@@ -352,7 +354,7 @@ slurmConfig:
   cgroupConfig: |
     ConstrainRAMSpace=no
     ConstrainDevices=yes
-""")  # fmt: skip
+""")
     conf = next(o for o in objects if o["metadata"]["name"] == "slurm-slurm-conf")["data"]
     lines = conf["cgroup.conf"].splitlines()
     assert "ConstrainRAMSpace=no" in lines and "ConstrainRAMSpace=yes" not in lines

@@ -32,8 +32,10 @@ def test_each_pages_example_is_served() -> None:
     # The older text in "Run Workloads": <namespace>-<release>-slurm-scheduler.
     assert "tenant-slurm-staging-slurm-slurm-scheduler" in names
     # "Run Workloads"' example, tenant-slurm-scheduler: the release slurm in namespace tenant.
-    assert "tenant-slurm-scheduler" in settings_from_values(
-        {}, release=RELEASE, namespace="tenant").names
+    assert (
+        "tenant-slurm-scheduler"
+        in settings_from_values({}, release=RELEASE, namespace="tenant").names
+    )
 
 
 def test_the_rule_own_name_first_and_nothing_else() -> None:
@@ -43,7 +45,8 @@ def test_the_rule_own_name_first_and_nothing_else() -> None:
         "tenant-slurm-staging-slurm",
     )
     configured = settings_from_values(
-        {"scheduler": {"name": "gpu-pods"}}, release=RELEASE, namespace=NAMESPACE)
+        {"scheduler": {"name": "gpu-pods"}}, release=RELEASE, namespace=NAMESPACE
+    )
     assert configured.name == "gpu-pods"  # jobs and Events still name the configured one
     assert configured.names == ("gpu-pods", *served_scheduler_names(NAMESPACE, RELEASE))
     flag = settings_from_values({"scheduler": {"name": "gpu-pods"}}, release=RELEASE,

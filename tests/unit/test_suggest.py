@@ -13,7 +13,9 @@ def test_best_first_ties_alphabetical_case_ignored() -> None:
 
 def test_the_message_names_each_choice_after_its_prefix_or_is_empty() -> None:
     assert did_you_mean("suspendTim", ["suspendTime", "resumeTimeout"]) == (
-        "did you mean 'suspendTime'?")
+        "did you mean 'suspendTime'?"
+    )
     assert did_you_mean("uri", ["url", "uris"], limit=2, prefix="ldap.") == (
-        "did you mean 'ldap.uris', 'ldap.url'?")
+        "did you mean 'ldap.uris', 'ldap.url'?"
+    )
     assert did_you_mean("zzz", ["alpha", "beta"]) == ""

@@ -52,8 +52,9 @@ def test_topology_conf_sits_beside_slurm_conf_which_names_the_plugin() -> None:
     state = _state(inputs=_racks("a", "b", "a", "b"))
     data = _conf_map(state)["data"]
     assert data["topology.conf"] == state.topology_files["topology.conf"]
-    assert "BlockName=a Nodes=slurm-cpu-[0,2]\nBlockName=b Nodes=slurm-cpu-[1,3]\n" in (
-        state.topology_files["topology.conf"]
+    assert (
+        "BlockName=a Nodes=slurm-cpu-[0,2]\nBlockName=b Nodes=slurm-cpu-[1,3]\n"
+        in (state.topology_files["topology.conf"])
     )
     assert "\nTopologyPlugin=topology/block\n" in state.slurm_conf
     lines = [x for x in state.slurm_conf.splitlines() if x.startswith("PartitionName=")]

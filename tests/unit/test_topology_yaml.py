@@ -53,9 +53,7 @@ compute:
 
 def _inputs() -> TopologyInputs:
     """slurm-cpu-<i> on Node n<i>: racks a, b, a, b; leaves l0 (0, 1) and l1 (2, 3), one spine."""
-    labels = {
-        f"n{i}": {RACK: "ab"[i % 2], LEAF: f"l{i // 2}", SPINE: "s"} for i in range(4)
-    }
+    labels = {f"n{i}": {RACK: "ab"[i % 2], LEAF: f"l{i // 2}", SPINE: "s"} for i in range(4)}
     return TopologyInputs(labels, {f"slurm-cpu-{i}": f"n{i}" for i in range(4)})
 
 
@@ -178,20 +176,41 @@ def test_exclusive_partitions_must_use_their_topology() -> None:
 @pytest.mark.parametrize(
     ("change", "why", "where"),
     [
-        (("      - {name: none, plugin: flat}", "      - {name: none, plugin: flat}\n"
-          "    plugin: tree"), r"compute.topology.plugin is set beside "
-         r"compute.topology.topologies", "values.yaml:19 (compute.topology.plugin)"),
-        (("name: nvlink", "name: fabric"), r"names 'fabric' twice",
-         "values.yaml:8 (compute.topology.topologies)"),
-        (("name: nvlink", "name: 'nv link'"), r"topologies\[1\].name must name the topology",
-         "values.yaml:13 (compute.topology.topologies[1].name)"),
-        (("plugin: flat}", "plugin: flat, blockLable: x}"),
-         r"topologies\[2\].blockLable is not a key of a topology",
-         "values.yaml:18 (compute.topology.topologies[2].blockLable)"),
-        (("plugin: flat}", "plugin: torus}"), r"topologies\[2\].plugin must be one of block, "
-         r"tree, flat", "values.yaml:18 (compute.topology.topologies[2].plugin)"),
-        (("blockSizes: [2]", "blockSizes: [2, 3]"), r"topologies\[1\].blockSizes\[1\] = 3",
-         "values.yaml:16 (compute.topology.topologies[1].blockSizes[1])"),
+        (
+            (
+                "      - {name: none, plugin: flat}",
+                "      - {name: none, plugin: flat}\n    plugin: tree",
+            ),
+            r"compute.topology.plugin is set beside "
+            r"compute.topology.topologies",
+            "values.yaml:19 (compute.topology.plugin)",
+        ),
+        (
+            ("name: nvlink", "name: fabric"),
+            r"names 'fabric' twice",
+            "values.yaml:8 (compute.topology.topologies)",
+        ),
+        (
+            ("name: nvlink", "name: 'nv link'"),
+            r"topologies\[1\].name must name the topology",
+            "values.yaml:13 (compute.topology.topologies[1].name)",
+        ),
+        (
+            ("plugin: flat}", "plugin: flat, blockLable: x}"),
+            r"topologies\[2\].blockLable is not a key of a topology",
+            "values.yaml:18 (compute.topology.topologies[2].blockLable)",
+        ),
+        (
+            ("plugin: flat}", "plugin: torus}"),
+            r"topologies\[2\].plugin must be one of block, "
+            r"tree, flat",
+            "values.yaml:18 (compute.topology.topologies[2].plugin)",
+        ),
+        (
+            ("blockSizes: [2]", "blockSizes: [2, 3]"),
+            r"topologies\[1\].blockSizes\[1\] = 3",
+            "values.yaml:16 (compute.topology.topologies[1].blockSizes[1])",
+        ),
     ],
 )
 def test_each_file_is_checked_where_it_writes_the_key(

@@ -46,7 +46,8 @@ def test_a_new_pod_is_resumed_once_its_slurmd_registered_at_the_new_release() ->
     assert roll([node("c-0", current=True, reason=OURS, version=None)], NEW) == Roll()
     assert roll([node("c-0", current=True, reason=OURS, version="24.11.5")], NEW) == Roll()
     assert roll([node("c-0", current=True, reason=OURS, version="26.05.3")], NEW) == Roll(
-        resume=("c-0",))
+        resume=("c-0",)
+    )
     # A release written as a series is met by every patch of it.
     series = [node("c-0", current=True, reason=upgrade_drain_reason(("26.05",)),
                    version="26.05.3")]  # fmt: skip

@@ -133,7 +133,10 @@ def test_a_failed_check_stops_the_upgrade_and_nothing_further_for_that_revision(
     step = next_step(STAGES[1:], stopped, "rev-2")
     assert step.kind == BACK_UP and step.record is not None
     assert (step.record.key, step.record.stages, step.record.state) == (
-        "rev-2", STAGES[1:], RUNNING)
+        "rev-2",
+        STAGES[1:],
+        RUNNING,
+    )
 
 
 def test_a_done_upgrade_is_finished_and_a_new_one_starts_afresh() -> None:
@@ -206,9 +209,14 @@ def test_the_plan_parts_hold_back_the_stages_and_let_slurmdbd_convert_for_hours(
 
     raising = raising_plan(plan, STAGES, conf, "SlurmdTimeout=30\n")
     assert [str(c.ref) for c in raising.changes] == [
-        "Service slurm/slurm-rest", "ConfigMap slurm/slurm-slurm-conf", "SlurmConfig slurm.conf"]
+        "Service slurm/slurm-rest",
+        "ConfigMap slurm/slurm-slurm-conf",
+        "SlurmConfig slurm.conf",
+    ]
     assert raising.changes[1].desired["data"] == {
-        "slurm.conf": "SlurmdTimeout=1800\nSlurmctldTimeout=1800\n", "gres.conf": ""}
+        "slurm.conf": "SlurmdTimeout=1800\nSlurmctldTimeout=1800\n",
+        "gres.conf": "",
+    }
     assert raising.changes[2].after == "SlurmdTimeout=1800\nSlurmctldTimeout=1800\n"
     assert raising.upgrade == ()
 
@@ -223,12 +231,16 @@ def test_the_plan_parts_hold_back_the_stages_and_let_slurmdbd_convert_for_hours(
     rendered = dbd["spec"]["template"]["spec"]["containers"][0]
     assert rendered["startupProbe"]["failureThreshold"] == 30  # not changed
     assert [str(c.ref) for c in stage_plan(plan, STAGES[1]).changes] == [
-        "Deployment slurm/slurm-controller"]
+        "Deployment slurm/slurm-controller"
+    ]
 
     restoring = restoring_plan(plan, STAGES, [dbd, ctld, svc, conf], conf, "SlurmdTimeout=30\n")
     assert [str(c.ref) for c in restoring.changes] == [
-        "ConfigMap slurm/slurm-slurm-conf", "SlurmConfig slurm.conf",
-        "Deployment slurm/slurm-accounting", "Deployment slurm/slurm-controller"]
+        "ConfigMap slurm/slurm-slurm-conf",
+        "SlurmConfig slurm.conf",
+        "Deployment slurm/slurm-accounting",
+        "Deployment slurm/slurm-controller",
+    ]
     assert restoring.changes[1].after == "SlurmdTimeout=30\n"
     assert restoring.changes[2].desired == dbd  # slurmdbd's probes back
 

@@ -17,7 +17,8 @@ SECTIONS = {dotted.split(".")[0] for dotted in ALL_VALUES} | set(NOT_ACTED_ON)
 def test_the_key_reference_is_the_one_the_declarations_make() -> None:
     page = PAGE.read_text()
     assert page == with_reference(page), (
-        "docs/values.md is stale: python -m reconciler.config.values_doc docs/values.md")
+        "docs/values.md is stale: python -m reconciler.config.values_doc docs/values.md"
+    )
 
 
 def test_the_reference_lists_every_key_once() -> None:

@@ -38,7 +38,8 @@ def _json_view(value: Any) -> Any:
 def test_the_committed_schema_is_the_one_the_tables_make() -> None:
     committed = json.loads((ROOT / "values.schema.json").read_text())
     assert committed == values_schema(), (
-        "values.schema.json is stale: python -m reconciler.config.json_schema > values.schema.json")
+        "values.schema.json is stale: python -m reconciler.config.json_schema > values.schema.json"
+    )
     jsonschema.Draft202012Validator.check_schema(committed)
 
 

@@ -357,7 +357,8 @@ class KubeControlPlane:
             "etcd", lambda: etcd_healthy(self.ports), timeout=ETCD_READY_SECONDS
         )
         sup.start(
-            "kube-apiserver", apiserver_argv(binaries, self.paths, self.ports, placement),
+            "kube-apiserver",
+            apiserver_argv(binaries, self.paths, self.ports, placement),
             env=run_env,
         )
         timings["kube-apiserver"] = sup.wait_ready(
@@ -367,7 +368,8 @@ class KubeControlPlane:
         )
         write_kubeconfig(self.paths, self.ports, token)
         sup.start(
-            "kube-controller-manager", controller_manager_argv(binaries, self.paths, placement),
+            "kube-controller-manager",
+            controller_manager_argv(binaries, self.paths, placement),
             env=run_env,
         )
         timings["kube-controller-manager"] = sup.wait_ready(

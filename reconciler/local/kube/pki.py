@@ -30,7 +30,8 @@ def make_pki(pki: Path, extra_ips: Sequence[str] = ()) -> None:
     pki.mkdir(parents=True, exist_ok=True)
     ext = (
         "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,"
-        "DNS:kubernetes.default.svc,IP:10.96.0.1" + "".join(f",IP:{ip}" for ip in extra_ips)
+        "DNS:kubernetes.default.svc,IP:10.96.0.1"
+        + "".join(f",IP:{ip}" for ip in extra_ips)
         + "\nextendedKeyUsage=serverAuth\n"
     )
     same_names = (pki / "ext.cnf").exists() and (pki / "ext.cnf").read_text() == ext

@@ -106,7 +106,7 @@ state = "{paths.state}"
   config_path = ""
 
 [plugins."io.containerd.internal.v1.opt"]
-  path = "{paths.base / 'containerd' / 'opt'}"
+  path = "{paths.base / "containerd" / "opt"}"
 """
 
 

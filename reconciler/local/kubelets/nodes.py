@@ -183,4 +183,3 @@ def extra_binaries(binaries: KubeBinaries) -> dict[str, Path]:
             hint="run `bash tools/setup.sh` (it builds kubelet and kube-proxy too)",
         )
     return found
-

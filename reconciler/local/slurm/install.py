@@ -159,8 +159,10 @@ DEBIAN_2205 = SlurmInstall(
 def read_release(prefix: Path) -> SlurmRelease:
     """The release of the Slurm installed at `prefix`, as its slurmctld says (`-V`)."""
     slurmctld = prefix / "sbin" / "slurmctld"
-    hint = ("give the --prefix Slurm was configured with (it holds sbin/slurmctld); build "
-            "SchedMD's release tag with the configure flags of tools/setup.sh")
+    hint = (
+        "give the --prefix Slurm was configured with (it holds sbin/slurmctld); build "
+        "SchedMD's release tag with the configure flags of tools/setup.sh"
+    )
     if not os.access(slurmctld, os.X_OK):
         raise LocalStackError(f"{prefix} holds no Slurm: no {slurmctld}", hint=hint)
     result = subprocess.run(

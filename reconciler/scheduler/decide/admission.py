@@ -227,7 +227,8 @@ _NO_VAL = " (Slurm reads 4294967294 and 4294967295 as NO_VAL and INFINITE)"
 # annotation -> (field, the values it takes): counted before int() reads them (integers.py)
 _INTEGERS: dict[str, tuple[str, Bounds]] = {
     wk.ANNOTATION_PRIORITY: (
-        "priority", Bounds(1, MAX_UNIX_ID, " (priority 0 holds a job in Slurm)", _NO_VAL)
+        "priority",
+        Bounds(1, MAX_UNIX_ID, " (priority 0 holds a job in Slurm)", _NO_VAL),
     ),
     wk.ANNOTATION_USER_ID: ("user_id", Bounds(0, MAX_UNIX_ID, above=_NO_VAL)),
     wk.ANNOTATION_GROUP_ID: ("group_id", Bounds(0, MAX_UNIX_ID, above=_NO_VAL)),

@@ -115,7 +115,12 @@ class CancelGangJob:
 
 
 GangStep = (
-    WaitForMembers | SubmitGang | AdoptMembers | RefreshJob | BindGang | DeleteMembers
+    WaitForMembers
+    | SubmitGang
+    | AdoptMembers
+    | RefreshJob
+    | BindGang
+    | DeleteMembers
     | CancelGangJob
 )
 

@@ -45,8 +45,11 @@ class Waiting:
     @property
     def regarding(self) -> dict[str, Any]:
         """What an Event about it names."""
-        return {"apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": self.name, "namespace": self.namespace, "uid": self.uid}}
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": self.name, "namespace": self.namespace, "uid": self.uid},
+        }
 
 
 def field_selector(served: Iterable[str]) -> str:

@@ -215,8 +215,10 @@ def describe_job(spec: JobSpec) -> str:
         # SUNK's older "Schedule Kubernetes Pods with Slurm" text (in "Run Workloads") gave a GPU
         # Pod the whole node by default; SUNK's newer "Schedule Kubernetes Pods with Slurm" and
         # "SUNK Pod Scheduler" pages do not.
-        parts.append(f"sharing: the partition's default (set {wk.ANNOTATION_EXCLUSIVE}: none "
-                     "for the whole node)")
+        parts.append(
+            f"sharing: the partition's default (set {wk.ANNOTATION_EXCLUSIVE}: none "
+            "for the whole node)"
+        )
     return ", ".join(parts)
 
 

@@ -37,7 +37,6 @@ ANNOUNCE_AFTER_SECONDS = 10.0
 MAX_JOB_ID = 0xFFFFFFFD
 
 
-
 @dataclass(frozen=True)
 class Admit:
     """Run admission; submit a placeholder job if the Pod passes, refuse it if not."""

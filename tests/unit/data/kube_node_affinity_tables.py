@@ -46,67 +46,129 @@ POD_MATCHES_NODE_SELECTOR_AND_AFFINITY_TERMS: Final[list[Row]] = [
     },
     {
         "name": "Pod with matchExpressions using In operator that matches the existing node",
-        "pod": {"spec": {"affinity": {"nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{
-                "matchExpressions": [{"key": "foo", "operator": "In", "values": ["bar", "value2"]}],
-            }]},
-        }}}},
+        "pod": {
+            "spec": {
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchExpressions": [
+                                        {
+                                            "key": "foo",
+                                            "operator": "In",
+                                            "values": ["bar", "value2"],
+                                        }
+                                    ],
+                                }
+                            ]
+                        },
+                    }
+                }
+            }
+        },
         "labels": {"foo": "bar"},
         "node_name": "",
         "want": True,
     },
     {
         "name": "Pod with matchExpressions using Gt operator that matches the existing node",
-        "pod": {"spec": {"affinity": {"nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{
-                "matchExpressions": [{
-                    "key": "kernel-version",
-                    "operator": "Gt",
-                    "values": ["0204"],
-                }],
-            }]},
-        }}}},
+        "pod": {
+            "spec": {
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchExpressions": [
+                                        {
+                                            "key": "kernel-version",
+                                            "operator": "Gt",
+                                            "values": ["0204"],
+                                        }
+                                    ],
+                                }
+                            ]
+                        },
+                    }
+                }
+            }
+        },
         "labels": {"kernel-version": "0206"},
         "node_name": "",
         "want": True,
     },
     {
         "name": "Pod with matchExpressions using NotIn operator that matches the existing node",
-        "pod": {"spec": {"affinity": {"nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{
-                "matchExpressions": [{
-                    "key": "mem-type",
-                    "operator": "NotIn",
-                    "values": ["DDR", "DDR2"],
-                }],
-            }]},
-        }}}},
+        "pod": {
+            "spec": {
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchExpressions": [
+                                        {
+                                            "key": "mem-type",
+                                            "operator": "NotIn",
+                                            "values": ["DDR", "DDR2"],
+                                        }
+                                    ],
+                                }
+                            ]
+                        },
+                    }
+                }
+            }
+        },
         "labels": {"mem-type": "DDR3"},
         "node_name": "",
         "want": True,
     },
     {
         "name": "Pod with matchExpressions using Exists operator that matches the existing node",
-        "pod": {"spec": {"affinity": {"nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{
-                "matchExpressions": [{"key": "GPU", "operator": "Exists"}],
-            }]},
-        }}}},
+        "pod": {
+            "spec": {
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchExpressions": [{"key": "GPU", "operator": "Exists"}],
+                                }
+                            ]
+                        },
+                    }
+                }
+            }
+        },
         "labels": {"GPU": "NVIDIA-GRID-K1"},
         "node_name": "",
         "want": True,
     },
     {
         "name": "Pod with affinity that don't match node's labels won't schedule onto the node",
-        "pod": {"spec": {"affinity": {"nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{
-                "matchExpressions": [{
-                    "key": "foo",
-                    "operator": "In",
-                    "values": ["value1", "value2"],
-                }],
-            }]},
-        }}}},
+        "pod": {
+            "spec": {
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchExpressions": [
+                                        {
+                                            "key": "foo",
+                                            "operator": "In",
+                                            "values": ["value1", "value2"],
+                                        }
+                                    ],
+                                }
+                            ]
+                        },
+                    }
+                }
+            }
+        },
         "labels": {"foo": "bar"},
         "node_name": "",
         "want": False,
@@ -116,9 +178,17 @@ POD_MATCHES_NODE_SELECTOR_AND_AFFINITY_TERMS: Final[list[Row]] = [
             "Pod with a nil []NodeSelectorTerm in affinity, can't match the node's labels and "
             "won't schedule onto the node"
         ),
-        "pod": {"spec": {"affinity": {"nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": None},
-        }}}},
+        "pod": {
+            "spec": {
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": None
+                        },
+                    }
+                }
+            }
+        },
         "labels": {"foo": "bar"},
         "node_name": "",
         "want": False,
@@ -128,9 +198,15 @@ POD_MATCHES_NODE_SELECTOR_AND_AFFINITY_TERMS: Final[list[Row]] = [
             "Pod with an empty []NodeSelectorTerm in affinity, can't match the node's labels and "
             "won't schedule onto the node"
         ),
-        "pod": {"spec": {"affinity": {"nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []},
-        }}}},
+        "pod": {
+            "spec": {
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []},
+                    }
+                }
+            }
+        },
         "labels": {"foo": "bar"},
         "node_name": "",
         "want": False,
@@ -140,9 +216,17 @@ POD_MATCHES_NODE_SELECTOR_AND_AFFINITY_TERMS: Final[list[Row]] = [
             "Pod with empty MatchExpressions is not a valid value will match no objects and won't "
             "schedule onto the node"
         ),
-        "pod": {"spec": {"affinity": {"nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{}]},
-        }}}},
+        "pod": {
+            "spec": {
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [{}]
+                        },
+                    }
+                }
+            }
+        },
         "labels": {"foo": "bar"},
         "node_name": "",
         "want": False,
@@ -163,28 +247,56 @@ POD_MATCHES_NODE_SELECTOR_AND_AFFINITY_TERMS: Final[list[Row]] = [
     },
     {
         "name": "Pod with multiple matchExpressions ANDed that matches the existing node",
-        "pod": {"spec": {"affinity": {"nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{
-                "matchExpressions": [
-                    {"key": "GPU", "operator": "Exists"},
-                    {"key": "GPU", "operator": "NotIn", "values": ["AMD", "INTER"]},
-                ],
-            }]},
-        }}}},
+        "pod": {
+            "spec": {
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchExpressions": [
+                                        {"key": "GPU", "operator": "Exists"},
+                                        {
+                                            "key": "GPU",
+                                            "operator": "NotIn",
+                                            "values": ["AMD", "INTER"],
+                                        },
+                                    ],
+                                }
+                            ]
+                        },
+                    }
+                }
+            }
+        },
         "labels": {"GPU": "NVIDIA-GRID-K1"},
         "node_name": "",
         "want": True,
     },
     {
         "name": "Pod with multiple matchExpressions ANDed that doesn't match the existing node",
-        "pod": {"spec": {"affinity": {"nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{
-                "matchExpressions": [
-                    {"key": "GPU", "operator": "Exists"},
-                    {"key": "GPU", "operator": "In", "values": ["AMD", "INTER"]},
-                ],
-            }]},
-        }}}},
+        "pod": {
+            "spec": {
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchExpressions": [
+                                        {"key": "GPU", "operator": "Exists"},
+                                        {
+                                            "key": "GPU",
+                                            "operator": "In",
+                                            "values": ["AMD", "INTER"],
+                                        },
+                                    ],
+                                }
+                            ]
+                        },
+                    }
+                }
+            }
+        },
         "labels": {"GPU": "NVIDIA-GRID-K1"},
         "node_name": "",
         "want": False,
@@ -194,20 +306,36 @@ POD_MATCHES_NODE_SELECTOR_AND_AFFINITY_TERMS: Final[list[Row]] = [
             "Pod with multiple NodeSelectorTerms ORed in affinity, matches the node's labels and "
             "will schedule onto the node"
         ),
-        "pod": {"spec": {"affinity": {"nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-                {"matchExpressions": [{
-                    "key": "foo",
-                    "operator": "In",
-                    "values": ["bar", "value2"],
-                }]},
-                {"matchExpressions": [{
-                    "key": "diffkey",
-                    "operator": "In",
-                    "values": ["wrong", "value2"],
-                }]},
-            ]},
-        }}}},
+        "pod": {
+            "spec": {
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchExpressions": [
+                                        {
+                                            "key": "foo",
+                                            "operator": "In",
+                                            "values": ["bar", "value2"],
+                                        }
+                                    ]
+                                },
+                                {
+                                    "matchExpressions": [
+                                        {
+                                            "key": "diffkey",
+                                            "operator": "In",
+                                            "values": ["wrong", "value2"],
+                                        }
+                                    ]
+                                },
+                            ]
+                        },
+                    }
+                }
+            }
+        },
         "labels": {"foo": "bar"},
         "node_name": "",
         "want": True,
@@ -217,12 +345,20 @@ POD_MATCHES_NODE_SELECTOR_AND_AFFINITY_TERMS: Final[list[Row]] = [
             "Pod with an Affinity and a PodSpec.NodeSelector(the old thing that we are "
             "deprecating) both are satisfied, will schedule onto the node"
         ),
-        "pod": {"spec": {
-            "nodeSelector": {"foo": "bar"},
-            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [{"matchExpressions": [{"key": "foo", "operator": "Exists"}]}],
-            }}},
-        }},
+        "pod": {
+            "spec": {
+                "nodeSelector": {"foo": "bar"},
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {"matchExpressions": [{"key": "foo", "operator": "Exists"}]}
+                            ],
+                        }
+                    }
+                },
+            }
+        },
         "labels": {"foo": "bar"},
         "node_name": "",
         "want": True,
@@ -232,101 +368,229 @@ POD_MATCHES_NODE_SELECTOR_AND_AFFINITY_TERMS: Final[list[Row]] = [
             "Pod with an Affinity matches node's labels but the PodSpec.NodeSelector(the old thing "
             "that we are deprecating) is not satisfied, won't schedule onto the node"
         ),
-        "pod": {"spec": {
-            "nodeSelector": {"foo": "bar"},
-            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [{"matchExpressions": [{"key": "foo", "operator": "Exists"}]}],
-            }}},
-        }},
+        "pod": {
+            "spec": {
+                "nodeSelector": {"foo": "bar"},
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {"matchExpressions": [{"key": "foo", "operator": "Exists"}]}
+                            ],
+                        }
+                    }
+                },
+            }
+        },
         "labels": {"foo": "barrrrrr"},
         "node_name": "",
         "want": False,
     },
     {
         "name": "Pod with an invalid value in Affinity term won't be scheduled onto the node",
-        "pod": {"spec": {"affinity": {"nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{
-                "matchExpressions": [{
-                    "key": "foo",
-                    "operator": "NotIn",
-                    "values": ["invalid value: ___@#$%^"],
-                }],
-            }]},
-        }}}},
+        "pod": {
+            "spec": {
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchExpressions": [
+                                        {
+                                            "key": "foo",
+                                            "operator": "NotIn",
+                                            "values": ["invalid value: ___@#$%^"],
+                                        }
+                                    ],
+                                }
+                            ]
+                        },
+                    }
+                }
+            }
+        },
         "labels": {"foo": "bar"},
         "node_name": "",
         "want": False,
     },
     {
         "name": "Pod with matchFields using In operator that matches the existing node",
-        "pod": {"spec": {"affinity": {"nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{
-                "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node_1"]}],
-            }]},
-        }}}},
+        "pod": {
+            "spec": {
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchFields": [
+                                        {
+                                            "key": "metadata.name",
+                                            "operator": "In",
+                                            "values": ["node_1"],
+                                        }
+                                    ],
+                                }
+                            ]
+                        },
+                    }
+                }
+            }
+        },
         "labels": {},
         "node_name": "node_1",
         "want": True,
     },
     {
         "name": "Pod with matchFields using In operator that does not match the existing node",
-        "pod": {"spec": {"affinity": {"nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{
-                "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node_1"]}],
-            }]},
-        }}}},
+        "pod": {
+            "spec": {
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchFields": [
+                                        {
+                                            "key": "metadata.name",
+                                            "operator": "In",
+                                            "values": ["node_1"],
+                                        }
+                                    ],
+                                }
+                            ]
+                        },
+                    }
+                }
+            }
+        },
         "labels": {},
         "node_name": "node_2",
         "want": False,
     },
     {
         "name": "Pod with two terms: matchFields does not match, but matchExpressions matches",
-        "pod": {"spec": {"affinity": {"nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node_1"]}]},
-                {"matchExpressions": [{"key": "foo", "operator": "In", "values": ["bar"]}]},
-            ]},
-        }}}},
+        "pod": {
+            "spec": {
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchFields": [
+                                        {
+                                            "key": "metadata.name",
+                                            "operator": "In",
+                                            "values": ["node_1"],
+                                        }
+                                    ]
+                                },
+                                {
+                                    "matchExpressions": [
+                                        {"key": "foo", "operator": "In", "values": ["bar"]}
+                                    ]
+                                },
+                            ]
+                        },
+                    }
+                }
+            }
+        },
         "labels": {"foo": "bar"},
         "node_name": "node_2",
         "want": True,
     },
     {
         "name": "Pod with one term: matchFields does not match, but matchExpressions matches",
-        "pod": {"spec": {"affinity": {"nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{
-                "matchExpressions": [{"key": "foo", "operator": "In", "values": ["bar"]}],
-                "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node_1"]}],
-            }]},
-        }}}},
+        "pod": {
+            "spec": {
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchExpressions": [
+                                        {"key": "foo", "operator": "In", "values": ["bar"]}
+                                    ],
+                                    "matchFields": [
+                                        {
+                                            "key": "metadata.name",
+                                            "operator": "In",
+                                            "values": ["node_1"],
+                                        }
+                                    ],
+                                }
+                            ]
+                        },
+                    }
+                }
+            }
+        },
         "labels": {"foo": "bar"},
         "node_name": "node_2",
         "want": False,
     },
     {
         "name": "Pod with one term: both matchFields and matchExpressions match",
-        "pod": {"spec": {"affinity": {"nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{
-                "matchExpressions": [{"key": "foo", "operator": "In", "values": ["bar"]}],
-                "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node_1"]}],
-            }]},
-        }}}},
+        "pod": {
+            "spec": {
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchExpressions": [
+                                        {"key": "foo", "operator": "In", "values": ["bar"]}
+                                    ],
+                                    "matchFields": [
+                                        {
+                                            "key": "metadata.name",
+                                            "operator": "In",
+                                            "values": ["node_1"],
+                                        }
+                                    ],
+                                }
+                            ]
+                        },
+                    }
+                }
+            }
+        },
         "labels": {"foo": "bar"},
         "node_name": "node_1",
         "want": True,
     },
     {
         "name": "Pod with two terms: both matchFields and matchExpressions do not match",
-        "pod": {"spec": {"affinity": {"nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node_1"]}]},
-                {"matchExpressions": [{
-                    "key": "foo",
-                    "operator": "In",
-                    "values": ["not-match-to-bar"],
-                }]},
-            ]},
-        }}}},
+        "pod": {
+            "spec": {
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchFields": [
+                                        {
+                                            "key": "metadata.name",
+                                            "operator": "In",
+                                            "values": ["node_1"],
+                                        }
+                                    ]
+                                },
+                                {
+                                    "matchExpressions": [
+                                        {
+                                            "key": "foo",
+                                            "operator": "In",
+                                            "values": ["not-match-to-bar"],
+                                        }
+                                    ]
+                                },
+                            ]
+                        },
+                    }
+                }
+            }
+        },
         "labels": {"foo": "bar"},
         "node_name": "node_2",
         "want": False,
@@ -341,30 +605,70 @@ POD_MATCHES_NODE_SELECTOR_AND_AFFINITY_TERMS: Final[list[Row]] = [
 NODE_AFFINITY_ADDED_AFFINITY: Final[list[Row]] = [
     {
         "name": "Matches added affinity and Pod's node affinity",
-        "pod": {"spec": {"affinity": {"nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{
-                "matchExpressions": [{"key": "zone", "operator": "In", "values": ["foo"]}],
-            }]},
-        }}}},
+        "pod": {
+            "spec": {
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchExpressions": [
+                                        {"key": "zone", "operator": "In", "values": ["foo"]}
+                                    ],
+                                }
+                            ]
+                        },
+                    }
+                }
+            }
+        },
         "labels": {"zone": "foo"},
         "node_name": "node_2",
-        "added_affinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node_2"]}]},
-        ]}},
+        "added_affinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchFields": [
+                            {"key": "metadata.name", "operator": "In", "values": ["node_2"]}
+                        ]
+                    },
+                ]
+            }
+        },
         "want": True,
     },
     {
         "name": "Matches added affinity but not Pod's node affinity",
-        "pod": {"spec": {"affinity": {"nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{
-                "matchExpressions": [{"key": "zone", "operator": "In", "values": ["bar"]}],
-            }]},
-        }}}},
+        "pod": {
+            "spec": {
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchExpressions": [
+                                        {"key": "zone", "operator": "In", "values": ["bar"]}
+                                    ],
+                                }
+                            ]
+                        },
+                    }
+                }
+            }
+        },
         "labels": {"zone": "foo"},
         "node_name": "node_2",
-        "added_affinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node_2"]}]},
-        ]}},
+        "added_affinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchFields": [
+                            {"key": "metadata.name", "operator": "In", "values": ["node_2"]}
+                        ]
+                    },
+                ]
+            }
+        },
         "want": False,
     },
     {
@@ -372,9 +676,13 @@ NODE_AFFINITY_ADDED_AFFINITY: Final[list[Row]] = [
         "pod": {"spec": {}},
         "labels": {"zone": "foo"},
         "node_name": "node_2",
-        "added_affinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-            {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["bar"]}]},
-        ]}},
+        "added_affinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["bar"]}]},
+                ]
+            }
+        },
         "want": False,
         "ours": True,
         "why": (
@@ -391,41 +699,105 @@ NODE_AFFINITY_ADDED_AFFINITY: Final[list[Row]] = [
 NODE_AFFINITY_SINCE_1_20: Final[list[Row]] = [
     {
         "name": "Pod with two terms: matchFields does not match, but matchExpressions matches",
-        "pod": {"spec": {"affinity": {"nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-                {"matchFields": [
-                    {"key": "metadata.name", "operator": "In", "values": ["node1"]},
-                    {"key": "metadata.name", "operator": "In", "values": ["node2"]},
-                ]},
-                {"matchExpressions": [{"key": "foo", "operator": "In", "values": ["bar"]}]},
-            ]},
-        }}}},
+        "pod": {
+            "spec": {
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchFields": [
+                                        {
+                                            "key": "metadata.name",
+                                            "operator": "In",
+                                            "values": ["node1"],
+                                        },
+                                        {
+                                            "key": "metadata.name",
+                                            "operator": "In",
+                                            "values": ["node2"],
+                                        },
+                                    ]
+                                },
+                                {
+                                    "matchExpressions": [
+                                        {"key": "foo", "operator": "In", "values": ["bar"]}
+                                    ]
+                                },
+                            ]
+                        },
+                    }
+                }
+            }
+        },
         "labels": {"foo": "bar"},
         "node_name": "node2",
         "want": True,
     },
     {
         "name": "Pod with two terms of node.Name affinity",
-        "pod": {"spec": {"affinity": {"nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node1"]}]},
-                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node2"]}]},
-            ]},
-        }}}},
+        "pod": {
+            "spec": {
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchFields": [
+                                        {
+                                            "key": "metadata.name",
+                                            "operator": "In",
+                                            "values": ["node1"],
+                                        }
+                                    ]
+                                },
+                                {
+                                    "matchFields": [
+                                        {
+                                            "key": "metadata.name",
+                                            "operator": "In",
+                                            "values": ["node2"],
+                                        }
+                                    ]
+                                },
+                            ]
+                        },
+                    }
+                }
+            }
+        },
         "labels": {},
         "node_name": "node2",
         "want": True,
     },
     {
         "name": "Pod with two conflicting mach field requirements",
-        "pod": {"spec": {"affinity": {"nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{
-                "matchFields": [
-                    {"key": "metadata.name", "operator": "In", "values": ["node1"]},
-                    {"key": "metadata.name", "operator": "In", "values": ["node2"]},
-                ],
-            }]},
-        }}}},
+        "pod": {
+            "spec": {
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchFields": [
+                                        {
+                                            "key": "metadata.name",
+                                            "operator": "In",
+                                            "values": ["node1"],
+                                        },
+                                        {
+                                            "key": "metadata.name",
+                                            "operator": "In",
+                                            "values": ["node2"],
+                                        },
+                                    ],
+                                }
+                            ]
+                        },
+                    }
+                }
+            }
+        },
         "labels": {"foo": "bar"},
         "node_name": "node2",
         "want": False,
@@ -439,14 +811,28 @@ NODE_AFFINITY_SINCE_1_20: Final[list[Row]] = [
     },
     {
         "name": "Matches node affinity correctly even if PreFilter is not called",
-        "pod": {"spec": {"affinity": {"nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{
-                "matchExpressions": [
-                    {"key": "GPU", "operator": "Exists"},
-                    {"key": "GPU", "operator": "NotIn", "values": ["AMD", "INTER"]},
-                ],
-            }]},
-        }}}},
+        "pod": {
+            "spec": {
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchExpressions": [
+                                        {"key": "GPU", "operator": "Exists"},
+                                        {
+                                            "key": "GPU",
+                                            "operator": "NotIn",
+                                            "values": ["AMD", "INTER"],
+                                        },
+                                    ],
+                                }
+                            ]
+                        },
+                    }
+                }
+            }
+        },
         "labels": {"GPU": "NVIDIA-GRID-K1"},
         "node_name": "",
         "want": True,
@@ -461,60 +847,108 @@ MATCH_NODE_SELECTOR_TERMS: Final[list[Row]] = [
     {"name": "nil terms", "node_selector": None, "node": None, "want": False},
     {
         "name": "node label matches matchExpressions terms",
-        "node_selector": {"nodeSelectorTerms": [{"matchExpressions": [{
-            "key": "label_1",
-            "operator": "In",
-            "values": ["label_1_val"],
-        }]}]},
+        "node_selector": {
+            "nodeSelectorTerms": [
+                {
+                    "matchExpressions": [
+                        {
+                            "key": "label_1",
+                            "operator": "In",
+                            "values": ["label_1_val"],
+                        }
+                    ]
+                }
+            ]
+        },
         "node": {"name": "", "labels": {"label_1": "label_1_val"}},
         "want": True,
     },
     {
         "name": "node field matches matchFields terms",
-        "node_selector": {"nodeSelectorTerms": [{"matchFields": [{
-            "key": "metadata.name",
-            "operator": "In",
-            "values": ["host_1"],
-        }]}]},
+        "node_selector": {
+            "nodeSelectorTerms": [
+                {
+                    "matchFields": [
+                        {
+                            "key": "metadata.name",
+                            "operator": "In",
+                            "values": ["host_1"],
+                        }
+                    ]
+                }
+            ]
+        },
         "node": {"name": "host_1", "labels": {}},
         "want": True,
     },
     {
         "name": "invalid node field requirement",
-        "node_selector": {"nodeSelectorTerms": [{"matchFields": [{
-            "key": "metadata.name",
-            "operator": "In",
-            "values": ["host_1", "host_2"],
-        }]}]},
+        "node_selector": {
+            "nodeSelectorTerms": [
+                {
+                    "matchFields": [
+                        {
+                            "key": "metadata.name",
+                            "operator": "In",
+                            "values": ["host_1", "host_2"],
+                        }
+                    ]
+                }
+            ]
+        },
         "node": {"name": "host_1", "labels": {}},
         "want": False,
     },
     {
         "name": "fieldSelectorTerm with node labels",
-        "node_selector": {"nodeSelectorTerms": [{"matchFields": [{
-            "key": "metadata.name",
-            "operator": "In",
-            "values": ["host_1"],
-        }]}]},
+        "node_selector": {
+            "nodeSelectorTerms": [
+                {
+                    "matchFields": [
+                        {
+                            "key": "metadata.name",
+                            "operator": "In",
+                            "values": ["host_1"],
+                        }
+                    ]
+                }
+            ]
+        },
         "node": {"name": "not_host_1", "labels": {"metadata.name": "host_1"}},
         "want": False,
     },
     {
         "name": "labelSelectorTerm with node fields",
-        "node_selector": {"nodeSelectorTerms": [{"matchExpressions": [{
-            "key": "metadata.name",
-            "operator": "In",
-            "values": ["host_1"],
-        }]}]},
+        "node_selector": {
+            "nodeSelectorTerms": [
+                {
+                    "matchExpressions": [
+                        {
+                            "key": "metadata.name",
+                            "operator": "In",
+                            "values": ["host_1"],
+                        }
+                    ]
+                }
+            ]
+        },
         "node": {"name": "host_1", "labels": {}},
         "want": False,
     },
     {
         "name": "labelSelectorTerm and fieldSelectorTerm was set, but only node fields",
-        "node_selector": {"nodeSelectorTerms": [{
-            "matchExpressions": [{"key": "label_1", "operator": "In", "values": ["label_1_val"]}],
-            "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["host_1"]}],
-        }]},
+        "node_selector": {
+            "nodeSelectorTerms": [
+                {
+                    "matchExpressions": [
+                        {"key": "label_1", "operator": "In", "values": ["label_1_val"]}
+                    ],
+                    "matchFields": [
+                        {"key": "metadata.name", "operator": "In", "values": ["host_1"]}
+                    ],
+                }
+            ]
+        },
         "node": {"name": "host_1", "labels": {}},
         "want": False,
     },
@@ -523,10 +957,18 @@ MATCH_NODE_SELECTOR_TERMS: Final[list[Row]] = [
             "labelSelectorTerm and fieldSelectorTerm was set, both node fields and labels (both "
             "matched)"
         ),
-        "node_selector": {"nodeSelectorTerms": [{
-            "matchExpressions": [{"key": "label_1", "operator": "In", "values": ["label_1_val"]}],
-            "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["host_1"]}],
-        }]},
+        "node_selector": {
+            "nodeSelectorTerms": [
+                {
+                    "matchExpressions": [
+                        {"key": "label_1", "operator": "In", "values": ["label_1_val"]}
+                    ],
+                    "matchFields": [
+                        {"key": "metadata.name", "operator": "In", "values": ["host_1"]}
+                    ],
+                }
+            ]
+        },
         "node": {"name": "host_1", "labels": {"label_1": "label_1_val"}},
         "want": True,
     },
@@ -535,19 +977,33 @@ MATCH_NODE_SELECTOR_TERMS: Final[list[Row]] = [
             "labelSelectorTerm and fieldSelectorTerm was set, both node fields and labels (one "
             "mismatched)"
         ),
-        "node_selector": {"nodeSelectorTerms": [{
-            "matchExpressions": [{"key": "label_1", "operator": "In", "values": ["label_1_val"]}],
-            "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["host_1"]}],
-        }]},
+        "node_selector": {
+            "nodeSelectorTerms": [
+                {
+                    "matchExpressions": [
+                        {"key": "label_1", "operator": "In", "values": ["label_1_val"]}
+                    ],
+                    "matchFields": [
+                        {"key": "metadata.name", "operator": "In", "values": ["host_1"]}
+                    ],
+                }
+            ]
+        },
         "node": {"name": "host_1", "labels": {"label_1": "label_1_val-failed"}},
         "want": False,
     },
     {
         "name": "multi-selector was set, both node fields and labels (one mismatched)",
-        "node_selector": {"nodeSelectorTerms": [
-            {"matchExpressions": [{"key": "label_1", "operator": "In", "values": ["label_1_val"]}]},
-            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["host_1"]}]},
-        ]},
+        "node_selector": {
+            "nodeSelectorTerms": [
+                {
+                    "matchExpressions": [
+                        {"key": "label_1", "operator": "In", "values": ["label_1_val"]}
+                    ]
+                },
+                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["host_1"]}]},
+            ]
+        },
         "node": {"name": "host_1", "labels": {"label_1": "label_1_val-failed"}},
         "want": True,
     },
@@ -559,102 +1015,166 @@ MATCH_NODE_SELECTOR_TERMS_STATELESS: Final[list[Row]] = [
     {"name": "nil terms", "node_selector": None, "node": None},
     {
         "name": "nodeLabels: preordered matchExpressions and nil matchFields",
-        "node_selector": {"nodeSelectorTerms": [{"matchExpressions": [{
-            "key": "label_1",
-            "operator": "In",
-            "values": ["label_1_val", "label_2_val"],
-        }]}]},
+        "node_selector": {
+            "nodeSelectorTerms": [
+                {
+                    "matchExpressions": [
+                        {
+                            "key": "label_1",
+                            "operator": "In",
+                            "values": ["label_1_val", "label_2_val"],
+                        }
+                    ]
+                }
+            ]
+        },
         "node": {"name": "", "labels": {"label_1": "label_1_val"}},
     },
     {
         "name": "nodeLabels: unordered matchExpressions and nil matchFields",
-        "node_selector": {"nodeSelectorTerms": [{"matchExpressions": [{
-            "key": "label_1",
-            "operator": "In",
-            "values": ["label_2_val", "label_1_val"],
-        }]}]},
+        "node_selector": {
+            "nodeSelectorTerms": [
+                {
+                    "matchExpressions": [
+                        {
+                            "key": "label_1",
+                            "operator": "In",
+                            "values": ["label_2_val", "label_1_val"],
+                        }
+                    ]
+                }
+            ]
+        },
         "node": {"name": "", "labels": {"label_1": "label_1_val"}},
     },
     {
         "name": "nodeFields: nil matchExpressions and preordered matchFields",
-        "node_selector": {"nodeSelectorTerms": [{"matchFields": [{
-            "key": "metadata.name",
-            "operator": "In",
-            "values": ["host_1", "host_2"],
-        }]}]},
+        "node_selector": {
+            "nodeSelectorTerms": [
+                {
+                    "matchFields": [
+                        {
+                            "key": "metadata.name",
+                            "operator": "In",
+                            "values": ["host_1", "host_2"],
+                        }
+                    ]
+                }
+            ]
+        },
         "node": {"name": "host_1", "labels": {}},
     },
     {
         "name": "nodeFields: nil matchExpressions and unordered matchFields",
-        "node_selector": {"nodeSelectorTerms": [{"matchFields": [{
-            "key": "metadata.name",
-            "operator": "In",
-            "values": ["host_2", "host_1"],
-        }]}]},
+        "node_selector": {
+            "nodeSelectorTerms": [
+                {
+                    "matchFields": [
+                        {
+                            "key": "metadata.name",
+                            "operator": "In",
+                            "values": ["host_2", "host_1"],
+                        }
+                    ]
+                }
+            ]
+        },
         "node": {"name": "host_1", "labels": {}},
     },
     {
         "name": "nodeLabels and nodeFields: ordered matchExpressions and ordered matchFields",
-        "node_selector": {"nodeSelectorTerms": [{
-            "matchExpressions": [{
-                "key": "label_1",
-                "operator": "In",
-                "values": ["label_1_val", "label_2_val"],
-            }],
-            "matchFields": [{
-                "key": "metadata.name",
-                "operator": "In",
-                "values": ["host_1", "host_2"],
-            }],
-        }]},
+        "node_selector": {
+            "nodeSelectorTerms": [
+                {
+                    "matchExpressions": [
+                        {
+                            "key": "label_1",
+                            "operator": "In",
+                            "values": ["label_1_val", "label_2_val"],
+                        }
+                    ],
+                    "matchFields": [
+                        {
+                            "key": "metadata.name",
+                            "operator": "In",
+                            "values": ["host_1", "host_2"],
+                        }
+                    ],
+                }
+            ]
+        },
         "node": {"name": "host_1", "labels": {"label_1": "label_1_val"}},
     },
     {
         "name": "nodeLabels and nodeFields: ordered matchExpressions and unordered matchFields",
-        "node_selector": {"nodeSelectorTerms": [{
-            "matchExpressions": [{
-                "key": "label_1",
-                "operator": "In",
-                "values": ["label_1_val", "label_2_val"],
-            }],
-            "matchFields": [{
-                "key": "metadata.name",
-                "operator": "In",
-                "values": ["host_2", "host_1"],
-            }],
-        }]},
+        "node_selector": {
+            "nodeSelectorTerms": [
+                {
+                    "matchExpressions": [
+                        {
+                            "key": "label_1",
+                            "operator": "In",
+                            "values": ["label_1_val", "label_2_val"],
+                        }
+                    ],
+                    "matchFields": [
+                        {
+                            "key": "metadata.name",
+                            "operator": "In",
+                            "values": ["host_2", "host_1"],
+                        }
+                    ],
+                }
+            ]
+        },
         "node": {"name": "host_1", "labels": {"label_1": "label_1_val"}},
     },
     {
         "name": "nodeLabels and nodeFields: unordered matchExpressions and ordered matchFields",
-        "node_selector": {"nodeSelectorTerms": [{
-            "matchExpressions": [{
-                "key": "label_1",
-                "operator": "In",
-                "values": ["label_2_val", "label_1_val"],
-            }],
-            "matchFields": [{
-                "key": "metadata.name",
-                "operator": "In",
-                "values": ["host_1", "host_2"],
-            }],
-        }]},
+        "node_selector": {
+            "nodeSelectorTerms": [
+                {
+                    "matchExpressions": [
+                        {
+                            "key": "label_1",
+                            "operator": "In",
+                            "values": ["label_2_val", "label_1_val"],
+                        }
+                    ],
+                    "matchFields": [
+                        {
+                            "key": "metadata.name",
+                            "operator": "In",
+                            "values": ["host_1", "host_2"],
+                        }
+                    ],
+                }
+            ]
+        },
         "node": {"name": "host_1", "labels": {"label_1": "label_1_val"}},
     },
     {
         "name": "nodeLabels and nodeFields: unordered matchExpressions and unordered matchFields",
-        "node_selector": {"nodeSelectorTerms": [{
-            "matchExpressions": [{
-                "key": "label_1",
-                "operator": "In",
-                "values": ["label_2_val", "label_1_val"],
-            }],
-            "matchFields": [{
-                "key": "metadata.name",
-                "operator": "In",
-                "values": ["host_2", "host_1"],
-            }],
-        }]},
+        "node_selector": {
+            "nodeSelectorTerms": [
+                {
+                    "matchExpressions": [
+                        {
+                            "key": "label_1",
+                            "operator": "In",
+                            "values": ["label_2_val", "label_1_val"],
+                        }
+                    ],
+                    "matchFields": [
+                        {
+                            "key": "metadata.name",
+                            "operator": "In",
+                            "values": ["host_2", "host_1"],
+                        }
+                    ],
+                }
+            ]
+        },
         "node": {"name": "host_1", "labels": {"label_1": "label_1_val"}},
     },
 ]
@@ -672,26 +1192,40 @@ NODE_SELECTOR_MATCH: Final[list[Row]] = [
     },
     {
         "name": "invalid field selector and label selector",
-        "node_selector": {"nodeSelectorTerms": [
-            {"matchFields": [{
-                "key": "metadata.name",
-                "operator": "In",
-                "values": ["host_1", "host_2"],
-            }]},
-            {
-                "matchExpressions": [{
-                    "key": "label_1",
-                    "operator": "In",
-                    "values": ["label_1_val"],
-                }],
-                "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["host_1"]}],
-            },
-            {"matchExpressions": [{
-                "key": "invalid key",
-                "operator": "In",
-                "values": ["label_value"],
-            }]},
-        ]},
+        "node_selector": {
+            "nodeSelectorTerms": [
+                {
+                    "matchFields": [
+                        {
+                            "key": "metadata.name",
+                            "operator": "In",
+                            "values": ["host_1", "host_2"],
+                        }
+                    ]
+                },
+                {
+                    "matchExpressions": [
+                        {
+                            "key": "label_1",
+                            "operator": "In",
+                            "values": ["label_1_val"],
+                        }
+                    ],
+                    "matchFields": [
+                        {"key": "metadata.name", "operator": "In", "values": ["host_1"]}
+                    ],
+                },
+                {
+                    "matchExpressions": [
+                        {
+                            "key": "invalid key",
+                            "operator": "In",
+                            "values": ["label_value"],
+                        }
+                    ]
+                },
+            ]
+        },
         "node": None,
         "want_errors": [
             "nodeSelectorTerms[0].matchFields[0]",
@@ -701,30 +1235,52 @@ NODE_SELECTOR_MATCH: Final[list[Row]] = [
     },
     {
         "name": "node matches field selector, but not labels",
-        "node_selector": {"nodeSelectorTerms": [{
-            "matchExpressions": [{"key": "label_1", "operator": "In", "values": ["label_1_val"]}],
-            "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["host_1"]}],
-        }]},
+        "node_selector": {
+            "nodeSelectorTerms": [
+                {
+                    "matchExpressions": [
+                        {"key": "label_1", "operator": "In", "values": ["label_1_val"]}
+                    ],
+                    "matchFields": [
+                        {"key": "metadata.name", "operator": "In", "values": ["host_1"]}
+                    ],
+                }
+            ]
+        },
         "node": {"name": "host_1", "labels": {}},
         "want_errors": [],
         "want_match": False,
     },
     {
         "name": "node matches field selector and label selector",
-        "node_selector": {"nodeSelectorTerms": [{
-            "matchExpressions": [{"key": "label_1", "operator": "In", "values": ["label_1_val"]}],
-            "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["host_1"]}],
-        }]},
+        "node_selector": {
+            "nodeSelectorTerms": [
+                {
+                    "matchExpressions": [
+                        {"key": "label_1", "operator": "In", "values": ["label_1_val"]}
+                    ],
+                    "matchFields": [
+                        {"key": "metadata.name", "operator": "In", "values": ["host_1"]}
+                    ],
+                }
+            ]
+        },
         "node": {"name": "host_1", "labels": {"label_1": "label_1_val"}},
         "want_errors": [],
         "want_match": True,
     },
     {
         "name": "second term matches",
-        "node_selector": {"nodeSelectorTerms": [
-            {"matchExpressions": [{"key": "label_1", "operator": "In", "values": ["label_1_val"]}]},
-            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["host_1"]}]},
-        ]},
+        "node_selector": {
+            "nodeSelectorTerms": [
+                {
+                    "matchExpressions": [
+                        {"key": "label_1", "operator": "In", "values": ["label_1_val"]}
+                    ]
+                },
+                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["host_1"]}]},
+            ]
+        },
         "node": {"name": "host_1", "labels": {}},
         "want_errors": [],
         "want_match": True,

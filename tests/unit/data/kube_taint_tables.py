@@ -126,8 +126,7 @@ TOLERATION_TOLERATES_TAINT_NEWER: Final[list[Row]] = [
     },
     {
         "description": (
-            "toleration with Lt operator - taint value less than toleration value, expect "
-            "tolerated"
+            "toleration with Lt operator - taint value less than toleration value, expect tolerated"
         ),
         "toleration": {
             "key": "node.kubernetes.io/sla",
@@ -258,24 +257,28 @@ TOLERATIONS_TOLERATE_TAINTS_WITH_FILTER: Final[list[Row]] = [
 FIND_MATCHING_UNTOLERATED_TAINT_NEWER: Final[list[Row]] = [
     {
         "description": "numeric Gt operator with taint value below threshold, expect not tolerated",
-        "tolerations": [{
-            "key": "node.kubernetes.io/sla",
-            "operator": "Gt",
-            "value": "950",
-            "effect": "NoSchedule",
-        }],
+        "tolerations": [
+            {
+                "key": "node.kubernetes.io/sla",
+                "operator": "Gt",
+                "value": "950",
+                "effect": "NoSchedule",
+            }
+        ],
         "taints": [{"key": "node.kubernetes.io/sla", "value": "800", "effect": "NoSchedule"}],
         "filter": "all",
         "want": False,
     },
     {
         "description": "numeric Gt operator with taint value above threshold, expect tolerated",
-        "tolerations": [{
-            "key": "node.kubernetes.io/sla",
-            "operator": "Gt",
-            "value": "750",
-            "effect": "NoSchedule",
-        }],
+        "tolerations": [
+            {
+                "key": "node.kubernetes.io/sla",
+                "operator": "Gt",
+                "value": "750",
+                "effect": "NoSchedule",
+            }
+        ],
         "taints": [{"key": "node.kubernetes.io/sla", "value": "950", "effect": "NoSchedule"}],
         "filter": "all",
         "want": True,
@@ -287,24 +290,28 @@ FIND_MATCHING_UNTOLERATED_TAINT_NEWER: Final[list[Row]] = [
     },
     {
         "description": "numeric Lt operator with taint value above threshold, expect not tolerated",
-        "tolerations": [{
-            "key": "node.kubernetes.io/sla",
-            "operator": "Lt",
-            "value": "800",
-            "effect": "NoSchedule",
-        }],
+        "tolerations": [
+            {
+                "key": "node.kubernetes.io/sla",
+                "operator": "Lt",
+                "value": "800",
+                "effect": "NoSchedule",
+            }
+        ],
         "taints": [{"key": "node.kubernetes.io/sla", "value": "950", "effect": "NoSchedule"}],
         "filter": "all",
         "want": False,
     },
     {
         "description": "numeric Gt operator with non-numeric taint value, expect not tolerated",
-        "tolerations": [{
-            "key": "node.kubernetes.io/sla",
-            "operator": "Gt",
-            "value": "950",
-            "effect": "NoSchedule",
-        }],
+        "tolerations": [
+            {
+                "key": "node.kubernetes.io/sla",
+                "operator": "Gt",
+                "value": "950",
+                "effect": "NoSchedule",
+            }
+        ],
         "taints": [{"key": "node.kubernetes.io/sla", "value": "high", "effect": "NoSchedule"}],
         "filter": "all",
         "want": False,
@@ -353,12 +360,14 @@ TAINT_TOLERATION_FILTER: Final[list[Row]] = [
             "A pod which can't be scheduled on a dedicated node assigned to user2 with effect "
             "NoSchedule"
         ),
-        "tolerations": [{
-            "key": "dedicated",
-            "operator": "Equal",
-            "value": "user2",
-            "effect": "NoSchedule",
-        }],
+        "tolerations": [
+            {
+                "key": "dedicated",
+                "operator": "Equal",
+                "value": "user2",
+                "effect": "NoSchedule",
+            }
+        ],
         "taints": [{"key": "dedicated", "value": "user1", "effect": "NoSchedule"}],
         "want": False,
     },
@@ -391,12 +400,14 @@ TAINT_TOLERATION_FILTER: Final[list[Row]] = [
             "A pod has a toleration that keys and values match the taint on the node, but "
             "(non-empty) effect doesn't match, can't be scheduled onto the node"
         ),
-        "tolerations": [{
-            "key": "foo",
-            "operator": "Equal",
-            "value": "bar",
-            "effect": "PreferNoSchedule",
-        }],
+        "tolerations": [
+            {
+                "key": "foo",
+                "operator": "Equal",
+                "value": "bar",
+                "effect": "PreferNoSchedule",
+            }
+        ],
         "taints": [{"key": "foo", "value": "bar", "effect": "NoSchedule"}],
         "want": False,
     },
@@ -415,12 +426,14 @@ TAINT_TOLERATION_FILTER: Final[list[Row]] = [
             "The pod has a toleration that key and value don't match the taint on the node, but "
             "the effect of taint on node is PreferNoSchedule. Pod can be scheduled onto the node"
         ),
-        "tolerations": [{
-            "key": "dedicated",
-            "operator": "Equal",
-            "value": "user2",
-            "effect": "NoSchedule",
-        }],
+        "tolerations": [
+            {
+                "key": "dedicated",
+                "operator": "Equal",
+                "value": "user2",
+                "effect": "NoSchedule",
+            }
+        ],
         "taints": [{"key": "dedicated", "value": "user1", "effect": "PreferNoSchedule"}],
         "want": True,
     },
@@ -443,17 +456,21 @@ TAINT_TOLERATION_FILTER_NEWER: Final[list[Row]] = [
             "Pod with Gt toleration cannot be scheduled on node when taint value is lower than "
             "threshold"
         ),
-        "tolerations": [{
-            "key": "node.example.com/priority-level",
-            "operator": "Gt",
-            "value": "950",
-            "effect": "NoSchedule",
-        }],
-        "taints": [{
-            "key": "node.example.com/priority-level",
-            "value": "800",
-            "effect": "NoSchedule",
-        }],
+        "tolerations": [
+            {
+                "key": "node.example.com/priority-level",
+                "operator": "Gt",
+                "value": "950",
+                "effect": "NoSchedule",
+            }
+        ],
+        "taints": [
+            {
+                "key": "node.example.com/priority-level",
+                "value": "800",
+                "effect": "NoSchedule",
+            }
+        ],
         "want": False,
     },
     {
@@ -461,12 +478,14 @@ TAINT_TOLERATION_FILTER_NEWER: Final[list[Row]] = [
             "Pod with Gt toleration can be scheduled on node when taint value is higher than "
             "threshold"
         ),
-        "tolerations": [{
-            "key": "node.kubernetes.io/sla",
-            "operator": "Gt",
-            "value": "750",
-            "effect": "NoSchedule",
-        }],
+        "tolerations": [
+            {
+                "key": "node.kubernetes.io/sla",
+                "operator": "Gt",
+                "value": "750",
+                "effect": "NoSchedule",
+            }
+        ],
         "taints": [{"key": "node.kubernetes.io/sla", "value": "950", "effect": "NoSchedule"}],
         "want": True,
         "ours": False,
@@ -480,17 +499,21 @@ TAINT_TOLERATION_FILTER_NEWER: Final[list[Row]] = [
             "Pod with Lt toleration cannot be scheduled on node when taint value is higher than "
             "threshold"
         ),
-        "tolerations": [{
-            "key": "node.example.com/priority-level",
-            "operator": "Lt",
-            "value": "800",
-            "effect": "NoSchedule",
-        }],
-        "taints": [{
-            "key": "node.example.com/priority-level",
-            "value": "950",
-            "effect": "NoSchedule",
-        }],
+        "tolerations": [
+            {
+                "key": "node.example.com/priority-level",
+                "operator": "Lt",
+                "value": "800",
+                "effect": "NoSchedule",
+            }
+        ],
+        "taints": [
+            {
+                "key": "node.example.com/priority-level",
+                "value": "950",
+                "effect": "NoSchedule",
+            }
+        ],
         "want": False,
     },
     {
@@ -498,12 +521,14 @@ TAINT_TOLERATION_FILTER_NEWER: Final[list[Row]] = [
             "Pod with Lt toleration can be scheduled on node when taint value is lower than "
             "threshold"
         ),
-        "tolerations": [{
-            "key": "node.kubernetes.io/sla",
-            "operator": "Lt",
-            "value": "950",
-            "effect": "NoSchedule",
-        }],
+        "tolerations": [
+            {
+                "key": "node.kubernetes.io/sla",
+                "operator": "Lt",
+                "value": "950",
+                "effect": "NoSchedule",
+            }
+        ],
         "taints": [{"key": "node.kubernetes.io/sla", "value": "800", "effect": "NoSchedule"}],
         "want": True,
         "ours": False,
@@ -514,12 +539,14 @@ TAINT_TOLERATION_FILTER_NEWER: Final[list[Row]] = [
     },
     {
         "name": "Pod with Gt toleration cannot be scheduled on node with non-numeric taint value",
-        "tolerations": [{
-            "key": "node.kubernetes.io/sla",
-            "operator": "Gt",
-            "value": "950",
-            "effect": "NoSchedule",
-        }],
+        "tolerations": [
+            {
+                "key": "node.kubernetes.io/sla",
+                "operator": "Gt",
+                "value": "950",
+                "effect": "NoSchedule",
+            }
+        ],
         "taints": [{"key": "node.kubernetes.io/sla", "value": "high", "effect": "NoSchedule"}],
         "want": False,
     },
@@ -534,12 +561,14 @@ TAINT_TOLERATION_FILTER_WITH_FEATURE_GATE: Final[list[Row]] = [
             "is higher"
         ),
         "gate": True,
-        "tolerations": [{
-            "key": "node.kubernetes.io/sla",
-            "operator": "Gt",
-            "value": "750",
-            "effect": "NoSchedule",
-        }],
+        "tolerations": [
+            {
+                "key": "node.kubernetes.io/sla",
+                "operator": "Gt",
+                "value": "750",
+                "effect": "NoSchedule",
+            }
+        ],
         "taints": [{"key": "node.kubernetes.io/sla", "value": "950", "effect": "NoSchedule"}],
         "want": True,
         "ours": False,
@@ -551,12 +580,14 @@ TAINT_TOLERATION_FILTER_WITH_FEATURE_GATE: Final[list[Row]] = [
     {
         "name": "Pod with Gt toleration cannot be scheduled when feature gate is disabled",
         "gate": False,
-        "tolerations": [{
-            "key": "node.kubernetes.io/sla",
-            "operator": "Gt",
-            "value": "750",
-            "effect": "NoSchedule",
-        }],
+        "tolerations": [
+            {
+                "key": "node.kubernetes.io/sla",
+                "operator": "Gt",
+                "value": "750",
+                "effect": "NoSchedule",
+            }
+        ],
         "taints": [{"key": "node.kubernetes.io/sla", "value": "950", "effect": "NoSchedule"}],
         "want": False,
     },
@@ -566,12 +597,14 @@ TAINT_TOLERATION_FILTER_WITH_FEATURE_GATE: Final[list[Row]] = [
             "is lower"
         ),
         "gate": True,
-        "tolerations": [{
-            "key": "node.kubernetes.io/sla",
-            "operator": "Lt",
-            "value": "950",
-            "effect": "NoSchedule",
-        }],
+        "tolerations": [
+            {
+                "key": "node.kubernetes.io/sla",
+                "operator": "Lt",
+                "value": "950",
+                "effect": "NoSchedule",
+            }
+        ],
         "taints": [{"key": "node.kubernetes.io/sla", "value": "800", "effect": "NoSchedule"}],
         "want": True,
         "ours": False,
@@ -583,12 +616,14 @@ TAINT_TOLERATION_FILTER_WITH_FEATURE_GATE: Final[list[Row]] = [
     {
         "name": "Pod with Lt toleration cannot be scheduled when feature gate is disabled",
         "gate": False,
-        "tolerations": [{
-            "key": "node.kubernetes.io/sla",
-            "operator": "Lt",
-            "value": "950",
-            "effect": "NoSchedule",
-        }],
+        "tolerations": [
+            {
+                "key": "node.kubernetes.io/sla",
+                "operator": "Lt",
+                "value": "950",
+                "effect": "NoSchedule",
+            }
+        ],
         "taints": [{"key": "node.kubernetes.io/sla", "value": "800", "effect": "NoSchedule"}],
         "want": False,
     },
