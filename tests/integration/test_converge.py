@@ -671,7 +671,7 @@ spec:
 """
 # (what is pushed, the one-line refusal the status must show)
 HOSTILE_REVISIONS = [
-    (("values.yaml", "      replicas: 2\n", "      replicas: 2000000\n"), "65,536"),
+    (("values.yaml", "      replicas: 2\n", "      replicas: 2000000\n"), "from 0 to 65536"),
     (("values.yaml", "PartitionName=all Nodes=ALL",
       "PartitionName=all Nodes=" + ",".join(f"x{i}[0-99999]" for i in range(300))), "65,536"),
     (("policies/site.yaml", "", CEL_BOMB_POLICY), "cost"),
