@@ -26,7 +26,8 @@ Meanwhile, all at once:
   starts it again, as kubelet restarts a container) or kube-apiserver (the stack does not
   restart it: stopped by its PID, started again 5 s later with the same arguments), in turn.
 
-After each wave is cleaned up a row is printed: Pods bound so far, VmRSS, threads, open fds
+After each wave, once the daemon idled until the next wave's turn (at least 10 s), a row is
+printed: Pods bound so far, VmRSS and threads (medians of the 1/s samples while idle), open fds
 (/proc/PID/fd), the daemon's git checkout (du, .git included) beside the bare repo it fetches,
 the status ConfigMap's data in bytes, the daemon's Events the API server holds, and the
 daemon's stdout + stderr lines per minute since the row before. Python objects are not counted:
@@ -60,6 +61,7 @@ import shutil
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 if __package__ in (None, ""):  # `python bench/soak.py`: make `bench` importable
@@ -86,6 +88,7 @@ RELEASE, STATUS_NAMESPACE = "bench", "slurm"  # the scheduler repo's reconciler.
 DAEMON_FLAGS = ("--interval", "10", "--resync", "120")
 EVENT_TTL = "1 h (kube-apiserver's default --event-ttl)"
 RESTARTS = ("slurmctld", "kube-apiserver")
+SETTLE = 10.0  # seconds of 1/s samples, at least, after a wave: its row's VmRSS is their median
 
 
 @dataclass
@@ -147,39 +150,47 @@ def churn(run: Soak) -> Revisions:
     revisions.start()
     try:
         for index in range(1, count + 1):
-            turn = started + (index - 1) * planned / count
-            while time.monotonic() < turn:  # spread the waves over the revisions' time
-                daemon.alive()
-                time.sleep(min(1.0, turn - time.monotonic()))
             if args.restart_every and index > 1 and (index - 1) % args.restart_every == 0:
                 restart(RESTARTS[run.restarts % 2], run.local, run.api, lock)
                 run.restarts += 1
             size = min(args.wave, args.pods - (index - 1) * args.wave)
             wave = run_wave(daemon, stack.kube, run.api, index, size, args.creators,
                             args.timeout)  # fmt: skip
+            cleaned = time.monotonic()
             bound += wave.counted.get("bound", 0)
             say(progress(wave, count, bound))
             run.problems += [f"wave {index}: {p}" for p in wave.problems]
+            # The daemon idles until the next wave's turn (the waves are spread over the
+            # revisions' time), at least SETTLE s; the last wave waits for the revisions.
+            turn = started + index * planned / count
+            last = index == count
+            idle(daemon, max(turn, cleaned + SETTLE), revisions.finished if last else None)
+            quiet = [s for s in run.recorder.samples if s.at >= cleaned]
             minutes = (time.monotonic() - started) / 60
-            row = sampler.row(index, bound, minutes, len(revisions.applied), run.restarts)
+            row = sampler.row(index, bound, minutes, len(revisions.applied), run.restarts, quiet)
             run.rows.append(row)
             say(
-                f"wave {index}: VmRSS {row.rss:.1f} MiB, {row.threads} threads, {row.fds} fds, "
-                f"checkout {row.checkout / 1024:.0f} KiB, status {row.status} B, "
-                f"{row.events} Events, {row.log_rate:.1f} log lines/min, "
-                f"{row.revisions} revisions applied"
+                f"wave {index}: VmRSS {row.rss:.1f} MiB (median of {len(quiet)} samples while "
+                f"idle), {row.threads} threads, {row.fds} fds, checkout "
+                f"{row.checkout / 1024:.0f} KiB, status {row.status} B, {row.events} Events, "
+                f"{row.log_rate:.1f} log lines/min, {row.revisions} revisions applied"
             )
             if wave.bound_seconds is None or wave.cleanup_seconds is None:
                 say(f"stopping after wave {index}: it did not finish")
                 break
-        while not revisions.finished():
-            daemon.alive()
-            time.sleep(1.0)
+        idle(daemon, 0.0, revisions.finished)
     finally:
         revisions.stop()
     daemon.alive()
     run.problems += [f"revision {sha} not applied in time" for sha in revisions.missed]
     return revisions
+
+
+def idle(daemon: Daemon, until: float, done: Callable[[], bool] | None = None) -> None:
+    """Until time.monotonic() reaches UNTIL and DONE() (when given) says so."""
+    while time.monotonic() < until or (done is not None and not done()):
+        daemon.alive()
+        time.sleep(0.5)
 
 
 def report(run: Soak, revisions: Revisions) -> bool:

@@ -4,12 +4,13 @@ each figure's slope over the second half, and its verdict against its bound."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from statistics import median, median_low
 
 from bench.daemon.soak_churn import du
-from bench.harness.procs import MIB, sample
+from bench.harness.procs import MIB, Sample, sample
 from bench.harness.report import print_head, verdict
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
@@ -50,12 +51,19 @@ class Sampler:
     _lines: int = 0
     _at: float = 0.0
 
-    def row(self, wave: int, pods: int, minutes: float, revisions: int, restarts: int) -> Row:
+    def row(
+        self, wave: int, pods: int, minutes: float, revisions: int, restarts: int,
+        idle: Sequence[Sample] = (),
+    ) -> Row:  # fmt: skip
+        """The figures now; VmRSS and threads the medians of IDLE (samples while the daemon
+        idled), or one sample now without them."""
         lines = sum(_lines(p) for p in self.logs)
         rate = (lines - self._lines) / (minutes - self._at) if minutes > self._at else 0.0
         self._lines, self._at = lines, minutes
+        idle = idle or [sample(self.pid)]
+        rss, threads = median(s.rss for s in idle), median_low(s.threads for s in idle)
         return Row(
-            wave, pods, minutes, sample(self.pid).rss / MIB, sample(self.pid).threads,
+            wave, pods, minutes, rss / MIB, threads,
             len(os.listdir(f"/proc/{self.pid}/fd")), du(self.checkout), du(self.origin),
             self.status_bytes(), self.events(), rate, revisions, restarts,
         )  # fmt: skip
