@@ -3,9 +3,9 @@ fds, its git checkout, its status ConfigMap, its Events and its log rate must st
 
 Not a test: run it by hand from the repo root and read the figures.
 
-    python -m bench.soak                   # the full run: 5,000 Pods, 30 revisions (~35 min)
+    python -m bench.soak                   # the full run: 5,000 Pods, 30 revisions (31 min)
     python -m bench.soak --pods 300 --wave 100 --revisions 3 --revision-interval 40 \\
-        --restart-every 1                  # the quick check (about 3 min; say so when quoted)
+        --restart-every 1                  # the quick check (2 min 30 s; say so when quoted)
 
 On a local stack of its own (`reconciler local up` in a fresh runtime dir, stopped by its PIDs
 in a finally), from bench/fixtures/scheduler-repo committed to a git repository of its own
