@@ -125,10 +125,12 @@ def running_daemon(
     *,
     ready_timeout: float = DAEMON_READY_TIMEOUT,
     scheduler: bool = True,
+    source: Sequence[str] = (),
 ) -> Iterator[Daemon]:
     """`reconciler run --source-dir REPO --local --runtime-dir RUNTIME ... EXTRA`, once /readyz
     says its first revision converged (applied or unchanged) and, with SCHEDULER, it said which
-    scheduler name it schedules Pods as; stopped by its PID in a finally."""
+    scheduler name it schedules Pods as; stopped by its PID in a finally. SOURCE replaces
+    `--source-dir REPO` (e.g. `--git-url URL`)."""
     say("starting `reconciler run`")
     port = free_port()
     logs = runtime / "logs"
@@ -141,8 +143,7 @@ def running_daemon(
                 "-m",
                 "reconciler",
                 "run",
-                "--source-dir",
-                str(repo),
+                *(source or ("--source-dir", str(repo))),
                 "--local",
                 "--runtime-dir",
                 str(runtime),
@@ -178,7 +179,7 @@ def _wait_ready(daemon: Daemon, deadline: float, *, scheduler: bool) -> None:
     while True:
         daemon.alive()
         said = daemon.out.read_text(errors="replace") + daemon.log.read_text(errors="replace")
-        found = re.search(r"scheduling Pods as ([\w.-]+)", said)
+        found = re.search(r"scheduling Pods as (?:scheduler )?([\w.-]+)", said)
         if (found or not scheduler) and daemon.get("/readyz")[0] == 200:
             daemon.scheduler_name = found.group(1) if found else ""
             break

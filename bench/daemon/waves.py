@@ -165,10 +165,12 @@ def run_wave(
     now: dict[str, int] = before
 
     def all_seen() -> bool:
+        """Every Pod bound, refused, or deleted by the scheduler (its placeholder job ended
+        before the bind: a check below reports it, the wave does not wait for it)."""
         nonlocal now
         daemon.alive()
         now = counters(daemon)
-        return (now["bound"] - before["bound"]) + (now["refused"] - before["refused"]) >= count
+        return sum(now[c] - before[c] for c in ("bound", "refused", "pods_deleted")) >= count
 
     if wait_until(all_seen, timeout, poll=0.25):
         wave.bound_seconds = time.monotonic() - started
@@ -178,6 +180,12 @@ def run_wave(
             f"refused {now['refused'] - before['refused']} of {count}"
         )
     wave.cpu_bind = daemon.cpu_seconds() - cpu0
+    deleted = now["pods_deleted"] - before["pods_deleted"]
+    if deleted:
+        wave.problems.append(
+            f"the scheduler deleted {deleted} Pods of the wave: their placeholder job ended "
+            "(its Event says why)"
+        )
     wave.problems += check_wave(kube, api, count)
     cpu1, deleting = daemon.cpu_seconds(), time.monotonic()
     loadgen.delete_pods(kube, NAMESPACE, [b["metadata"]["name"] for b in bodies], creators, count)

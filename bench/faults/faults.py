@@ -63,17 +63,7 @@ class Chaos:
         roll_deployment(self.kube, NAMESPACE, f"{RELEASE}-controller", datetime.now(UTC))
 
     def _apiserver(self, fault: Fault) -> None:
-        plane = self.stack.kube
-        assert plane is not None
-        plane.supervisor.stop("kube-apiserver", grace=10)
-        if fault.note == "compact":
-            compact_etcd(plane.ports.etcd_client)
-        time.sleep(5)
-        plane.supervisor.start("kube-apiserver", kube_module.apiserver_argv(
-            plane.binaries, plane.paths, plane.ports))  # fmt: skip
-        token = kube_module.read_token(plane.paths)
-        plane.supervisor.wait_ready("kube-apiserver", lambda: kube_module.apiserver_ready(
-            plane.paths, plane.ports, token), timeout=60)  # fmt: skip
+        restart_apiserver(self.stack, compact=fault.note == "compact")
 
     def _rest(self, fault: Fault) -> None:
         self.proxy.mode = "broken"
@@ -106,6 +96,24 @@ class Chaos:
             time.sleep(0.05)
         delete_pod(self.kube, self.ledger, name)
         return None
+
+
+def restart_apiserver(stack: LocalStack, *, down: float = 5.0, compact: bool = False) -> None:
+    """The local stack's kube-apiserver stopped (SIGTERM by its recorded PID), DOWN seconds
+    later started again with the same arguments, and waited for until ready: the stack does not
+    restart it by itself. With COMPACT, etcd is compacted while it is down (every watch must
+    relist)."""
+    plane = stack.kube
+    assert plane is not None
+    plane.supervisor.stop("kube-apiserver", grace=10)
+    if compact:
+        compact_etcd(plane.ports.etcd_client)
+    time.sleep(down)
+    plane.supervisor.start("kube-apiserver", kube_module.apiserver_argv(
+        plane.binaries, plane.paths, plane.ports))  # fmt: skip
+    token = kube_module.read_token(plane.paths)
+    plane.supervisor.wait_ready("kube-apiserver", lambda: kube_module.apiserver_ready(
+        plane.paths, plane.ports, token), timeout=60)  # fmt: skip
 
 
 def compact_etcd(port: int) -> None:
