@@ -41,6 +41,7 @@ from reconciler.adapters.http_server import (
 )
 from reconciler.apply.upgrade_effects import UpgradePausedError
 from reconciler.daemon.converge import Converger, Outcome
+from reconciler.daemon.heap import trim_heap
 from reconciler.daemon.metrics import CONVERGE_RESYNC, CONVERGE_REVISION, DaemonMetrics
 from reconciler.daemon.scheduler_slot import SchedulerSlot
 from reconciler.daemon.webhook import judge
@@ -235,6 +236,7 @@ class Daemon:
         revision = self._fetch()
         if revision is not None and revision.id != self._tried:
             self._converge(revision, resync=False)
+        trim_heap()  # what the interval's work freed, back to the kernel (daemon/heap.py)
 
     def _resync(self) -> None:
         if not self._leading():
