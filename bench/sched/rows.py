@@ -76,8 +76,10 @@ def scheduler_stage_rows(
     uids = {p.uid for p in pods}
     with inst.lock:
         records = [r for r in inst.stages if r.uid in uids]
-    out(f"  where the time goes, from the scheduler's own marks ({len(records)} bound Pods; "
-        "created and allocated are whole seconds: creationTimestamp, Slurm's start time):")
+    out(
+        f"  where the time goes, from the scheduler's own marks ({len(records)} bound Pods; "
+        "created and allocated are whole seconds: creationTimestamp, Slurm's start time):"
+    )
     out(f"  {'stage (s)':<44}{'p50':>8}{'p99':>8}{'Pods':>8}")
     for row in stage_table(records):
         out(f"  {row.label:<44}{row.p50:>8.3f}{row.p99:>8.3f}{row.count:>8}")
@@ -85,8 +87,10 @@ def scheduler_stage_rows(
     made = {op: n for op, n in counters.slurm_requests.items() if op in WHOLE_LIST_READS}
     after = whole_list_reads(made) - inst.whole_lists_at_start
     kinds = ", ".join(f"{op} {n}" for op, n in sorted(made.items())) or "none"
-    out(f"  whole job-list reads after the scheduler's start: {after} (all so far, by kind: "
-        f"{kinds}; {inst.whole_lists_at_start} at its start)")
+    out(
+        f"  whole job-list reads after the scheduler's start: {after} (all so far, by kind: "
+        f"{kinds}; {inst.whole_lists_at_start} at its start)"
+    )
 
 
 def start_watch_row(out: Callable[..., None], pods: list[PodTimes], inst: Instrument) -> None:
