@@ -11,6 +11,7 @@ from reconciler import wellknown as wk
 from reconciler.compile.accounting_off import accounting_on
 from reconciler.compile.power import power_saving
 from reconciler.config.defaults import DEFAULT_KILL_WAIT_SECONDS, served_scheduler_names
+from reconciler.config.keys import default_of
 from reconciler.errors import ConfigTypeError
 from reconciler.scheduler.decide.gang_decide import FAILURE_POLICIES, FailurePolicy
 
@@ -103,7 +104,9 @@ def settings_from_values(
         "namespace": namespace,
         "watch_namespaces": watch,
         "kill_wait_seconds": int(kill_wait),
-        "gang_failure_policy": _gang_policy(scheduler.get("gangFailurePolicy", "restart")),
+        "gang_failure_policy": _gang_policy(
+            scheduler.get("gangFailurePolicy", default_of("scheduler.gangFailurePolicy"))
+        ),
         "bin_pack_partitions": _namespaces(scheduler.get("binPackPartitions")),
         "power_saving": power_saving(dict(values)) is not None,
         "default_user_id": (scheduler.get("podPolicy") or {}).get("defaultUserId"),
