@@ -21,8 +21,10 @@ compaction leaves deleted objects in the caller's cache for good.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import threading
 import time
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
@@ -281,3 +283,38 @@ class KubeWatch:
         else:
             self._known[object_key(obj)] = stub_of(obj)
         return kind, obj
+
+
+class OpenWatches:
+    """The watches a component has open, so that stopping it ends them all. A watch leaves as
+    its loop ends: a component makes a new one after every error (each API server outage makes
+    one a second per loop), and a list that only grew kept every one of them for good."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open: set[KubeWatch] = set()
+        self._stopped = False
+
+    @contextlib.contextmanager
+    def holding(self, watch: KubeWatch) -> Iterator[KubeWatch]:
+        """WATCH is open for the block; stopped at once when stop_all() came first."""
+        with self._lock:
+            if self._stopped:
+                watch.stop()
+            self._open.add(watch)
+        try:
+            yield watch
+        finally:
+            with self._lock:
+                self._open.discard(watch)
+
+    def stop_all(self) -> None:
+        with self._lock:
+            self._stopped = True
+            watches = list(self._open)
+        for watch in watches:
+            watch.stop()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._open)

@@ -25,7 +25,7 @@ from typing import Any
 
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
-from reconciler.adapters.kube_watch import Shape, WatchMemory
+from reconciler.adapters.kube_watch import OpenWatches, Shape, WatchMemory
 from reconciler.adapters.slurm.model import SlurmJob
 from reconciler.adapters.slurm.transport import SlurmObserver
 from reconciler.errors import ReconcilerError
@@ -86,7 +86,7 @@ class PodScheduler:
         self._hooks_key = hooks_key
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._watches: list[Any] = []
+        self._watches = OpenWatches()
         self._failures: dict[str, int] = {}
         self.counters = Counters(slurm_requests=slurm.requests)
         self.hooks: HooksServer | None = None
@@ -198,8 +198,7 @@ class PodScheduler:
         with self._state.pod_changed:
             self._state.pod_changed.notify_all()
         self._queue.close()
-        for watch in list(self._watches):
-            watch.stop()
+        self._watches.stop_all()
         self._placed.stop()
         if self.hooks is not None:
             self.hooks.stop()
@@ -291,11 +290,11 @@ class PodScheduler:
             shape=shape,
         )
         watch.carry(memory)
-        self._watches.append(watch)
-        for event, obj in watch:
-            if self._stopping.is_set():
-                return
-            handle(event, without_managed_fields(obj))
+        with self._watches.holding(watch):
+            for event, obj in watch:
+                if self._stopping.is_set():
+                    return
+                handle(event, without_managed_fields(obj))
 
     def _on_pod(self, event: str, pod: Obj) -> None:
         if is_slurmd_pod(pod):  # ours with power saving: the power keeper places it
@@ -365,7 +364,8 @@ class PodScheduler:
 
     def retained(self) -> dict[str, int]:
         """Entries in each per-Pod and per-job structure (state.py's, the work queue's, the
-        retry counts, the caches'): what a long run must bring back down as Pods go."""
+        retry counts, the caches'): what a long run must bring back down as Pods go; and the
+        watches open, which must not pile up as the API server comes and goes."""
         parts = {
             "": self._state.retained(),
             "queue ": self._queue.retained(),
@@ -374,4 +374,5 @@ class PodScheduler:
         sizes = {f"{prefix}{name}": size for prefix, part in parts.items()
                  for name, size in part.items()}  # fmt: skip
         return {**sizes, "retries": len(self._failures), "misnamed told": self._misnamed.told,
-                "pod groups": self._gang_steps.pod_groups}  # fmt: skip
+                "pod groups": self._gang_steps.pod_groups, "watches": len(self._watches),
+                "placed watches": self._placed.watches}  # fmt: skip

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from typing import Final
 
 from reconciler.adapters.kube import Kube
-from reconciler.adapters.kube_watch import KubeWatch, WatchMemory
+from reconciler.adapters.kube_watch import OpenWatches, WatchMemory
 from reconciler.kuberules.pod_affinity_spread import PlacedPod, placed_pod
 from reconciler.kuberules.pod_phase import finished
 from reconciler.objects import Obj
@@ -44,7 +44,7 @@ class PlacedPods:
         self._lock = threading.Lock()
         self._starting = threading.Lock()  # one first list at a time
         self._pods: dict[str, dict[str, PlacedPod]] = {}  # namespace -> uid -> Pod
-        self._watches: list[KubeWatch] = []
+        self._watches = OpenWatches()
         self._stopped = False
         self.lists = 0  # LISTs made, for tests and logs
 
@@ -56,12 +56,15 @@ class PlacedPods:
         found.pop(own, None)
         return list(found.values())
 
+    @property
+    def watches(self) -> int:
+        """Watches open: one per namespace followed."""
+        return len(self._watches)
+
     def stop(self) -> None:
         with self._lock:
             self._stopped = True
-            watches = list(self._watches)
-        for watch in watches:
-            watch.stop()
+        self._watches.stop_all()
 
     def _namespace(self, namespace: str) -> dict[str, PlacedPod]:
         with self._lock:
@@ -86,17 +89,14 @@ class PlacedPods:
     def _follow(self, namespace: str, memory: WatchMemory) -> None:
         watch = self._kube.watch("v1", "Pod", namespace, shape=placed_form)
         watch.carry(memory)
-        with self._lock:
-            if self._stopped:
-                return
-            self._watches.append(watch)
-        for event, obj in watch:
-            found = _placed(obj) if event != "DELETED" else None
-            with self._lock:
-                if found is None:
-                    self._pods[namespace].pop(obj["metadata"]["uid"], None)
-                else:
-                    self._pods[namespace][found[0]] = found[1]
+        with self._watches.holding(watch):
+            for event, obj in watch:
+                found = _placed(obj) if event != "DELETED" else None
+                with self._lock:
+                    if found is None:
+                        self._pods[namespace].pop(obj["metadata"]["uid"], None)
+                    else:
+                        self._pods[namespace][found[0]] = found[1]
 
 
 def _placed(obj: Obj) -> tuple[str, PlacedPod] | None:

@@ -424,9 +424,11 @@ def test_a_pod_deleted_during_an_api_server_outage_releases_its_job(
     env: Env, pods: list[str]
 ) -> None:
     """The scheduler's watch comes back after an outage with a resourceVersion compacted away
-    (410): its relist must report the Pod deleted meanwhile as deleted."""
+    (410): its relist must report the Pod deleted meanwhile as deleted. Its loops, which made
+    a watch a second while the API server was away, keep one each after it."""
     name = unique("outage")
     job_id = _job_id(_wait_bound(env, _create(env, pods, _small(name))["metadata"]["name"]))
+    watches = _open_watches(env)
     env.apiserver.stop()
     try:
         env.kube.delete("v1", "Pod", name, NAMESPACE, grace_period_seconds=0)
@@ -437,6 +439,12 @@ def test_a_pod_deleted_during_an_api_server_outage_releases_its_job(
         env.apiserver.start()  # its watch cache starts after the delete: the watch gets 410
     wait_for(lambda: _job_state(env, job_id) in ("CANCELLED", "COMPLETED"), 40,
              "the deleted Pod's job to end")  # fmt: skip
+    assert _open_watches(env) == watches
+
+
+def _open_watches(env: Env) -> dict[str, int]:
+    sizes = env.scheduler.retained()
+    return {key: sizes[key] for key in ("watches", "placed watches")}
 
 
 # ---- 11. integers a Pod's author writes -----------------------------------------------------

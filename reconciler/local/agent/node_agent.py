@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from reconciler import wellknown as wk
 from reconciler.adapters.kube import Kube
+from reconciler.adapters.kube_watch import KubeWatch, OpenWatches
 from reconciler.errors import ReconcilerError
 from reconciler.local.agent.logs_server import KubeletServer
 from reconciler.local.agent.placement import (
@@ -87,7 +88,7 @@ class NodeAgent:
         # Pods bound but not yet seen bound (the scheduler's "assume"), so parallel binds spread.
         self._assumed: dict[str, str] = {}
         self._workers = ThreadPoolExecutor(max_workers=12, thread_name_prefix="node-agent")
-        self._watches: list[Any] = []
+        self._watches = OpenWatches()
         self._threads: list[threading.Thread] = []
         self._stopping = threading.Event()
 
@@ -132,8 +133,7 @@ class NodeAgent:
         """Stop watching and syncing. The daemons keep running: the stack stops them, in
         dependency order, with the jobs cancelled first."""
         self._stopping.set()
-        for watch in list(self._watches):
-            watch.stop()
+        self._watches.stop_all()
         self._workers.shutdown(wait=True, cancel_futures=True)
         for thread in self._threads:
             thread.join(timeout=1.0)  # daemon threads; a blocked read ends with the process
@@ -165,8 +165,10 @@ class NodeAgent:
     # ---- Pods ---------------------------------------------------------------------------
 
     def _watch_pods(self) -> None:
-        watch = self._kube.watch("v1", "Pod")
-        self._watches.append(watch)
+        with self._watches.holding(self._kube.watch("v1", "Pod")) as watch:
+            self._follow_pods(watch)
+
+    def _follow_pods(self, watch: KubeWatch) -> None:
         for kind, pod in watch:
             if self._stopping.is_set():
                 return
@@ -374,13 +376,12 @@ class NodeAgent:
     # ---- ConfigMaps and Secrets -----------------------------------------------------------
 
     def _watch_mounted(self, kind: str) -> None:
-        watch = self._kube.watch("v1", kind)
-        self._watches.append(watch)
-        for event, obj in watch:
-            if self._stopping.is_set():
-                return
-            if event != "DELETED":
-                self._refresh_mounted(kind, obj)
+        with self._watches.holding(self._kube.watch("v1", kind)) as watch:
+            for event, obj in watch:
+                if self._stopping.is_set():
+                    return
+                if event != "DELETED":
+                    self._refresh_mounted(kind, obj)
 
     def _refresh_mounted(self, kind: str, obj: Obj) -> None:
         """A ConfigMap or Secret that Pods here mount changed: rewrite their files, as kubelet
