@@ -23,6 +23,7 @@ from reconciler.cli.where import connect, kubeconfig_of, target_args
 from reconciler.compile.control_plane import controller_name
 from reconciler.compile.profile import Profile
 from reconciler.daemon.converge import Converger
+from reconciler.daemon.heap import limit_arenas
 from reconciler.daemon.lease import LeaderElector, LeaseTimings
 from reconciler.daemon.run import Daemon, RunSettings
 from reconciler.daemon.scheduler_slot import SettingsFollower
@@ -63,6 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_daemon(args: argparse.Namespace) -> int:
+    limit_arenas()  # before any thread: each keeps the arena it is given (daemon/heap.py)
     kube = _kube(args)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="sunk-reconciler-run-"))
     # The clients plans and applies go through: connected once, at the first convergence.

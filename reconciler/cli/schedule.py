@@ -18,6 +18,7 @@ from reconciler.cli.compile import load
 from reconciler.cli.durations import duration_seconds
 from reconciler.cli.settings import log_format_arg
 from reconciler.cli.where import is_local, kubeconfig_of, local_stack, target_args, tokens_from_args
+from reconciler.daemon.heap import limit_arenas
 from reconciler.errors import ReconcilerError
 from reconciler.local.stack import LocalStack
 from reconciler.local.target_parts import client_env, scheduler_endpoints
@@ -151,6 +152,7 @@ def _pod_policies(args: argparse.Namespace, settings: SchedulerSettings) -> PodP
 
 
 def run_schedule(args: argparse.Namespace) -> int:
+    limit_arenas()  # a daemon too: before any thread (daemon/heap.py)
     settings = scheduler_settings(args)
     scheduler = connect_scheduler(args, settings)
     scheduler.set_policies(_pod_policies(args, settings))

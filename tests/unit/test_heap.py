@@ -1,14 +1,16 @@
-"""trim_heap gives a fragmented heap's free pages back: what keeps a long-running daemon's
-VmRSS from creeping up under churn (bench/README.md, "Soak")."""
+"""The daemon's heap: a fragmented heap's free pages given back, and its threads sharing two
+malloc arenas: what keeps a long-running daemon's VmRSS from creeping up (bench/README.md,
+"Soak")."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
 import pytest
 
-from reconciler.daemon.heap import trim_heap
+from reconciler.daemon.heap import ARENAS, trim_heap
 
 # 200,000 blocks of 1 KiB (past pymalloc's 512 bytes: glibc's), one in 50 kept: ~200 MiB
 # freed in holes glibc keeps until trimmed.
@@ -33,3 +35,37 @@ def test_a_fragmented_heap_is_given_back() -> None:
     before, after, released = int(out[0]), int(out[1]), out[2]
     assert released == "True"
     assert after < before / 2, f"VmRSS {before} KiB before the trim, {after} KiB after"
+
+
+# Eight threads alive at once, each allocating from glibc; then glibc's own count of its
+# arenas (malloc_stats writes an "Arena N:" block per arena to stderr).
+THREADS_THEN_COUNT = """
+import ctypes, sys, threading
+from reconciler.daemon.heap import limit_arenas
+if sys.argv[1] == "limited":
+    assert limit_arenas() is True
+barrier, kept = threading.Barrier(8), []
+def work():
+    kept.append(bytearray(100_000))
+    barrier.wait()
+threads = [threading.Thread(target=work) for _ in range(8)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+ctypes.CDLL(None).malloc_stats()
+"""
+
+
+def _arenas(mode: str) -> int:
+    env = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
+    out = subprocess.run([sys.executable, "-c", THREADS_THEN_COUNT, mode], capture_output=True,
+                         text=True, check=True, env=env)  # fmt: skip
+    return sum(line.startswith("Arena ") for line in out.stderr.splitlines())
+
+
+def test_the_daemons_threads_share_two_malloc_arenas() -> None:
+    if trim_heap() is None:
+        pytest.skip("not glibc: no mallopt")
+    assert _arenas("unlimited") > ARENAS  # glibc's default: an arena per thread, 8 per core
+    assert _arenas("limited") == ARENAS
