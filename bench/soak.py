@@ -27,11 +27,11 @@ Meanwhile, all at once:
   restart it: stopped by its PID, started again 5 s later with the same arguments), in turn.
 
 After each wave, once the daemon idled until the next wave's turn (at least 10 s), a row is
-printed: Pods bound so far, VmRSS and threads (medians of the 1/s samples while idle), open fds
+printed: Pods bound so far, VmRSS and threads (medians of the 1/s samples while idle), Python's
+allocated blocks (the daemon's /metrics, reconciler_python_allocated_blocks), open fds
 (/proc/PID/fd), the daemon's git checkout (du, .git included) beside the bare repo it fetches,
 the status ConfigMap's data in bytes, the daemon's Events the API server holds, and the
-daemon's stdout + stderr lines per minute since the row before. Python objects are not counted:
-the daemon is another process and has no debug endpoint that would say.
+daemon's stdout + stderr lines per minute since the row before.
 
 At the end: the first wave beside the last (the baseline of the same run), then each figure's
 least-squares slope over the second half of the waves and its verdict:
@@ -41,8 +41,9 @@ least-squares slope over the second half of the waves and its verdict:
   grow only as the history it mirrors does), status ConfigMap (256 B): "flat" means the fitted
   change across the second half and its largest value above the half's first are both within
   that band;
-- log lines per minute: the fitted change within a quarter of its mean (restarts and revisions
-  land on some waves, so single waves may peak);
+- Python's allocated blocks and log lines per minute: the fitted change within 25,000 blocks
+  and a quarter of its mean (they swing with the work in flight; restarts and revisions land on
+  some waves, so single waves may peak);
 - Events: held until the API server's --event-ttl (1 h, kube-apiserver's default, which the
   local stack keeps), so their count grows in a shorter run; the bound is on the daemon: Events
   written per Pod in the second half no more than 10 % above the first half's.
@@ -139,7 +140,7 @@ def churn(run: Soak) -> Revisions:
     lock = threading.Lock()
     revisions = Revisions(run.remote, daemon, args.revisions, args.revision_interval, lock)
     sampler = Sampler(
-        daemon.pid, (daemon.out, daemon.log), stack.runtime / "daemon-work" / "git",
+        daemon.pid, daemon.metrics, (daemon.out, daemon.log), stack.runtime / "daemon-work" / "git",
         run.remote.origin, stack.kube, STATUS_NAMESPACE, RELEASE,
         reporters(daemon.scheduler_name),
     )  # fmt: skip

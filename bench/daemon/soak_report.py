@@ -4,7 +4,7 @@ each figure's slope over the second half, and its verdict against its bound."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import median, median_low
@@ -17,6 +17,7 @@ from reconciler.adapters.kube import Kube
 from reconciler.daemon.status import status_name
 
 RSS_BOUND = 0.2  # MiB of VmRSS per 1,000 Pods, over the second half
+BLOCKS_METRIC = "reconciler_python_allocated_blocks"
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,7 @@ class Row:
     pods: int  # bound so far
     minutes: float  # since the daemon was ready
     rss: float  # MiB
+    blocks: int  # Python's allocated blocks (its /metrics), once the wave is cleaned up
     threads: int
     fds: int
     checkout: int  # bytes: du of the daemon's git checkout (its .git included)
@@ -41,6 +43,7 @@ class Sampler:
     """Reads a Row's figures; remembers the log's line count for the rate."""
 
     pid: int
+    metrics: Callable[[], Mapping[str, float]]  # the daemon's /metrics
     logs: tuple[Path, ...]
     checkout: Path
     origin: Path
@@ -62,8 +65,9 @@ class Sampler:
         self._lines, self._at = lines, minutes
         idle = idle or [sample(self.pid)]
         rss, threads = median(s.rss for s in idle), median_low(s.threads for s in idle)
+        blocks = int(self.metrics().get(BLOCKS_METRIC, 0))
         return Row(
-            wave, pods, minutes, rss / MIB, threads,
+            wave, pods, minutes, rss / MIB, blocks, threads,
             len(os.listdir(f"/proc/{self.pid}/fd")), du(self.checkout), du(self.origin),
             self.status_bytes(), self.events(), rate, revisions, restarts,
         )  # fmt: skip
@@ -119,6 +123,7 @@ class Figure:
 
 def figures() -> list[Figure]:
     return [
+        Figure("Python blocks", "k", lambda r: r.blocks / 1000, 25, steady=False),
         Figure("threads", "", lambda r: r.threads, 2),
         Figure("open fds", "", lambda r: r.fds, 4),
         Figure("checkout minus origin", "KiB", lambda r: (r.checkout - r.origin) / 1024, 64),
@@ -133,13 +138,14 @@ def half(rows: list[Row]) -> list[Row]:
 
 def print_rows(rows: list[Row]) -> None:
     print_head(
-        f"{'wave':>4} {'Pods':>6} {'min':>5} {'VmRSS MiB':>9} {'thr':>4} {'fds':>4} "
-        f"{'checkout KiB':>12} {'origin KiB':>10} {'status B':>8} {'Events':>6} "
+        f"{'wave':>4} {'Pods':>6} {'min':>5} {'VmRSS MiB':>9} {'blocks k':>8} {'thr':>4} "
+        f"{'fds':>4} {'checkout KiB':>12} {'origin KiB':>10} {'status B':>8} {'Events':>6} "
         f"{'log/min':>7} {'revs':>4} {'rst':>3}"
     )
     for r in rows:
         print(
-            f"{r.wave:>4} {r.pods:>6} {r.minutes:>5.1f} {r.rss:>9.1f} {r.threads:>4} {r.fds:>4} "
+            f"{r.wave:>4} {r.pods:>6} {r.minutes:>5.1f} {r.rss:>9.1f} {r.blocks / 1000:>8.1f} "
+            f"{r.threads:>4} {r.fds:>4} "
             f"{r.checkout / 1024:>12.0f} {r.origin / 1024:>10.0f} {r.status:>8} {r.events:>6} "
             f"{r.log_rate:>7.1f} {r.revisions:>4} {r.restarts:>3}"
         )
@@ -153,6 +159,7 @@ def print_baseline(rows: list[Row]) -> None:
     pairs = [
         ("Pods bound", first.pods, last.pods),
         ("VmRSS MiB", first.rss, last.rss),
+        ("Python blocks k", first.blocks / 1000, last.blocks / 1000),
         ("threads", first.threads, last.threads),
         ("open fds", first.fds, last.fds),
         ("checkout KiB", first.checkout / 1024, last.checkout / 1024),

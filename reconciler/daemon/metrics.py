@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator, Mapping
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    ProcessCollector,
+)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -103,6 +111,21 @@ class DaemonMetrics:
         for operation in NODE_SYNC_OPERATIONS:  # at 0 from the start, so alerts see them
             self.node_sync_errors.labels(operation)
         self._refusals: _RefusalsCollector | None = None
+        self._watch_process()
+
+    def _watch_process(self) -> None:
+        """The process's memory, CPU and fds and Python's collector, under the names every
+        Python exporter serves them; and the blocks Python's allocator holds (a read of a
+        counter it keeps): what a daemon that runs for months must keep flat."""
+        ProcessCollector(registry=self.registry)
+        GCCollector(registry=self.registry)
+        blocks = Gauge(
+            "reconciler_python_allocated_blocks",
+            "Memory blocks Python's object allocator holds (sys.getallocatedblocks): the "
+            "objects the daemon keeps, and their parts",
+            registry=self.registry,
+        )
+        blocks.set_function(sys.getallocatedblocks)
 
     def record(
         self, outcome: Outcome, now: float, *, kind: str = "", cpu_seconds: float = 0.0

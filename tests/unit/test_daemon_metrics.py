@@ -297,6 +297,23 @@ def test_the_bin_packed_partitions_fragmentation_is_a_gauge_once_known() -> None
     assert "reconciler_scheduler_packed_stranded_gpus 3.0" in text
 
 
+def test_the_process_memory_fds_and_pythons_blocks_are_served() -> None:
+    """What a months-long run must keep flat, under the names Python exporters use, and the
+    blocks Python's allocator holds, which follow what the daemon keeps."""
+    metrics = DaemonMetrics()
+
+    def value(name: str) -> float:
+        found = metrics.registry.get_sample_value(name)
+        assert found is not None, f"{name} is not served"
+        return found
+
+    assert value("process_resident_memory_bytes") > 0
+    assert value("process_open_fds") > 0
+    before = value("reconciler_python_allocated_blocks")
+    kept = [object() for _ in range(50_000)]
+    assert value("reconciler_python_allocated_blocks") >= before + len(kept)
+
+
 class BusyConverger(Converger):
     """Converges nothing: spends `cpu` seconds of its thread's CPU and says unchanged."""
 
