@@ -4,6 +4,7 @@ and the local stack of its own it runs against."""
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import subprocess
 import sys
@@ -25,6 +26,7 @@ from bench.harness.stack import (
     tail,
 )
 from reconciler.adapters.kube import Kube
+from reconciler.daemon.heap import GLIBC_TUNABLES
 from reconciler.local.ports import free_port
 from reconciler.local.stack import LocalStack
 from reconciler.local.stack_record import new_temp_runtime_dir
@@ -160,6 +162,7 @@ def running_daemon(
             stdout=stdout,
             stderr=stderr,
             start_new_session=True,  # Ctrl-C reaches the benchmark, which stops the daemon
+            env={**os.environ, "GLIBC_TUNABLES": GLIBC_TUNABLES},  # as our image runs it
         )
     daemon = Daemon(process, port, out, log)
     try:

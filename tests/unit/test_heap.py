@@ -7,10 +7,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from reconciler.daemon.heap import ARENAS, trim_heap
+from reconciler.daemon.heap import ARENAS, GLIBC_TUNABLES, trim_heap
 
 # 200,000 blocks of 1 KiB (past pymalloc's 512 bytes: glibc's), one in 50 kept: ~200 MiB
 # freed in holes glibc keeps until trimmed.
@@ -69,3 +70,10 @@ def test_the_daemons_threads_share_two_malloc_arenas() -> None:
         pytest.skip("not glibc: no mallopt")
     assert _arenas("unlimited") > ARENAS  # glibc's default: an arena per thread, 8 per core
     assert _arenas("limited") == ARENAS
+
+
+def test_our_image_starts_the_daemon_without_glibcs_thread_caches() -> None:
+    """A tunable is read only at a process's start: the image's ENV must carry it."""
+    containerfile = (Path(__file__).parents[2] / "Containerfile").read_text()
+    env = containerfile[containerfile.rindex("\nENV ") :].split("\n\n")[0]
+    assert f"GLIBC_TUNABLES={GLIBC_TUNABLES}" in env.split()
