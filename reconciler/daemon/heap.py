@@ -7,7 +7,7 @@ objects, traced memory and allocated blocks stay flat while VmRSS creeps up. Two
 in glibc's malloc, under the Python objects:
 
 - Arenas. glibc gives each thread that allocates its own arena, up to 8 per core; the daemon
-  runs some 35 threads (watches, workers, HTTP servers, the job scheduler), and memory freed
+  runs 35 to 46 threads (watches, workers, HTTP servers, the job scheduler), and memory freed
   in one arena serves only the threads that share it. An idle daemon grew by 1 MiB every 40 s
   that way (the arenas' free bytes from 3.4 to 11.8 MB over five minutes, in use flat at 14.3
   MB), and malloc_trim did not bring it back. Under the GIL only one thread runs Python at a
@@ -62,7 +62,7 @@ _MALLOPT = _libc_function("mallopt", [ctypes.c_int, ctypes.c_int])
 def limit_arenas(count: int = ARENAS) -> bool | None:
     """At most COUNT malloc arenas from now on: call before the daemon starts its threads
     (a thread keeps the arena it was given). True if the C library took it, None where it
-    cannot. MALLOC_ARENA_MAX in the environment, when set, is left to rule."""
+    cannot, False when MALLOC_ARENA_MAX in the environment rules instead."""
     if _MALLOPT is None:
         return None
     if os.environ.get("MALLOC_ARENA_MAX"):
